@@ -1,0 +1,9 @@
+//! Shared pieces of ax: the data model, job-file parsing and validation,
+//! cron schedules, and (later) the JSON-RPC protocol and its client.
+
+pub mod cron;
+pub mod duration;
+pub mod jobfile;
+pub mod model;
+
+pub use model::*;

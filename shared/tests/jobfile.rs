@@ -1,0 +1,277 @@
+//! SPEC §2: job files, defaults, shorthand, and every validation error with
+//! its line and column.
+
+use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, is_ignored_name, parse_dag};
+use ax_shared::*;
+use proptest::prelude::*;
+use std::time::Duration;
+
+fn opts() -> ValidateOptions {
+    ValidateOptions {
+        pools: Some(vec!["default".into(), "io".into()]),
+    }
+}
+
+fn parse(text: &str) -> Result<DagFile, Vec<FileError>> {
+    parse_dag("weekly-report", "weekly-report.toml", text, &opts())
+}
+
+fn errors(text: &str) -> Vec<String> {
+    parse(text)
+        .expect_err("should be rejected")
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+const WEEKLY: &str = r#"
+description = "Weekly sales report"
+schedule    = "0 8 * * MON"
+timezone    = "Asia/Shanghai"
+catchup     = "latest"
+overlap     = "skip"
+enabled     = true
+on_failure  = "notify-send 'ax: $AX_DAG failed'"
+on_success  = ""
+owner       = "data-team"
+tags        = ["report"]
+
+[defaults]
+pool     = "default"
+priority = 50
+timeout  = "10m"
+retries  = 2
+backoff  = { kind = "exponential", base = "1s", max = "30s", jitter = "500ms" }
+
+[[job]]
+id      = "fetch_sales"
+command = "python3 fetch.py sales"
+cwd     = "/srv/report"
+env     = { REGION = "cn" }
+
+[[job]]
+id   = "fetch_stock"
+argv = ["python3", "fetch.py", "stock"]
+pool = "io"
+
+[[job]]
+id       = "calc_report"
+command  = "python3 calc.py"
+deps     = ["fetch_sales", "fetch_stock"]
+dep_mode = "any"
+priority = 70
+timeout  = "none"
+heartbeat = "30s"
+kill_grace = "2s"
+retry_on = [75, 111]
+preemptible = true
+"#;
+
+#[test]
+fn full_file_with_defaults() {
+    let dag = parse(WEEKLY).unwrap().spec;
+    assert_eq!(dag.name, "weekly-report");
+    assert_eq!(dag.schedule.as_deref(), Some("0 8 * * MON"));
+    assert_eq!(dag.timezone.as_deref(), Some("Asia/Shanghai"));
+    assert_eq!(dag.catchup, Catchup::Latest);
+    assert_eq!(dag.overlap, Overlap::Skip);
+    assert_eq!(dag.on_success, None, "empty hook means none");
+    assert_eq!(dag.tags, vec!["report"]);
+    assert_eq!(dag.jobs.len(), 3);
+    let sales = &dag.jobs[0];
+    assert_eq!(sales.exec, Exec::Shell("python3 fetch.py sales".into()));
+    assert_eq!(sales.cwd.as_deref(), Some(std::path::Path::new("/srv/report")));
+    assert_eq!(sales.env.get("REGION").map(String::as_str), Some("cn"));
+    assert_eq!(sales.timeout, Timeout::After(Duration::from_secs(600)));
+    assert_eq!(sales.retries, 2);
+    assert_eq!(sales.pool, "default");
+    let stock = &dag.jobs[1];
+    assert_eq!(stock.exec, Exec::Argv(vec!["python3".into(), "fetch.py".into(), "stock".into()]));
+    assert_eq!(stock.pool, "io");
+    let calc = &dag.jobs[2];
+    assert_eq!(calc.deps, vec!["fetch_sales", "fetch_stock"]);
+    assert_eq!(calc.dep_mode, DepMode::Any);
+    assert_eq!(calc.priority, 70);
+    assert_eq!(calc.timeout, Timeout::Never);
+    assert_eq!(calc.heartbeat, Some(Duration::from_secs(30)));
+    assert_eq!(calc.kill_grace, Duration::from_secs(2));
+    assert_eq!(calc.retry_on, Some(vec![75, 111]));
+    assert!(calc.preemptible);
+}
+
+#[test]
+fn defaults_of_the_spec_table() {
+    let dag = parse("[[job]]\nid = \"a\"\ncommand = \"true\"\n").unwrap().spec;
+    let job = &dag.jobs[0];
+    assert_eq!(job.priority, 50);
+    assert_eq!(job.pool, "default");
+    assert_eq!(job.timeout, Timeout::Default);
+    assert_eq!(job.kill_grace, Duration::from_secs(10));
+    assert_eq!(job.retries, 0);
+    assert_eq!(job.backoff, Backoff::default());
+    assert_eq!(job.dep_mode, DepMode::All);
+    assert!(!job.preemptible);
+    assert_eq!(dag.catchup, Catchup::Latest);
+    assert_eq!(dag.overlap, Overlap::Skip);
+    assert!(dag.enabled);
+}
+
+#[test]
+fn single_job_shorthand() {
+    let text = "schedule = \"@daily\"\ncommand = \"backup.sh\"\nretries = 3\ntimeout = \"1h30m\"\n";
+    let dag = parse_dag("team-a/backup", "team-a/backup.toml", text, &opts()).unwrap().spec;
+    assert_eq!(dag.name, "team-a/backup");
+    assert_eq!(dag.jobs.len(), 1);
+    assert_eq!(dag.jobs[0].id, "backup");
+    assert_eq!(dag.jobs[0].retries, 3);
+    assert_eq!(dag.jobs[0].timeout, Timeout::After(Duration::from_secs(5400)));
+}
+
+#[test]
+fn every_error_is_listed_with_its_location() {
+    let text = r#"schedule = "0 0 31 2 *"
+timezone = "Mars/Olympus"
+colour = "red"
+[[job]]
+id = "a"
+command = "true"
+priority = 101
+timeout = "ten"
+pool = "gpu"
+[[job]]
+id = "a"
+command = "x"
+argv = ["x"]
+[[job]]
+id = "b"
+deps = ["nope", "b"]
+[[job]]
+id = "c"
+command = "true"
+cwd = "relative/dir"
+dep_mode = "some"
+"#;
+    let errs = errors(text);
+    let want = [
+        "weekly-report.toml:3:1: unknown key `colour`",
+        "weekly-report.toml:1:12: schedule: never fires",
+        "weekly-report.toml:2:12: timezone: unknown time zone \"Mars/Olympus\"",
+        "weekly-report.toml:7:12: priority 101 out of range 1-100",
+        "weekly-report.toml:8:11: timeout: bad duration \"ten\"",
+        "weekly-report.toml:9:8: unknown pool \"gpu\"",
+        "weekly-report.toml:13:8: job \"a\" has both `command` and `argv`",
+        "weekly-report.toml:14:1: job \"b\" needs `command` or `argv`",
+        "weekly-report.toml:20:7: cwd \"relative/dir\" must be an absolute path",
+        "weekly-report.toml:21:12: dep_mode: \"some\" is not one of all, any",
+        "weekly-report.toml:11:6: duplicate job id \"a\" (first defined on line 5)",
+        "weekly-report.toml:16:17: job \"b\" depends on itself",
+        "weekly-report.toml:16:9: job \"b\": unknown dep \"nope\"",
+    ];
+    for w in want {
+        assert!(errs.iter().any(|e| e.starts_with(w)), "missing {w:?} in {errs:#?}");
+    }
+    assert_eq!(errs.len(), want.len(), "{errs:#?}");
+}
+
+#[test]
+fn cycles_are_named_as_a_path() {
+    let text = r#"
+[[job]]
+id = "a"
+command = "true"
+deps = ["c"]
+[[job]]
+id = "b"
+command = "true"
+deps = ["a"]
+[[job]]
+id = "c"
+command = "true"
+deps = ["b"]
+[[job]]
+id = "d"
+command = "true"
+deps = ["a"]
+"#;
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("cycle: a -> b -> c -> a"), "{errs:?}");
+    assert!(errs[0].starts_with("weekly-report.toml:3:6:"), "{errs:?}");
+}
+
+#[test]
+fn toml_syntax_errors_have_line_and_column() {
+    let errs = errors("[[job]]\nid = \"a\"\ncommand = \"true\npriority = 3\n");
+    assert!(errs[0].starts_with("weekly-report.toml:3:"), "{errs:?}");
+    assert!(errs[0].contains("TOML syntax"), "{errs:?}");
+}
+
+#[test]
+fn wrong_types_and_shapes() {
+    let errs = errors("job = 3\n");
+    assert!(errs[0].contains("`job` must be an array of tables"), "{errs:?}");
+    let errs = errors("[[job]]\nid = 1\ncommand = \"x\"\nretries = \"two\"\nbackoff = { kind = \"linear\", step = \"1s\" }\nenv = { A = 1 }\n");
+    for needle in [
+        "`id` must be a string",
+        "`retries` must be an integer",
+        "backoff.kind: \"linear\" is not one of",
+        "unknown key `step` in backoff",
+        "`env value` must be a string",
+    ] {
+        assert!(errs.iter().any(|e| e.contains(needle)), "missing {needle}: {errs:#?}");
+    }
+    let errs = errors("");
+    assert!(errs[0].contains("empty file"), "{errs:?}");
+    let errs = errors("description = \"x\"\n");
+    assert!(errs[0].contains("no jobs"), "{errs:?}");
+    let errs = errors("[[job]]\nid = \"bad id!\"\ncommand = \"x\"\n");
+    assert!(errs[0].contains("bad job id"), "{errs:?}");
+    let errs = errors("command = \"x\"\n[[job]]\nid = \"a\"\ncommand = \"y\"\n");
+    assert!(errs.iter().any(|e| e.contains("cannot also have [[job]]")), "{errs:?}");
+}
+
+#[test]
+fn pools_are_only_checked_when_known() {
+    let text = "[[job]]\nid = \"a\"\ncommand = \"x\"\npool = \"gpu\"\n";
+    assert!(parse_dag("d", "d.toml", text, &ValidateOptions::default()).is_ok());
+    assert!(parse_dag("d", "d.toml", text, &opts()).is_err());
+}
+
+#[test]
+fn after_references_and_cycles_across_files() {
+    let a = parse_dag("a", "a.toml", "after = [\"b\"]\ncommand = \"x\"\n", &opts()).unwrap();
+    let b = parse_dag("b", "b.toml", "after = [\"c\"]\ncommand = \"x\"\n", &opts()).unwrap();
+    let c = parse_dag("c", "c.toml", "after = [\"a\", \"zzz\"]\ncommand = \"x\"\n", &opts()).unwrap();
+    let errs = check_after(&[&a, &b, &c]);
+    let text: Vec<String> = errs.iter().map(|(_, e)| e.to_string()).collect();
+    assert!(text.iter().any(|e| e == "c.toml:1:15: after: unknown DAG \"zzz\""), "{text:?}");
+    assert!(text.iter().any(|e| e.contains("after cycle: a -> b -> c -> a")), "{text:?}");
+    let self_ref = parse_dag("a", "a.toml", "after = [\"a\"]\ncommand = \"x\"\n", &opts());
+    assert!(self_ref.is_err());
+}
+
+#[test]
+fn ignored_file_names() {
+    for name in [".hidden.toml", "x.toml~", "x.swp", "x.tmp", "x.part", "x.bak", "notes.txt", ".x.toml.swp"] {
+        assert!(is_ignored_name(name), "{name}");
+    }
+    for name in ["etl.toml", "weekly-report.toml"] {
+        assert!(!is_ignored_name(name), "{name}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn parser_never_panics_on_arbitrary_text(text in "\\PC{0,200}") {
+        let _ = parse(&text);
+    }
+
+    #[test]
+    fn parser_never_panics_on_near_valid_files(
+        key in "[a-z_]{1,10}",
+        value in prop_oneof![Just("\"x\"".to_string()), Just("3".to_string()), Just("[\"a\"]".to_string()), Just("{ kind = \"x\" }".to_string()), Just("true".to_string())],
+    ) {
+        let text = format!("[[job]]\nid = \"a\"\ncommand = \"true\"\n{key} = {value}\n[defaults]\n{key} = {value}\n");
+        let _ = parse(&text);
+    }
+}
