@@ -1,0 +1,153 @@
+//! A driver for the engine on a virtual clock: no sleeps, no processes.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ax_daemon::engine::*;
+use ax_shared::*;
+
+pub struct Sim {
+    pub engine: Engine,
+    pub now: Millis,
+    pub effects: Vec<Effect>,
+    pub last: Option<Result<Reply, EngineError>>,
+}
+
+pub fn job(id: &str) -> JobSpec {
+    let mut j = JobSpec::new(id, Exec::Shell("true".into()));
+    j.backoff.jitter = Duration::ZERO;
+    j
+}
+
+pub fn dag(name: &str, jobs: Vec<JobSpec>) -> Arc<DagSpec> {
+    Arc::new(DagSpec::adhoc(name, jobs))
+}
+
+pub fn cfg(max: u32, pools: &[(&str, u32)]) -> EngineConfig {
+    EngineConfig {
+        max_concurrency: max,
+        pools: pools.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
+        ..EngineConfig::default()
+    }
+}
+
+pub fn actor() -> Arc<str> {
+    Arc::from("uid 1000 via ax")
+}
+
+impl Sim {
+    pub fn new(cfg: EngineConfig) -> Sim {
+        Sim {
+            engine: Engine::new(cfg, 7),
+            now: 1_700_000_000_000,
+            effects: Vec::new(),
+            last: None,
+        }
+    }
+
+    pub fn input(&mut self, input: Input) -> Result<Reply, EngineError> {
+        let step = self.engine.handle(self.now, input);
+        self.effects.extend(step.effects);
+        self.last = Some(step.reply.clone());
+        step.reply
+    }
+
+    pub fn submit(&mut self, dag: Arc<DagSpec>) -> Vec<RunId> {
+        self.submit_with(dag, None, vec![])
+    }
+
+    pub fn submit_with(&mut self, dag: Arc<DagSpec>, unique: Option<Unique>, after: Vec<RunId>) -> Vec<RunId> {
+        match self.input(Input::Submit(Submit {
+            dag,
+            trigger: "test".into(),
+            actor: actor(),
+            unique,
+            after,
+        })) {
+            Ok(Reply::Submitted { runs, .. }) => runs,
+            other => panic!("submit failed: {other:?}"),
+        }
+    }
+
+    /// Spawn orders issued since the last call, in order.
+    pub fn take_spawns(&mut self) -> Vec<SpawnOrder> {
+        let mut out = Vec::new();
+        self.effects.retain(|e| match e {
+            Effect::Spawn(o) => {
+                out.push(o.clone());
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
+    pub fn take_kills(&mut self) -> Vec<(RunId, KillReason)> {
+        let mut out = Vec::new();
+        self.effects.retain(|e| match e {
+            Effect::Kill { run, reason, .. } => {
+                out.push((*run, *reason));
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        self.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Event(ev) => Some(ev.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn exit(&mut self, run: RunId, code: i32) {
+        let attempt = self.engine.run(run).unwrap().attempts.len() as u32;
+        self.input(Input::Exited {
+            run,
+            attempt,
+            code: Some(code),
+            signal: None,
+        })
+        .unwrap();
+    }
+
+    /// A killed process dies of SIGTERM.
+    pub fn die(&mut self, run: RunId) {
+        let attempt = self.engine.run(run).unwrap().attempts.len() as u32;
+        self.input(Input::Exited {
+            run,
+            attempt,
+            code: None,
+            signal: Some(15),
+        })
+        .unwrap();
+    }
+
+    /// Advances the virtual clock to `now + ms`, ticking at every deadline
+    /// the engine asks for on the way, as the daemon's loop does.
+    pub fn advance(&mut self, ms: Millis) {
+        let target = self.now + ms;
+        while let Some(at) = self.engine.next_wakeup() {
+            if at > target {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.input(Input::Tick).unwrap();
+        }
+        self.now = target;
+        self.input(Input::Tick).unwrap();
+    }
+
+    pub fn state(&self, run: RunId) -> RunState {
+        self.engine.run(run).unwrap().state
+    }
+
+    pub fn why(&self, run: RunId) -> String {
+        self.engine.why(run, self.now).unwrap_or_default()
+    }
+}
