@@ -473,7 +473,10 @@ impl Engine {
 
     /// Applies one input at `now`, then fires due timers and dispatches.
     pub fn handle(&mut self, now: Millis, input: Input) -> Step {
-        self.fire_timers(now);
+        // Deadlines strictly before `now` happened before the input did;
+        // one falling exactly at `now` loses the tie (a process that exits
+        // at its timeout instant has exited, not timed out).
+        self.fire_timers(now - 1);
         let reply = self.apply(now, input);
         self.fire_timers(now);
         self.dispatch(now);

@@ -153,8 +153,16 @@ mod tests {
         assert_eq!(q.best(20, AGING, 0).unwrap().run, RunId(9));
         q.remove(50, 5, RunId(9));
         assert_eq!(q.best(20, AGING, 0).unwrap().run, RunId(2));
-        // after 11 aging periods the priority-40 run (ready at 0) has 51
-        assert_eq!(q.best(11 * 600_000, AGING, 0).unwrap().run, RunId(1));
+        // A priority-40 run ready for 20 periods (60) beats a priority-50
+        // run ready for 9 (59), but not one ready for 11 (61).
+        let mut aged = ReadyQueue::default();
+        aged.insert(40, 0, RunId(1));
+        aged.insert(50, 11 * 600_000, RunId(2));
+        assert_eq!(aged.best(20 * 600_000, AGING, 0).unwrap().run, RunId(1));
+        let mut aged = ReadyQueue::default();
+        aged.insert(40, 0, RunId(1));
+        aged.insert(50, 9 * 600_000, RunId(2));
+        assert_eq!(aged.best(20 * 600_000, AGING, 0).unwrap().run, RunId(2));
         assert_eq!(q.best(20, AGING, 45).unwrap().run, RunId(2), "min priority filter");
         assert!(q.best(20, AGING, 60).is_none());
         assert_eq!(q.count_at_least(45), 2);
