@@ -40,10 +40,18 @@ fn random_dag(rng: &mut SmallRng, name: &str) -> Arc<DagSpec> {
     for i in 0..n {
         let mut j = JobSpec::new(format!("j{i}"), Exec::Shell("x".into()));
         j.priority = [10, 30, 50, 50, 70, 90, 95][rng.random_range(0..7)];
-        j.pool = if rng.random_bool(0.3) { "io".into() } else { "default".into() };
+        j.pool = if rng.random_bool(0.3) {
+            "io".into()
+        } else {
+            "default".into()
+        };
         j.retries = rng.random_range(0..=2);
         j.backoff = Backoff {
-            kind: [BackoffKind::Exponential, BackoffKind::Fixed, BackoffKind::None][rng.random_range(0..3)],
+            kind: [
+                BackoffKind::Exponential,
+                BackoffKind::Fixed,
+                BackoffKind::None,
+            ][rng.random_range(0..3)],
             base: Duration::from_millis(rng.random_range(0..2000)),
             max: Duration::from_millis(5000),
             jitter: Duration::from_millis(rng.random_range(0..300)),
@@ -58,7 +66,11 @@ fn random_dag(rng: &mut SmallRng, name: &str) -> Arc<DagSpec> {
         }
         j.kill_grace = Duration::from_millis(rng.random_range(0..500));
         j.preemptible = rng.random_bool(0.3);
-        j.dep_mode = if rng.random_bool(0.2) { DepMode::Any } else { DepMode::All };
+        j.dep_mode = if rng.random_bool(0.2) {
+            DepMode::Any
+        } else {
+            DepMode::All
+        };
         for d in 0..i {
             if rng.random_bool(0.35) {
                 j.deps.push(format!("j{d}"));
@@ -74,24 +86,38 @@ fn random_dag(rng: &mut SmallRng, name: &str) -> Arc<DagSpec> {
 
 impl World {
     fn step(&mut self, input: Input) {
-        let before = snapshot(&self.sim.engine);
         let start = self.sim.effects.len();
         let _ = self.sim.input(input);
         let new: Vec<Effect> = self.sim.effects.drain(start..).collect();
         self.steps += 1;
-        check_step(&self.sim.engine, self.sim.now, &before, &new);
+        check_step(&self.sim.engine, self.sim.now, &new);
         for e in &new {
             match e {
                 Effect::Spawn(o) => {
                     let b = Behaviour {
-                        runs_for: if self.rng.random_bool(0.08) { None } else { Some(self.rng.random_range(0..4000)) },
-                        exit_code: if self.rng.random_bool(0.3) { [1, 2][self.rng.random_range(0..2)] } else { 0 },
+                        runs_for: if self.rng.random_bool(0.08) {
+                            None
+                        } else {
+                            Some(self.rng.random_range(0..4000))
+                        },
+                        exit_code: if self.rng.random_bool(0.3) {
+                            [1, 2][self.rng.random_range(0..2)]
+                        } else {
+                            0
+                        },
                     };
                     let exit_at = self.sim.now + b.runs_for.unwrap_or(Millis::MAX / 4);
-                    self.processes.insert(o.run, (o.attempt, exit_at, Some(b.exit_code)));
+                    self.processes
+                        .insert(o.run, (o.attempt, exit_at, Some(b.exit_code)));
                 }
                 Effect::Kill { run, grace_ms, .. } => {
-                    let Some(p) = self.processes.get_mut(run) else { panic!("kill of a dead process: {e:?} state {:?} attempts {:?}", self.sim.engine.run(*run).map(|r| r.state), self.sim.engine.run(*run).map(|r| r.attempts.clone())) };
+                    let Some(p) = self.processes.get_mut(run) else {
+                        panic!(
+                            "kill of a dead process: {e:?} state {:?} attempts {:?}",
+                            self.sim.engine.run(*run).map(|r| r.state),
+                            self.sim.engine.run(*run).map(|r| r.attempts.clone())
+                        )
+                    };
                     // dies within the grace period (TERM) or at its end (KILL)
                     let dies = self.sim.now + self.rng.random_range(0..=*grace_ms);
                     if dies < p.1 {
@@ -112,7 +138,10 @@ impl World {
                 (None, None) => break,
                 (a, b) => a.unwrap_or(Millis::MAX).min(b.unwrap_or(Millis::MAX)),
             };
-            assert!(next < Millis::MAX / 8, "only hung processes and no timer: stuck");
+            assert!(
+                next < Millis::MAX / 8,
+                "only hung processes and no timer: stuck"
+            );
             self.sim.now = self.sim.now.max(next);
             let exiting: Vec<RunId> = self
                 .processes
@@ -137,30 +166,33 @@ impl World {
                 let state = self.sim.engine.run(pick).unwrap().state;
                 if state.is_terminal() && state != RunState::Success && self.rng.random_bool(0.5) {
                     let before = self.sim.engine.run(pick).unwrap().state;
-                    self.step(Input::Retry { run: pick, actor: actor() });
+                    self.step(Input::Retry {
+                        run: pick,
+                        actor: actor(),
+                    });
                     if self.sim.engine.run(pick).unwrap().state != before {
                         *self.manual_retries.entry(pick).or_default() += 1;
                     }
                 } else if !state.is_terminal() {
-                    self.step(Input::Cancel { run: pick, actor: actor() });
+                    self.step(Input::Cancel {
+                        run: pick,
+                        actor: actor(),
+                    });
                 }
             }
         }
     }
 }
 
-#[derive(Clone)]
-struct Snap {
-    state: RunState,
-}
-
-fn snapshot(e: &Engine) -> HashMap<RunId, Snap> {
-    e.runs().map(|r| (r.id, Snap { state: r.state })).collect()
-}
-
 /// Reference dispatcher: scans every ready run, with the rules written
 /// plainly. Returns the order in which it would start runs.
-fn reference_dispatch(e: &Engine, now: Millis, ready: &[RunId], mut running: BTreeMap<String, u32>, mut total: u32) -> Vec<RunId> {
+fn reference_dispatch(
+    e: &Engine,
+    now: Millis,
+    ready: &[RunId],
+    mut running: BTreeMap<String, u32>,
+    mut total: u32,
+) -> Vec<RunId> {
     let cfg = e.config();
     let mut ready: Vec<RunId> = ready.to_vec();
     let mut order = Vec::new();
@@ -170,7 +202,8 @@ fn reference_dispatch(e: &Engine, now: Millis, ready: &[RunId], mut running: BTr
             let r = e.run(id).unwrap();
             let pool_ok = running[r.pool()] < cfg.pools[r.pool()];
             let global_ok = total < cfg.max_concurrency
-                || (total < cfg.max_concurrency + cfg.burst_extra && r.priority() >= cfg.burst_priority);
+                || (total < cfg.max_concurrency + cfg.burst_extra
+                    && r.priority() >= cfg.burst_priority);
             if !pool_ok || !global_ok {
                 continue;
             }
@@ -178,13 +211,19 @@ fn reference_dispatch(e: &Engine, now: Millis, ready: &[RunId], mut running: BTr
             // SPEC §4.2 written out, independent of the engine's Aging
             let p = i64::from(r.priority());
             let cap = i64::from(cfg.aging.cap);
-            let eff = if p >= cap { p } else { (p + (now - at) / cfg.aging.every).min(cap) };
+            let eff = if p >= cap {
+                p
+            } else {
+                (p + (now - at) / cfg.aging.every).min(cap)
+            };
             let key = (eff, std::cmp::Reverse(at), std::cmp::Reverse(id));
             if best.is_none_or(|b| key > b) {
                 best = Some(key);
             }
         }
-        let Some((_, _, std::cmp::Reverse(id))) = best else { break };
+        let Some((_, _, std::cmp::Reverse(id))) = best else {
+            break;
+        };
         let pool = e.run(id).unwrap().pool().to_string();
         *running.get_mut(&pool).unwrap() += 1;
         total += 1;
@@ -194,7 +233,7 @@ fn reference_dispatch(e: &Engine, now: Millis, ready: &[RunId], mut running: BTr
     order
 }
 
-fn check_step(e: &Engine, now: Millis, before: &HashMap<RunId, Snap>, effects: &[Effect]) {
+fn check_step(e: &Engine, now: Millis, effects: &[Effect]) {
     let cfg = e.config();
     // limits
     let mut running: BTreeMap<String, u32> = cfg.pools.keys().map(|k| (k.clone(), 0)).collect();
@@ -202,10 +241,17 @@ fn check_step(e: &Engine, now: Millis, before: &HashMap<RunId, Snap>, effects: &
         *running.get_mut(r.pool()).unwrap() += 1;
     }
     for (pool, n) in &running {
-        assert!(*n <= cfg.pools[pool], "pool {pool} runs {n} > {}", cfg.pools[pool]);
+        assert!(
+            *n <= cfg.pools[pool],
+            "pool {pool} runs {n} > {}",
+            cfg.pools[pool]
+        );
     }
     let total: u32 = running.values().sum();
-    assert!(total <= cfg.max_concurrency + cfg.burst_extra, "global {total}");
+    assert!(
+        total <= cfg.max_concurrency + cfg.burst_extra,
+        "global {total}"
+    );
     assert_eq!(total, e.running_total());
 
     // deps allow every start; failures cascade at once
@@ -216,8 +262,12 @@ fn check_step(e: &Engine, now: Millis, before: &HashMap<RunId, Snap>, effects: &
         let Some(id) = ev.run else { continue };
         let r = e.run(id).unwrap();
         if ev.to == Some(RunState::Ready) && ev.from == Some(RunState::Waiting) {
-            let ups: Vec<RunState> = r.upstream.iter().map(|u| e.run(*u).unwrap().state).collect();
-            let ok = match r.job.dep_mode {
+            let ups: Vec<RunState> = r
+                .upstream
+                .iter()
+                .map(|u| e.run(*u).unwrap().state)
+                .collect();
+            let ok = match r.job().dep_mode {
                 DepMode::All => ups.iter().all(|s| *s == RunState::Success),
                 DepMode::Any => ups.is_empty() || ups.contains(&RunState::Success),
             };
@@ -225,10 +275,14 @@ fn check_step(e: &Engine, now: Millis, before: &HashMap<RunId, Snap>, effects: &
         }
     }
     for r in e.runs() {
-        if r.state == RunState::Waiting && r.job.dep_mode == DepMode::All {
+        if r.state == RunState::Waiting && r.job().dep_mode == DepMode::All {
             for u in &r.upstream {
                 let s = e.run(*u).unwrap().state;
-                assert!(!s.is_terminal() || s == RunState::Success, "run {} waits on ended upstream {u} ({s})", r.id);
+                assert!(
+                    !s.is_terminal() || s == RunState::Success,
+                    "run {} waits on ended upstream {u} ({s})",
+                    r.id
+                );
             }
         }
         // every unfinished run that is not running can say why
@@ -250,11 +304,17 @@ fn check_step(e: &Engine, now: Millis, before: &HashMap<RunId, Snap>, effects: &
     for id in &spawned {
         *before_running.get_mut(e.run(*id).unwrap().pool()).unwrap() -= 1;
     }
-    let mut ready: Vec<RunId> = e.runs().filter(|r| r.state == RunState::Ready).map(|r| r.id).collect();
+    let mut ready: Vec<RunId> = e
+        .runs()
+        .filter(|r| r.state == RunState::Ready)
+        .map(|r| r.id)
+        .collect();
     ready.extend(spawned.iter().copied());
     let want = reference_dispatch(e, now, &ready, before_running, total - spawned.len() as u32);
-    assert_eq!(spawned, want, "dispatch differs from the reference at {now}");
-    let _ = before;
+    assert_eq!(
+        spawned, want,
+        "dispatch differs from the reference at {now}"
+    );
 }
 
 fn chaos(seed: u64, dags: usize, operator_actions: bool) -> (usize, usize) {
@@ -267,7 +327,10 @@ fn chaos(seed: u64, dags: usize, operator_actions: bool) -> (usize, usize) {
         ]),
         burst_extra: rng.random_range(0..=2),
         retry_per_minute: if rng.random_bool(0.5) { 30 } else { 1000 },
-        aging: Aging { every: rng.random_range(500..5000), cap: 90 },
+        aging: Aging {
+            every: rng.random_range(500..5000),
+            cap: 90,
+        },
         default_timeout: Some(20_000),
         ..EngineConfig::default()
     };
@@ -284,7 +347,13 @@ fn chaos(seed: u64, dags: usize, operator_actions: bool) -> (usize, usize) {
     for i in 0..dags {
         let d = random_dag(&mut world.rng, &format!("dag{i}"));
         jobs += d.jobs.len();
-        world.step(Input::Submit(Submit { dag: d, trigger: "chaos".into(), actor: actor(), unique: None, after: vec![] }));
+        world.step(Input::Submit(Submit {
+            dag: d,
+            trigger: "chaos".into(),
+            actor: actor(),
+            unique: None,
+            after: vec![],
+        }));
         if world.rng.random_bool(0.2) {
             world.sim.now += world.rng.random_range(0..1000);
             world.step(Input::Tick);
@@ -294,22 +363,36 @@ fn chaos(seed: u64, dags: usize, operator_actions: bool) -> (usize, usize) {
 
     let e = &world.sim.engine;
     for r in e.runs() {
-        assert!(r.state.is_terminal(), "run {} ended {} when quiet", r.id, r.state);
+        assert!(
+            r.state.is_terminal(),
+            "run {} ended {} when quiet",
+            r.id,
+            r.state
+        );
         let counted = r
             .attempts
             .iter()
             .filter(|a| a.outcome.is_some_and(|o| o.counts_against_retries()))
             .count() as u32;
         let budgets = 1 + world.manual_retries.get(&r.id).copied().unwrap_or(0);
-        assert!(counted <= (r.job.retries + 1) * budgets, "run {} had {counted} counted attempts", r.id);
+        assert!(
+            counted <= (r.job().retries + 1) * budgets,
+            "run {} had {counted} counted attempts",
+            r.id
+        );
         // downstream of a failure is cancelled
-        if r.job.dep_mode == DepMode::All {
+        if r.job().dep_mode == DepMode::All {
             let failed_up = r.upstream.iter().any(|u| {
                 let s = e.run(*u).unwrap().state;
                 s != RunState::Success
             });
             if failed_up {
-                assert_eq!(r.state, RunState::Cancelled, "run {} ran despite a failed upstream", r.id);
+                assert_eq!(
+                    r.state,
+                    RunState::Cancelled,
+                    "run {} ran despite a failed upstream",
+                    r.id
+                );
             }
         }
     }

@@ -17,7 +17,10 @@ fn weekly() -> std::sync::Arc<DagSpec> {
     calc.deps = vec!["fetch_a".into(), "fetch_b".into(), "fetch_c".into()];
     let mut email = job("email");
     email.deps = vec!["calc".into()];
-    dag("weekly", vec![job("fetch_a"), job("fetch_b"), job("fetch_c"), calc, email])
+    dag(
+        "weekly",
+        vec![job("fetch_a"), job("fetch_b"), job("fetch_c"), calc, email],
+    )
 }
 
 // ---- 4.1 dependencies ------------------------------------------------------
@@ -26,7 +29,11 @@ fn weekly() -> std::sync::Arc<DagSpec> {
 fn all_mode_runs_in_dependency_order_with_parallel_fetches() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
     let r = sim.submit(weekly());
-    assert_eq!(ids(&sim.take_spawns()), vec![r[0], r[1], r[2]], "three fetches start together");
+    assert_eq!(
+        ids(&sim.take_spawns()),
+        vec![r[0], r[1], r[2]],
+        "three fetches start together"
+    );
     assert_eq!(sim.state(r[3]), RunState::Waiting);
     assert_eq!(sim.why(r[3]), "waiting for fetch_a (running) and 2 more");
     sim.exit(r[0], 0);
@@ -57,9 +64,19 @@ fn all_mode_failure_cancels_downstream_at_once() {
     sim.exit(r[1], 3);
     assert_eq!(sim.state(r[1]), RunState::Failed);
     assert_eq!(sim.state(r[3]), RunState::Cancelled);
-    assert_eq!(sim.engine.run(r[3]).unwrap().reason, "upstream_failed: fetch_b");
-    assert_eq!(sim.state(r[4]), RunState::Cancelled, "cascades down the graph");
-    assert_eq!(sim.engine.run(r[4]).unwrap().reason, "upstream_failed: calc");
+    assert_eq!(
+        sim.engine.run(r[3]).unwrap().reason,
+        "upstream_failed: fetch_b"
+    );
+    assert_eq!(
+        sim.state(r[4]),
+        RunState::Cancelled,
+        "cascades down the graph"
+    );
+    assert_eq!(
+        sim.engine.run(r[4]).unwrap().reason,
+        "upstream_failed: calc"
+    );
     assert_eq!(sim.state(r[0]), RunState::Running, "siblings keep running");
 }
 
@@ -73,7 +90,11 @@ fn any_mode_ready_on_first_success_cancelled_when_all_fail() {
     sim.take_spawns();
     assert_eq!(sim.why(r[2]), "waiting for any of a (running), b (running)");
     sim.exit(r[0], 1);
-    assert_eq!(sim.state(r[2]), RunState::Waiting, "one failure is not enough");
+    assert_eq!(
+        sim.state(r[2]),
+        RunState::Waiting,
+        "one failure is not enough"
+    );
     sim.exit(r[1], 0);
     assert_eq!(ids(&sim.take_spawns()), vec![r[2]]);
 
@@ -82,7 +103,13 @@ fn any_mode_ready_on_first_success_cancelled_when_all_fail() {
     sim.exit(r[0], 1);
     sim.exit(r[1], 1);
     assert_eq!(sim.state(r[2]), RunState::Cancelled);
-    assert!(sim.engine.run(r[2]).unwrap().reason.starts_with("upstream_failed"));
+    assert!(
+        sim.engine
+            .run(r[2])
+            .unwrap()
+            .reason
+            .starts_with("upstream_failed")
+    );
 }
 
 #[test]
@@ -95,12 +122,23 @@ fn after_dependencies_on_existing_runs() {
     sim.exit(ok, 0);
     sim.exit(bad, 1);
     let satisfied = sim.submit_with(dag("x", vec![job("x")]), None, vec![ok])[0];
-    assert_eq!(sim.state(satisfied), RunState::Running, "already succeeded → satisfied");
+    assert_eq!(
+        sim.state(satisfied),
+        RunState::Running,
+        "already succeeded → satisfied"
+    );
     let doomed = sim.submit_with(dag("y", vec![job("y")]), None, vec![bad])[0];
-    assert_eq!(sim.state(doomed), RunState::Cancelled, "already failed → cancelled at once");
+    assert_eq!(
+        sim.state(doomed),
+        RunState::Cancelled,
+        "already failed → cancelled at once"
+    );
     let waits = sim.submit_with(dag("z", vec![job("z")]), None, vec![running])[0];
     assert_eq!(sim.state(waits), RunState::Waiting);
-    assert_eq!(sim.why(waits), format!("waiting for run {running} (c/slow) (running)"));
+    assert_eq!(
+        sim.why(waits),
+        format!("waiting for run {running} (c/slow) (running)")
+    );
     sim.take_spawns();
     sim.exit(running, 0);
     assert_eq!(ids(&sim.take_spawns()), vec![waits]);
@@ -123,7 +161,13 @@ fn one_slot_pool_starts_strictly_by_priority_then_fifo_then_id() {
     blocker.pool = "one".into();
     let b = sim.submit(dag("b", vec![blocker]))[0];
     let mut order = Vec::new();
-    for (name, prio) in [("p10", 10), ("p90", 90), ("p50a", 50), ("p50b", 50), ("p70", 70)] {
+    for (name, prio) in [
+        ("p10", 10),
+        ("p90", 90),
+        ("p50a", 50),
+        ("p50b", 50),
+        ("p70", 70),
+    ] {
         let mut j = job(name);
         j.pool = "one".into();
         j.priority = prio;
@@ -147,7 +191,10 @@ fn one_slot_pool_starts_strictly_by_priority_then_fifo_then_id() {
 #[test]
 fn aging_lets_old_low_priority_runs_through() {
     let mut c = cfg(8, &[("default", 8), ("one", 1)]);
-    c.aging = Aging { every: 60_000, cap: 90 };
+    c.aging = Aging {
+        every: 60_000,
+        cap: 90,
+    };
     let mut sim = Sim::new(c);
     let mut blocker = job("blocker");
     blocker.pool = "one".into();
@@ -186,7 +233,11 @@ fn pools_and_global_limit() {
     assert_eq!(sim.take_spawns().len(), 2, "a 2-slot pool never runs 3");
     assert_eq!(sim.why(io[2]), "pool io full (2/2)");
     let d = sim.submit(dag("d", vec![job("d1"), job("d2")]));
-    assert_eq!(ids(&sim.take_spawns()), vec![d[0]], "a full pool does not block another pool");
+    assert_eq!(
+        ids(&sim.take_spawns()),
+        vec![d[0]],
+        "a full pool does not block another pool"
+    );
     assert_eq!(sim.why(d[1]), "global slots full (3/3)");
     assert_eq!(sim.engine.running_total(), 3);
     // AX_SLOT indices are the lowest free ones
@@ -210,10 +261,17 @@ fn burst_slots_for_urgent_runs_only() {
     let mut u2 = job("u2");
     u2.priority = 90;
     let u = sim.submit(dag("u", vec![u1, u2]));
-    assert_eq!(ids(&sim.take_spawns()), vec![u[0]], "one burst slot, highest first");
+    assert_eq!(
+        ids(&sim.take_spawns()),
+        vec![u[0]],
+        "one burst slot, highest first"
+    );
     assert_eq!(sim.engine.burst_in_use(), 1);
     assert_eq!(sim.why(normal), "global slots full (2/2)");
-    assert_eq!(sim.why(u[1]), "global slots full (2/2) and burst full (1/1)");
+    assert_eq!(
+        sim.why(u[1]),
+        "global slots full (2/2) and burst full (1/1)"
+    );
 }
 
 #[test]
@@ -248,8 +306,15 @@ fn urgent_run_preempts_lowest_preemptible_without_consuming_a_retry() {
     let mut urgent = job("urgent");
     urgent.priority = 95;
     let u = sim.submit(dag("u", vec![urgent]))[0];
-    assert_eq!(sim.take_kills(), vec![(r[0], KillReason::Preempt)], "lowest priority victim");
-    assert!(sim.take_spawns().is_empty(), "the slot is free only after reaping");
+    assert_eq!(
+        sim.take_kills(),
+        vec![(r[0], KillReason::Preempt)],
+        "lowest priority victim"
+    );
+    assert!(
+        sim.take_spawns().is_empty(),
+        "the slot is free only after reaping"
+    );
     sim.advance(1000);
     assert!(sim.take_kills().is_empty(), "one victim per urgent run");
     sim.die(r[0]);
@@ -294,13 +359,20 @@ fn timeout_kills_at_the_deadline_and_retry_policy_applies() {
     assert_eq!(sim.take_kills(), vec![(r, KillReason::Timeout)]);
     sim.die(r);
     assert_eq!(sim.state(r), RunState::Delayed);
-    assert_eq!(sim.engine.run(r).unwrap().attempts[0].outcome, Some(Outcome::TimedOut));
+    assert_eq!(
+        sim.engine.run(r).unwrap().attempts[0].outcome,
+        Some(Outcome::TimedOut)
+    );
     sim.advance(1_000);
     assert_eq!(sim.take_spawns().len(), 1);
     sim.advance(5_000);
     sim.take_kills();
     sim.die(r);
-    assert_eq!(sim.state(r), RunState::TimedOut, "last attempt timed out → timed_out");
+    assert_eq!(
+        sim.state(r),
+        RunState::TimedOut,
+        "last attempt timed out → timed_out"
+    );
 }
 
 #[test]
@@ -332,13 +404,19 @@ fn heartbeat_silence_kills_as_stalled_and_output_counts() {
         progress: Some(0.5),
     })
     .unwrap();
-    assert_eq!(sim.engine.run(r).unwrap().message.as_deref(), Some("half way"));
+    assert_eq!(
+        sim.engine.run(r).unwrap().message.as_deref(),
+        Some("half way")
+    );
     sim.advance(9_999);
     assert!(sim.take_kills().is_empty());
     sim.advance(1);
     assert_eq!(sim.take_kills(), vec![(r, KillReason::Stalled)]);
     sim.die(r);
-    assert_eq!(sim.engine.run(r).unwrap().attempts[0].outcome, Some(Outcome::Stalled));
+    assert_eq!(
+        sim.engine.run(r).unwrap().attempts[0].outcome,
+        Some(Outcome::Stalled)
+    );
     assert_eq!(sim.state(r), RunState::TimedOut);
 }
 
@@ -348,8 +426,20 @@ fn heartbeat_silence_kills_as_stalled_and_output_counts() {
 fn backoff_kinds_table() {
     // (kind, base ms, max ms, retries) -> expected delays between attempts
     let cases: &[(BackoffKind, u64, u64, u32, &[i64])] = &[
-        (BackoffKind::Exponential, 1000, 30_000, 4, &[1000, 2000, 4000, 8000]),
-        (BackoffKind::Exponential, 1000, 3_000, 4, &[1000, 2000, 3000, 3000]),
+        (
+            BackoffKind::Exponential,
+            1000,
+            30_000,
+            4,
+            &[1000, 2000, 4000, 8000],
+        ),
+        (
+            BackoffKind::Exponential,
+            1000,
+            3_000,
+            4,
+            &[1000, 2000, 3000, 3000],
+        ),
         (BackoffKind::Fixed, 1500, 30_000, 3, &[1500, 1500, 1500]),
         (BackoffKind::None, 1000, 30_000, 2, &[0, 0]),
     ];
@@ -377,7 +467,10 @@ fn backoff_kinds_table() {
         assert_eq!(&got, want, "{kind:?}");
         sim.exit(r, 1);
         assert_eq!(sim.state(r), RunState::Failed);
-        assert_eq!(sim.engine.run(r).unwrap().attempts.len() as u32, retries + 1);
+        assert_eq!(
+            sim.engine.run(r).unwrap().attempts.len() as u32,
+            retries + 1
+        );
     }
 }
 
@@ -399,7 +492,10 @@ fn jitter_is_uniform_within_bounds_and_seeded() {
     };
     let a = delays(1);
     assert!(a.iter().all(|d| (0..=500).contains(d)), "{a:?}");
-    assert!(a.iter().any(|d| *d > 250) && a.iter().any(|d| *d < 250), "spread: {a:?}");
+    assert!(
+        a.iter().any(|d| *d > 250) && a.iter().any(|d| *d < 250),
+        "spread: {a:?}"
+    );
     assert_eq!(a, delays(1), "same seed, same jitter");
     assert_ne!(a, delays(2));
 }
@@ -416,7 +512,13 @@ fn retry_on_limits_retryable_exit_codes() {
     let r2 = sim.submit(dag("p2", vec![j]))[0];
     sim.exit(r2, 2);
     assert_eq!(sim.state(r2), RunState::Failed);
-    assert!(sim.engine.run(r2).unwrap().reason.contains("exit code not in retry_on"));
+    assert!(
+        sim.engine
+            .run(r2)
+            .unwrap()
+            .reason
+            .contains("exit code not in retry_on")
+    );
 }
 
 #[test]
@@ -439,11 +541,19 @@ fn global_retry_budget_delays_but_never_drops() {
     sim.advance(0);
     assert_eq!(sim.take_spawns().len(), 2, "two tokens in the bucket");
     assert_eq!(sim.state(r[2]), RunState::Delayed);
-    assert!(sim.why(r[2]).starts_with("retry budget empty until"), "{}", sim.why(r[2]));
+    assert!(
+        sim.why(r[2]).starts_with("retry budget empty until"),
+        "{}",
+        sim.why(r[2])
+    );
     sim.advance(29_999);
     assert!(sim.take_spawns().is_empty());
     sim.advance(1);
-    assert_eq!(ids(&sim.take_spawns()), vec![r[2]], "a token every 30 s at 2/min");
+    assert_eq!(
+        ids(&sim.take_spawns()),
+        vec![r[2]],
+        "a token every 30 s at 2/min"
+    );
 }
 
 #[test]
@@ -456,19 +566,38 @@ fn manual_retry_revives_downstream_and_keeps_history() {
     let r = sim.submit(dag("m", vec![job("a"), b, c]));
     sim.exit(r[0], 1);
     assert_eq!(sim.state(r[2]), RunState::Cancelled);
-    let err = sim.input(Input::Retry { run: r[1], actor: actor() }).unwrap_err();
-    assert!(err.to_string().contains("upstream a did not succeed"), "{err}");
-    sim.input(Input::Retry { run: r[0], actor: actor() }).unwrap();
+    let err = sim
+        .input(Input::Retry {
+            run: r[1],
+            actor: actor(),
+        })
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("upstream a did not succeed"),
+        "{err}"
+    );
+    sim.input(Input::Retry {
+        run: r[0],
+        actor: actor(),
+    })
+    .unwrap();
     assert_eq!(sim.state(r[0]), RunState::Running);
     assert_eq!(sim.state(r[1]), RunState::Waiting);
     assert_eq!(sim.state(r[2]), RunState::Waiting);
-    assert_eq!(sim.engine.run(r[0]).unwrap().attempts.len(), 2, "history kept");
+    assert_eq!(
+        sim.engine.run(r[0]).unwrap().attempts.len(),
+        2,
+        "history kept"
+    );
     sim.exit(r[0], 0);
     sim.exit(r[1], 0);
     sim.exit(r[2], 0);
     let dr = sim.engine.run(r[0]).unwrap().dag_run;
     assert_eq!(sim.engine.dag_run(dr).unwrap().state, DagRunState::Success);
-    let err = sim.input(Input::Retry { run: r[0], actor: actor() });
+    let err = sim.input(Input::Retry {
+        run: r[0],
+        actor: actor(),
+    });
     assert!(err.is_ok(), "a succeeded run may be re-run");
 }
 
@@ -480,10 +609,18 @@ fn cancel_waiting_ready_and_running() {
     let r = sim.submit(weekly());
     sim.take_spawns();
     // fetch_a running, fetch_b/c ready (global 1), calc/email waiting
-    sim.input(Input::Cancel { run: r[1], actor: actor() }).unwrap();
+    sim.input(Input::Cancel {
+        run: r[1],
+        actor: actor(),
+    })
+    .unwrap();
     assert_eq!(sim.state(r[1]), RunState::Cancelled);
     assert_eq!(sim.state(r[3]), RunState::Cancelled, "downstream as in 4.1");
-    sim.input(Input::Cancel { run: r[0], actor: actor() }).unwrap();
+    sim.input(Input::Cancel {
+        run: r[0],
+        actor: actor(),
+    })
+    .unwrap();
     assert_eq!(sim.take_kills(), vec![(r[0], KillReason::Cancel)]);
     assert_eq!(sim.state(r[0]), RunState::Running, "until reaped");
     sim.die(r[0]);
@@ -491,7 +628,12 @@ fn cancel_waiting_ready_and_running() {
     let ev = sim.events();
     let last = ev.iter().rev().find(|e| e.run == Some(r[1])).unwrap();
     assert_eq!(&*last.actor, "uid 1000 via ax", "actor recorded");
-    let err = sim.input(Input::Cancel { run: r[0], actor: actor() }).unwrap_err();
+    let err = sim
+        .input(Input::Cancel {
+            run: r[0],
+            actor: actor(),
+        })
+        .unwrap_err();
     assert_eq!(err.code(), "invalid_state");
 }
 
@@ -501,7 +643,11 @@ fn cancel_dag_run_cancels_every_unfinished_run() {
     let r = sim.submit(weekly());
     sim.take_spawns();
     let dr = sim.engine.run(r[0]).unwrap().dag_run;
-    sim.input(Input::CancelDagRun { dag_run: dr, actor: actor() }).unwrap();
+    sim.input(Input::CancelDagRun {
+        dag_run: dr,
+        actor: actor(),
+    })
+    .unwrap();
     assert_eq!(sim.take_kills().len(), 3);
     for id in &r[..3] {
         sim.die(*id);
@@ -509,7 +655,10 @@ fn cancel_dag_run_cancels_every_unfinished_run() {
     for id in &r {
         assert_eq!(sim.state(*id), RunState::Cancelled);
     }
-    assert_eq!(sim.engine.dag_run(dr).unwrap().state, DagRunState::Cancelled);
+    assert_eq!(
+        sim.engine.dag_run(dr).unwrap().state,
+        DagRunState::Cancelled
+    );
 }
 
 // ---- 4.9 unique ----------------------------------------------------------------------
@@ -517,7 +666,12 @@ fn cancel_dag_run_cancels_every_unfinished_run() {
 #[test]
 fn unique_keys_deduplicate() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
-    let key = |within| Some(Unique { key: "k".into(), within });
+    let key = |within| {
+        Some(Unique {
+            key: "k".into(),
+            within,
+        })
+    };
     let a = sim.submit_with(dag("u", vec![job("u")]), key(None), vec![]);
     let b = sim.input(Input::Submit(Submit {
         dag: dag("u", vec![job("u")]),
@@ -527,7 +681,9 @@ fn unique_keys_deduplicate() {
         after: vec![],
     }));
     match b.unwrap() {
-        Reply::Submitted { runs, deduplicated, .. } => {
+        Reply::Submitted {
+            runs, deduplicated, ..
+        } => {
             assert!(deduplicated);
             assert_eq!(runs, a);
         }
@@ -545,7 +701,16 @@ fn unique_keys_deduplicate() {
         unique: key(Some(3_600_000)),
         after: vec![],
     }));
-    assert!(matches!(d.unwrap(), Reply::Submitted { deduplicated: true, .. }), "within the window");
+    assert!(
+        matches!(
+            d.unwrap(),
+            Reply::Submitted {
+                deduplicated: true,
+                ..
+            }
+        ),
+        "within the window"
+    );
 }
 
 // ---- pause, removal, shutdown, spawn errors -----------------------------------------
@@ -569,7 +734,11 @@ fn removing_a_dag_cancels_only_its_unstarted_runs() {
     let mut sim = Sim::new(cfg(1, &[("default", 8)]));
     let r = sim.submit(dag("gone", vec![job("a"), job("b")]));
     let other = sim.submit(dag("stays", vec![job("c")]))[0];
-    sim.input(Input::RemoveDag { dag: "gone".into(), actor: "watcher".into() }).unwrap();
+    sim.input(Input::RemoveDag {
+        dag: "gone".into(),
+        actor: "watcher".into(),
+    })
+    .unwrap();
     assert_eq!(sim.state(r[0]), RunState::Running, "running ones finish");
     assert_eq!(sim.state(r[1]), RunState::Cancelled);
     assert_eq!(sim.engine.run(r[1]).unwrap().reason, "definition removed");
@@ -587,7 +756,10 @@ fn shutdown_interrupts_without_consuming_retries() {
     assert!(kills.iter().all(|k| k.1 == KillReason::Shutdown));
     sim.die(r[0]);
     assert_eq!(sim.state(r[0]), RunState::Ready);
-    assert_eq!(sim.engine.run(r[0]).unwrap().attempts[0].outcome, Some(Outcome::Interrupted));
+    assert_eq!(
+        sim.engine.run(r[0]).unwrap().attempts[0].outcome,
+        Some(Outcome::Interrupted)
+    );
     assert!(sim.take_spawns().is_empty(), "no new starts after shutdown");
     assert_eq!(sim.why(r[0]), "daemon shutting down");
 }
@@ -598,35 +770,88 @@ fn spawn_errors_follow_the_retry_policy() {
     let mut j = job("nope");
     j.retries = 1;
     let r = sim.submit(dag("s", vec![j]))[0];
-    sim.input(Input::SpawnFailed { run: r, attempt: 1, error: "No such file".into() }).unwrap();
+    sim.input(Input::SpawnFailed {
+        run: r,
+        attempt: 1,
+        error: "No such file".into(),
+    })
+    .unwrap();
     assert_eq!(sim.state(r), RunState::Delayed);
-    assert_eq!(sim.engine.run(r).unwrap().attempts[0].outcome, Some(Outcome::SpawnError));
+    assert_eq!(
+        sim.engine.run(r).unwrap().attempts[0].outcome,
+        Some(Outcome::SpawnError)
+    );
 }
 
 #[test]
 fn stale_or_bogus_inputs_are_errors_not_panics() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
     let r = sim.submit(dag("s", vec![job("a")]))[0];
-    assert!(sim.input(Input::Exited { run: r, attempt: 7, code: Some(0), signal: None }).is_err());
-    assert!(sim.input(Input::Exited { run: RunId(999), attempt: 1, code: Some(0), signal: None }).is_err());
-    assert!(sim.input(Input::Cancel { run: RunId(999), actor: actor() }).is_err());
-    assert!(sim.input(Input::Beat { run: RunId(999), message: None, progress: None }).is_err());
+    assert!(
+        sim.input(Input::Exited {
+            run: r,
+            attempt: 7,
+            code: Some(0),
+            signal: None
+        })
+        .is_err()
+    );
+    assert!(
+        sim.input(Input::Exited {
+            run: RunId(999),
+            attempt: 1,
+            code: Some(0),
+            signal: None
+        })
+        .is_err()
+    );
+    assert!(
+        sim.input(Input::Cancel {
+            run: RunId(999),
+            actor: actor()
+        })
+        .is_err()
+    );
+    assert!(
+        sim.input(Input::Beat {
+            run: RunId(999),
+            message: None,
+            progress: None
+        })
+        .is_err()
+    );
     let mut bad = job("x");
     bad.pool = "nope".into();
-    let err = sim.input(Input::Submit(Submit { dag: dag("b", vec![bad]), trigger: "t".into(), actor: actor(), unique: None, after: vec![] }));
+    let err = sim.input(Input::Submit(Submit {
+        dag: dag("b", vec![bad]),
+        trigger: "t".into(),
+        actor: actor(),
+        unique: None,
+        after: vec![],
+    }));
     assert_eq!(err.unwrap_err().code(), "invalid_params");
     let mut cyc_a = job("a");
     cyc_a.deps = vec!["b".into()];
     let mut cyc_b = job("b");
     cyc_b.deps = vec!["a".into()];
-    let err = sim.input(Input::Submit(Submit { dag: dag("c", vec![cyc_a, cyc_b]), trigger: "t".into(), actor: actor(), unique: None, after: vec![] }));
+    let err = sim.input(Input::Submit(Submit {
+        dag: dag("c", vec![cyc_a, cyc_b]),
+        trigger: "t".into(),
+        actor: actor(),
+        unique: None,
+        after: vec![],
+    }));
     assert!(err.unwrap_err().to_string().contains("cycle"));
 }
 
 #[test]
 fn next_wakeup_is_the_earliest_deadline() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
-    assert_eq!(sim.engine.next_wakeup(), None, "idle: sleep until a message");
+    assert_eq!(
+        sim.engine.next_wakeup(),
+        None,
+        "idle: sleep until a message"
+    );
     let mut j = job("t");
     j.timeout = Timeout::After(Duration::from_secs(30));
     let mut h = job("h");

@@ -127,7 +127,12 @@ impl Schedule {
     }
 
     /// The next `n` fire instants strictly after `after`.
-    pub fn upcoming<Z: TimeZone>(&self, after: DateTime<Utc>, tz: &Z, n: usize) -> Vec<DateTime<Utc>> {
+    pub fn upcoming<Z: TimeZone>(
+        &self,
+        after: DateTime<Utc>,
+        tz: &Z,
+        n: usize,
+    ) -> Vec<DateTime<Utc>> {
         let mut out = Vec::with_capacity(n);
         let mut cursor = after;
         while out.len() < n {
@@ -213,7 +218,10 @@ fn describe_croner_error(e: &croner::errors::CronError) -> String {
 
 /// The UTC offset in force at instant `t`.
 fn offset_at<Z: TimeZone>(tz: &Z, t: DateTime<Utc>) -> Duration {
-    let secs = tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc();
+    let secs = tz
+        .offset_from_utc_datetime(&t.naive_utc())
+        .fix()
+        .local_minus_utc();
     Duration::seconds(i64::from(secs))
 }
 
@@ -267,7 +275,12 @@ fn next_transition<Z: TimeZone>(
 
 /// Binary search, to the second, for the first instant in `(lo, hi]` whose
 /// offset differs from `offset`, given that `hi`'s does.
-fn first_change<Z: TimeZone>(tz: &Z, lo: DateTime<Utc>, hi: DateTime<Utc>, offset: Duration) -> DateTime<Utc> {
+fn first_change<Z: TimeZone>(
+    tz: &Z,
+    lo: DateTime<Utc>,
+    hi: DateTime<Utc>,
+    offset: Duration,
+) -> DateTime<Utc> {
     let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("in range");
     let mut lo_s = lo.timestamp();
     let mut hi_s = hi.timestamp() + i64::from(hi.timestamp_subsec_nanos() > 0);

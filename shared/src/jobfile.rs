@@ -200,7 +200,8 @@ pub fn parse_dag(
 /// Cross-file checks of `after`: every name must be a loaded DAG and the
 /// `after` graph must have no cycle. Returns errors keyed by DAG name.
 pub fn check_after(dags: &[&DagFile]) -> Vec<(String, FileError)> {
-    let by_name: HashMap<&str, &DagFile> = dags.iter().map(|d| (d.spec.name.as_str(), *d)).collect();
+    let by_name: HashMap<&str, &DagFile> =
+        dags.iter().map(|d| (d.spec.name.as_str(), *d)).collect();
     let mut errors = Vec::new();
     for dag in dags {
         for (i, target) in dag.spec.after.iter().enumerate() {
@@ -258,14 +259,16 @@ fn find_cycles<F: Fn(&str) -> Vec<String>>(nodes: &[&str], edges: F) -> Vec<Vec<
         OnStack,
         Done,
     }
-    let mut mark: HashMap<String, Mark> = nodes.iter().map(|n| (n.to_string(), Mark::New)).collect();
+    let mut mark: HashMap<String, Mark> =
+        nodes.iter().map(|n| (n.to_string(), Mark::New)).collect();
     let mut cycles = Vec::new();
     for &start in nodes {
         if mark[start] != Mark::New {
             continue;
         }
         // Iterative DFS: (node, its successors, next successor index).
-        let mut stack: Vec<(String, Vec<String>, usize)> = vec![(start.to_string(), edges(start), 0)];
+        let mut stack: Vec<(String, Vec<String>, usize)> =
+            vec![(start.to_string(), edges(start), 0)];
         mark.insert(start.to_string(), Mark::OnStack);
         while let Some(top) = stack.last_mut() {
             if top.2 < top.1.len() {
@@ -279,7 +282,8 @@ fn find_cycles<F: Fn(&str) -> Vec<String>>(nodes: &[&str], edges: F) -> Vec<Vec<
                     }
                     Mark::OnStack => {
                         let from = stack.iter().position(|(n, _, _)| *n == next).unwrap_or(0);
-                        let mut path: Vec<String> = stack[from..].iter().map(|(n, _, _)| n.clone()).collect();
+                        let mut path: Vec<String> =
+                            stack[from..].iter().map(|(n, _, _)| n.clone()).collect();
                         path.push(next);
                         cycles.push(path);
                     }
@@ -355,8 +359,12 @@ impl Cx<'_> {
         spec.overlap = Overlap::Skip;
         spec.description = self.opt_string(root, "description");
         spec.owner = self.opt_string(root, "owner");
-        spec.on_failure = self.opt_string(root, "on_failure").filter(|s| !s.is_empty());
-        spec.on_success = self.opt_string(root, "on_success").filter(|s| !s.is_empty());
+        spec.on_failure = self
+            .opt_string(root, "on_failure")
+            .filter(|s| !s.is_empty());
+        spec.on_success = self
+            .opt_string(root, "on_success")
+            .filter(|s| !s.is_empty());
         spec.enabled = self.opt_bool(root, "enabled").unwrap_or(true);
         spec.tags = self.opt_strings(root, "tags").unwrap_or_default();
         if let Some(v) = root.get("schedule")
@@ -377,7 +385,15 @@ impl Cx<'_> {
         }
         if let Some(v) = root.get("catchup") {
             spec.catchup = self
-                .enumeration(v, "catchup", &[("none", Catchup::None), ("latest", Catchup::Latest), ("all", Catchup::All)])
+                .enumeration(
+                    v,
+                    "catchup",
+                    &[
+                        ("none", Catchup::None),
+                        ("latest", Catchup::Latest),
+                        ("all", Catchup::All),
+                    ],
+                )
                 .unwrap_or_default();
         }
         if let Some(v) = root.get("overlap") {
@@ -401,7 +417,10 @@ impl Cx<'_> {
             for item in items {
                 if let Some(s) = self.as_str(item, "after entry") {
                     if s == name {
-                        self.err(item.span(), format!("after: DAG {name:?} cannot trigger itself"));
+                        self.err(
+                            item.span(),
+                            format!("after: DAG {name:?} cannot trigger itself"),
+                        );
                     }
                     spec.after.push(s.to_string());
                     after_at.push(self.line_col(item.span().start));
@@ -441,13 +460,18 @@ impl Cx<'_> {
                                 for (key, _) in t.iter() {
                                     let k = key.get_ref().as_ref();
                                     if !JOB_KEYS.contains(&k) {
-                                        self.err(key.span(), format!("unknown key `{k}` in [[job]]"));
+                                        self.err(
+                                            key.span(),
+                                            format!("unknown key `{k}` in [[job]]"),
+                                        );
                                     }
                                 }
                                 let job = self.job(t, defaults, None, opts, item.span());
                                 spec.jobs.push(job);
                             }
-                            _ => self.err(item.span(), "each `job` entry must be a table ([[job]])"),
+                            _ => {
+                                self.err(item.span(), "each `job` entry must be a table ([[job]])")
+                            }
                         }
                     }
                 }
@@ -458,7 +482,9 @@ impl Cx<'_> {
                 file: self.file.into(),
                 line: None,
                 column: None,
-                message: "no jobs: add [[job]] tables, or a top-level `command` for a single-job file".into(),
+                message:
+                    "no jobs: add [[job]] tables, or a top-level `command` for a single-job file"
+                        .into(),
             });
         }
         self.check_graph(root, &spec);
@@ -486,7 +512,13 @@ impl Cx<'_> {
         for (i, job) in spec.jobs.iter().enumerate() {
             if let Some(&prev) = first_seen.get(job.id.as_str()) {
                 let (line, _) = self.line_col(span_of(&id_spans, prev).start);
-                self.err(span_of(&id_spans, i), format!("duplicate job id {:?} (first defined on line {line})", job.id));
+                self.err(
+                    span_of(&id_spans, i),
+                    format!(
+                        "duplicate job id {:?} (first defined on line {line})",
+                        job.id
+                    ),
+                );
             } else {
                 first_seen.insert(&job.id, i);
             }
@@ -494,7 +526,11 @@ impl Cx<'_> {
         let ids: HashSet<&str> = spec.jobs.iter().map(|j| j.id.as_str()).collect();
         for (i, job) in spec.jobs.iter().enumerate() {
             for (d, dep) in job.deps.iter().enumerate() {
-                let span = dep_spans.get(i).and_then(|s| s.get(d)).cloned().unwrap_or(0..0);
+                let span = dep_spans
+                    .get(i)
+                    .and_then(|s| s.get(d))
+                    .cloned()
+                    .unwrap_or(0..0);
                 if dep == &job.id {
                     self.err(span, format!("job {:?} depends on itself", job.id));
                 } else if !ids.contains(dep.as_str()) {
@@ -519,7 +555,10 @@ impl Cx<'_> {
             // in execution order: a -> b means b depends on a.
             cycle.reverse();
             let i = names.iter().position(|n| *n == cycle[0]).unwrap_or(0);
-            self.err(span_of(&id_spans, i), format!("cycle: {}", cycle.join(" -> ")));
+            self.err(
+                span_of(&id_spans, i),
+                format!("cycle: {}", cycle.join(" -> ")),
+            );
         }
     }
 
@@ -544,12 +583,21 @@ impl Cx<'_> {
             },
         };
         if !id.is_empty() && !valid_id(&id) {
-            let span = own.get("id").map(|v| v.span()).unwrap_or(table_span.clone());
-            self.err(span, format!("bad job id {id:?}: use 1-64 of A-Z a-z 0-9 _ . -"));
+            let span = own
+                .get("id")
+                .map(|v| v.span())
+                .unwrap_or(table_span.clone());
+            self.err(
+                span,
+                format!("bad job id {id:?}: use 1-64 of A-Z a-z 0-9 _ . -"),
+            );
         }
         let exec = match (own.get("command"), own.get("argv")) {
             (Some(_), Some(v)) => {
-                self.err(v.span(), format!("job {id:?} has both `command` and `argv`; keep one"));
+                self.err(
+                    v.span(),
+                    format!("job {id:?} has both `command` and `argv`; keep one"),
+                );
                 None
             }
             (Some(v), None) => self.as_str(v, "command").map(|s| {
@@ -567,7 +615,10 @@ impl Cx<'_> {
                 }
             }),
             (None, None) => {
-                self.err(table_span.clone(), format!("job {id:?} needs `command` or `argv`"));
+                self.err(
+                    table_span.clone(),
+                    format!("job {id:?} needs `command` or `argv`"),
+                );
                 None
             }
         };
@@ -596,7 +647,10 @@ impl Cx<'_> {
                     }
                     job.env = env;
                 }
-                _ => self.err(v.span(), "`env` must be a table of strings, e.g. env = { REGION = \"cn\" }"),
+                _ => self.err(
+                    v.span(),
+                    "`env` must be a table of strings, e.g. env = { REGION = \"cn\" }",
+                ),
             }
         }
         if forced_id.is_none()
@@ -606,7 +660,11 @@ impl Cx<'_> {
         }
         if let Some(v) = get("dep_mode") {
             job.dep_mode = self
-                .enumeration(v, "dep_mode", &[("all", DepMode::All), ("any", DepMode::Any)])
+                .enumeration(
+                    v,
+                    "dep_mode",
+                    &[("all", DepMode::All), ("any", DepMode::Any)],
+                )
                 .unwrap_or_default();
         }
         if let Some(v) = get("priority")
@@ -624,7 +682,10 @@ impl Cx<'_> {
             if let Some(pools) = &opts.pools
                 && !pools.iter().any(|p| p == s)
             {
-                self.err(v.span(), format!("unknown pool {s:?} (configured: {})", pools.join(", ")));
+                self.err(
+                    v.span(),
+                    format!("unknown pool {s:?} (configured: {})", pools.join(", ")),
+                );
             }
             job.pool = s.to_string();
         }
@@ -681,13 +742,19 @@ impl Cx<'_> {
     fn backoff(&mut self, v: &Val<'_>) -> Backoff {
         let mut backoff = Backoff::default();
         let DeValue::Table(t) = v.get_ref() else {
-            self.err(v.span(), "`backoff` must be a table, e.g. { kind = \"exponential\", base = \"1s\" }");
+            self.err(
+                v.span(),
+                "`backoff` must be a table, e.g. { kind = \"exponential\", base = \"1s\" }",
+            );
             return backoff;
         };
         for (key, _) in t.iter() {
             let k = key.get_ref().as_ref();
             if !BACKOFF_KEYS.contains(&k) {
-                self.err(key.span(), format!("unknown key `{k}` in backoff (use kind, base, max, jitter)"));
+                self.err(
+                    key.span(),
+                    format!("unknown key `{k}` in backoff (use kind, base, max, jitter)"),
+                );
             }
         }
         if let Some(kind) = t.get("kind") {
@@ -721,7 +788,10 @@ impl Cx<'_> {
         match v.get_ref() {
             DeValue::String(s) => Some(s.as_ref()),
             other => {
-                self.err(v.span(), format!("`{what}` must be a string, not {}", other.type_str()));
+                self.err(
+                    v.span(),
+                    format!("`{what}` must be a string, not {}", other.type_str()),
+                );
                 None
             }
         }
@@ -731,7 +801,10 @@ impl Cx<'_> {
         match v.get_ref() {
             DeValue::Boolean(b) => Some(*b),
             other => {
-                self.err(v.span(), format!("`{what}` must be true or false, not {}", other.type_str()));
+                self.err(
+                    v.span(),
+                    format!("`{what}` must be true or false, not {}", other.type_str()),
+                );
                 None
             }
         }
@@ -741,7 +814,10 @@ impl Cx<'_> {
         match v.get_ref() {
             DeValue::Array(a) => Some(a),
             other => {
-                self.err(v.span(), format!("`{what}` must be an array, not {}", other.type_str()));
+                self.err(
+                    v.span(),
+                    format!("`{what}` must be an array, not {}", other.type_str()),
+                );
                 None
             }
         }
@@ -757,7 +833,10 @@ impl Cx<'_> {
                 }
             },
             other => {
-                self.err(v.span(), format!("`{what}` must be an integer, not {}", other.type_str()));
+                self.err(
+                    v.span(),
+                    format!("`{what}` must be an integer, not {}", other.type_str()),
+                );
                 None
             }
         }
@@ -785,13 +864,21 @@ impl Cx<'_> {
         }
     }
 
-    fn enumeration<T: Copy>(&mut self, v: &Val<'_>, what: &str, choices: &[(&str, T)]) -> Option<T> {
+    fn enumeration<T: Copy>(
+        &mut self,
+        v: &Val<'_>,
+        what: &str,
+        choices: &[(&str, T)],
+    ) -> Option<T> {
         let s = self.as_str(v, what)?;
         match choices.iter().find(|(name, _)| *name == s) {
             Some((_, value)) => Some(*value),
             None => {
                 let names: Vec<&str> = choices.iter().map(|c| c.0).collect();
-                self.err(v.span(), format!("{what}: {s:?} is not one of {}", names.join(", ")));
+                self.err(
+                    v.span(),
+                    format!("{what}: {s:?} is not one of {}", names.join(", ")),
+                );
                 None
             }
         }

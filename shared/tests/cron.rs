@@ -114,7 +114,11 @@ fn fixed_time_classification_follows_isc() {
         ("@hourly", false),
         ("* 30 2 * * *", true),
     ] {
-        assert_eq!(Schedule::parse(expr).unwrap().is_fixed_time(), fixed, "{expr}");
+        assert_eq!(
+            Schedule::parse(expr).unwrap().is_fixed_time(),
+            fixed,
+            "{expr}"
+        );
     }
 }
 
@@ -142,7 +146,12 @@ fn rejected_expressions_name_the_problem() {
 }
 
 /// Brute force, minute by minute, applying SPEC §4.8 literally.
-fn brute_next(s: &Schedule, after: DateTime<Utc>, tz: &Tz, horizon_min: i64) -> Option<DateTime<Utc>> {
+fn brute_next(
+    s: &Schedule,
+    after: DateTime<Utc>,
+    tz: &Tz,
+    horizon_min: i64,
+) -> Option<DateTime<Utc>> {
     let start = Utc.timestamp_opt(after.timestamp() / 60 * 60, 0).unwrap();
     if s.is_fixed_time() {
         // Every matching wall-clock minute near the range, mapped to its instant.

@@ -1,7 +1,9 @@
 //! SPEC §2: job files, defaults, shorthand, and every validation error with
 //! its line and column.
 
-use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, is_ignored_name, parse_dag};
+use ax_shared::jobfile::{
+    DagFile, FileError, ValidateOptions, check_after, is_ignored_name, parse_dag,
+};
 use ax_shared::*;
 use proptest::prelude::*;
 use std::time::Duration;
@@ -80,13 +82,19 @@ fn full_file_with_defaults() {
     assert_eq!(dag.jobs.len(), 3);
     let sales = &dag.jobs[0];
     assert_eq!(sales.exec, Exec::Shell("python3 fetch.py sales".into()));
-    assert_eq!(sales.cwd.as_deref(), Some(std::path::Path::new("/srv/report")));
+    assert_eq!(
+        sales.cwd.as_deref(),
+        Some(std::path::Path::new("/srv/report"))
+    );
     assert_eq!(sales.env.get("REGION").map(String::as_str), Some("cn"));
     assert_eq!(sales.timeout, Timeout::After(Duration::from_secs(600)));
     assert_eq!(sales.retries, 2);
     assert_eq!(sales.pool, "default");
     let stock = &dag.jobs[1];
-    assert_eq!(stock.exec, Exec::Argv(vec!["python3".into(), "fetch.py".into(), "stock".into()]));
+    assert_eq!(
+        stock.exec,
+        Exec::Argv(vec!["python3".into(), "fetch.py".into(), "stock".into()])
+    );
     assert_eq!(stock.pool, "io");
     let calc = &dag.jobs[2];
     assert_eq!(calc.deps, vec!["fetch_sales", "fetch_stock"]);
@@ -101,7 +109,9 @@ fn full_file_with_defaults() {
 
 #[test]
 fn defaults_of_the_spec_table() {
-    let dag = parse("[[job]]\nid = \"a\"\ncommand = \"true\"\n").unwrap().spec;
+    let dag = parse("[[job]]\nid = \"a\"\ncommand = \"true\"\n")
+        .unwrap()
+        .spec;
     let job = &dag.jobs[0];
     assert_eq!(job.priority, 50);
     assert_eq!(job.pool, "default");
@@ -119,12 +129,17 @@ fn defaults_of_the_spec_table() {
 #[test]
 fn single_job_shorthand() {
     let text = "schedule = \"@daily\"\ncommand = \"backup.sh\"\nretries = 3\ntimeout = \"1h30m\"\n";
-    let dag = parse_dag("team-a/backup", "team-a/backup.toml", text, &opts()).unwrap().spec;
+    let dag = parse_dag("team-a/backup", "team-a/backup.toml", text, &opts())
+        .unwrap()
+        .spec;
     assert_eq!(dag.name, "team-a/backup");
     assert_eq!(dag.jobs.len(), 1);
     assert_eq!(dag.jobs[0].id, "backup");
     assert_eq!(dag.jobs[0].retries, 3);
-    assert_eq!(dag.jobs[0].timeout, Timeout::After(Duration::from_secs(5400)));
+    assert_eq!(
+        dag.jobs[0].timeout,
+        Timeout::After(Duration::from_secs(5400))
+    );
 }
 
 #[test]
@@ -168,7 +183,10 @@ dep_mode = "some"
         "weekly-report.toml:16:9: job \"b\": unknown dep \"nope\"",
     ];
     for w in want {
-        assert!(errs.iter().any(|e| e.starts_with(w)), "missing {w:?} in {errs:#?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with(w)),
+            "missing {w:?} in {errs:#?}"
+        );
     }
     assert_eq!(errs.len(), want.len(), "{errs:#?}");
 }
@@ -209,8 +227,13 @@ fn toml_syntax_errors_have_line_and_column() {
 #[test]
 fn wrong_types_and_shapes() {
     let errs = errors("job = 3\n");
-    assert!(errs[0].contains("`job` must be an array of tables"), "{errs:?}");
-    let errs = errors("[[job]]\nid = 1\ncommand = \"x\"\nretries = \"two\"\nbackoff = { kind = \"linear\", step = \"1s\" }\nenv = { A = 1 }\n");
+    assert!(
+        errs[0].contains("`job` must be an array of tables"),
+        "{errs:?}"
+    );
+    let errs = errors(
+        "[[job]]\nid = 1\ncommand = \"x\"\nretries = \"two\"\nbackoff = { kind = \"linear\", step = \"1s\" }\nenv = { A = 1 }\n",
+    );
     for needle in [
         "`id` must be a string",
         "`retries` must be an integer",
@@ -218,7 +241,10 @@ fn wrong_types_and_shapes() {
         "unknown key `step` in backoff",
         "`env value` must be a string",
     ] {
-        assert!(errs.iter().any(|e| e.contains(needle)), "missing {needle}: {errs:#?}");
+        assert!(
+            errs.iter().any(|e| e.contains(needle)),
+            "missing {needle}: {errs:#?}"
+        );
     }
     let errs = errors("");
     assert!(errs[0].contains("empty file"), "{errs:?}");
@@ -227,7 +253,10 @@ fn wrong_types_and_shapes() {
     let errs = errors("[[job]]\nid = \"bad id!\"\ncommand = \"x\"\n");
     assert!(errs[0].contains("bad job id"), "{errs:?}");
     let errs = errors("command = \"x\"\n[[job]]\nid = \"a\"\ncommand = \"y\"\n");
-    assert!(errs.iter().any(|e| e.contains("cannot also have [[job]]")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.contains("cannot also have [[job]]")),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -241,18 +270,41 @@ fn pools_are_only_checked_when_known() {
 fn after_references_and_cycles_across_files() {
     let a = parse_dag("a", "a.toml", "after = [\"b\"]\ncommand = \"x\"\n", &opts()).unwrap();
     let b = parse_dag("b", "b.toml", "after = [\"c\"]\ncommand = \"x\"\n", &opts()).unwrap();
-    let c = parse_dag("c", "c.toml", "after = [\"a\", \"zzz\"]\ncommand = \"x\"\n", &opts()).unwrap();
+    let c = parse_dag(
+        "c",
+        "c.toml",
+        "after = [\"a\", \"zzz\"]\ncommand = \"x\"\n",
+        &opts(),
+    )
+    .unwrap();
     let errs = check_after(&[&a, &b, &c]);
     let text: Vec<String> = errs.iter().map(|(_, e)| e.to_string()).collect();
-    assert!(text.iter().any(|e| e == "c.toml:1:15: after: unknown DAG \"zzz\""), "{text:?}");
-    assert!(text.iter().any(|e| e.contains("after cycle: a -> b -> c -> a")), "{text:?}");
+    assert!(
+        text.iter()
+            .any(|e| e == "c.toml:1:15: after: unknown DAG \"zzz\""),
+        "{text:?}"
+    );
+    assert!(
+        text.iter()
+            .any(|e| e.contains("after cycle: a -> b -> c -> a")),
+        "{text:?}"
+    );
     let self_ref = parse_dag("a", "a.toml", "after = [\"a\"]\ncommand = \"x\"\n", &opts());
     assert!(self_ref.is_err());
 }
 
 #[test]
 fn ignored_file_names() {
-    for name in [".hidden.toml", "x.toml~", "x.swp", "x.tmp", "x.part", "x.bak", "notes.txt", ".x.toml.swp"] {
+    for name in [
+        ".hidden.toml",
+        "x.toml~",
+        "x.swp",
+        "x.tmp",
+        "x.part",
+        "x.bak",
+        "notes.txt",
+        ".x.toml.swp",
+    ] {
         assert!(is_ignored_name(name), "{name}");
     }
     for name in ["etl.toml", "weekly-report.toml"] {

@@ -18,6 +18,7 @@
 //! * after every step, no ready run could start: dispatch runs last.
 
 mod queue;
+mod table;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -28,6 +29,29 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 pub use queue::{Aging, Candidate, ReadyQueue};
+use table::RunTable;
+
+/// Hashes sequential ids with a Fibonacci multiply: ids are trusted
+/// (allocated by the engine), so SipHash's DoS resistance buys nothing and
+/// costs a third of a dispatch.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -133,7 +157,10 @@ pub struct Run {
     pub id: RunId,
     pub dag_run: DagRunId,
     pub dag: Arc<str>,
-    pub job: Arc<JobSpec>,
+    /// The DAG version this run was created from (shared by its DAG run;
+    /// a changed file never alters runs already started).
+    pub spec: Arc<DagSpec>,
+    pub job_index: u32,
     pub state: RunState,
     pub attempts: Vec<Attempt>,
     /// Attempts that counted against `retries` since the last manual retry.
@@ -165,11 +192,14 @@ struct RunTimers {
 }
 
 impl Run {
+    pub fn job(&self) -> &JobSpec {
+        &self.spec.jobs[self.job_index as usize]
+    }
     pub fn priority(&self) -> u8 {
-        self.job.priority
+        self.job().priority
     }
     pub fn pool(&self) -> &str {
-        &self.job.pool
+        &self.job().pool
     }
     pub fn kill_reason(&self) -> Option<KillReason> {
         self.kill
@@ -224,22 +254,57 @@ pub struct Unique {
 pub enum Input {
     Submit(Submit),
     /// The executor spawned the attempt's process.
-    Started { run: RunId, attempt: u32, pid: u32 },
+    Started {
+        run: RunId,
+        attempt: u32,
+        pid: u32,
+    },
     /// The attempt's process could not be spawned; its slot is free.
-    SpawnFailed { run: RunId, attempt: u32, error: String },
+    SpawnFailed {
+        run: RunId,
+        attempt: u32,
+        error: String,
+    },
     /// The attempt's process exited and was reaped; its slot is free.
-    Exited { run: RunId, attempt: u32, code: Option<i32>, signal: Option<i32> },
+    Exited {
+        run: RunId,
+        attempt: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
     /// `ax heartbeat` from inside the job.
-    Beat { run: RunId, message: Option<String>, progress: Option<f64> },
+    Beat {
+        run: RunId,
+        message: Option<String>,
+        progress: Option<f64>,
+    },
     /// The attempt wrote output (counts as a heartbeat).
-    Output { run: RunId },
-    Cancel { run: RunId, actor: Arc<str> },
-    CancelDagRun { dag_run: DagRunId, actor: Arc<str> },
-    Retry { run: RunId, actor: Arc<str> },
-    Pause { dag: String },
-    Resume { dag: String },
+    Output {
+        run: RunId,
+    },
+    Cancel {
+        run: RunId,
+        actor: Arc<str>,
+    },
+    CancelDagRun {
+        dag_run: DagRunId,
+        actor: Arc<str>,
+    },
+    Retry {
+        run: RunId,
+        actor: Arc<str>,
+    },
+    Pause {
+        dag: String,
+    },
+    Resume {
+        dag: String,
+    },
     /// The DAG's file was deleted: cancel its runs that have not started.
-    RemoveDag { dag: String, actor: Arc<str> },
+    RemoveDag {
+        dag: String,
+        actor: Arc<str>,
+    },
     /// Stop dispatching and kill every running attempt as `interrupted`.
     Shutdown,
     /// Time passed; fire due timers.
@@ -285,7 +350,14 @@ pub struct SpawnOrder {
     pub dag: Arc<str>,
     pub attempt: u32,
     pub slot: u32,
-    pub job: Arc<JobSpec>,
+    pub spec: Arc<DagSpec>,
+    pub job_index: u32,
+}
+
+impl SpawnOrder {
+    pub fn job(&self) -> &JobSpec {
+        &self.spec.jobs[self.job_index as usize]
+    }
 }
 
 /// One line of the audit trail (SPEC §3). `run` is `None` for DAG-run-level
@@ -313,7 +385,9 @@ pub enum Effect {
     },
     Event(Event),
     /// Message/progress of a running run changed (no state transition).
-    Progress { run: RunId },
+    Progress {
+        run: RunId,
+    },
     DagRunFinished {
         dag_run: DagRunId,
         dag: Arc<str>,
@@ -405,8 +479,8 @@ impl TokenBucket {
 pub struct Engine {
     cfg: EngineConfig,
     rng: SmallRng,
-    runs: HashMap<RunId, Run>,
-    dag_runs: HashMap<DagRunId, DagRun>,
+    runs: RunTable,
+    dag_runs: IdMap<DagRunId, DagRun>,
     next_run: u64,
     next_dag_run: u64,
     pools: BTreeMap<String, Pool>,
@@ -423,10 +497,15 @@ pub struct Engine {
     shutting_down: bool,
     counts: [u64; 8],
     effects: Vec<Effect>,
+    /// The actor of the engine's own decisions, allocated once.
+    scheduler: Arc<str>,
 }
 
 fn state_index(s: RunState) -> usize {
-    RunState::ALL.iter().position(|x| *x == s).expect("every state is listed")
+    RunState::ALL
+        .iter()
+        .position(|x| *x == s)
+        .expect("every state is listed")
 }
 
 fn clock(ms: Millis) -> String {
@@ -448,8 +527,8 @@ impl Engine {
         Engine {
             cfg,
             rng: SmallRng::seed_from_u64(seed),
-            runs: HashMap::new(),
-            dag_runs: HashMap::new(),
+            runs: RunTable::default(),
+            dag_runs: IdMap::default(),
             next_run: 1,
             next_dag_run: 1,
             pools,
@@ -464,6 +543,7 @@ impl Engine {
             shutting_down: false,
             counts: [0; 8],
             effects: Vec::new(),
+            scheduler: Arc::from(SCHEDULER),
         }
     }
 
@@ -495,6 +575,11 @@ impl Engine {
 
     pub fn run(&self, id: RunId) -> Option<&Run> {
         self.runs.get(&id)
+    }
+
+    /// Number of runs held by the engine.
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
     }
 
     pub fn runs(&self) -> impl Iterator<Item = &Run> {
@@ -554,16 +639,18 @@ impl Engine {
                     .filter(|u| u.state != RunState::Success)
                     .map(|u| {
                         let name = if u.dag_run == run.dag_run {
-                            u.job.id.clone()
+                            u.job().id.clone()
                         } else {
-                            format!("run {} ({}/{})", u.id, u.dag, u.job.id)
+                            format!("run {} ({}/{})", u.id, u.dag, u.job().id)
                         };
                         format!("{name} ({})", u.state)
                     })
                     .collect();
-                Some(match (run.job.dep_mode, pending.len()) {
+                Some(match (run.job().dep_mode, pending.len()) {
                     (_, 0) => "waiting for dependencies".into(),
-                    (DepMode::Any, n) if n > 1 => format!("waiting for any of {}", pending.join(", ")),
+                    (DepMode::Any, n) if n > 1 => {
+                        format!("waiting for any of {}", pending.join(", "))
+                    }
                     (_, 1) => format!("waiting for {}", pending[0]),
                     (_, n) => format!("waiting for {} and {} more", pending[0], n - 1),
                 })
@@ -584,7 +671,12 @@ impl Engine {
                 }
                 let pool = &self.pools[run.pool()];
                 if pool.running >= pool.slots {
-                    return Some(format!("pool {} full ({}/{})", run.pool(), pool.running, pool.slots));
+                    return Some(format!(
+                        "pool {} full ({}/{})",
+                        run.pool(),
+                        pool.running,
+                        pool.slots
+                    ));
                 }
                 let max = self.cfg.max_concurrency;
                 if self.running_total >= max {
@@ -596,7 +688,10 @@ impl Engine {
                             self.cfg.burst_extra
                         ));
                     }
-                    return Some(format!("global slots full ({}/{max})", self.running_total.min(max)));
+                    return Some(format!(
+                        "global slots full ({}/{max})",
+                        self.running_total.min(max)
+                    ));
                 }
                 Some("next in line".into())
             }
@@ -616,7 +711,11 @@ impl Engine {
                 }
                 Ok(Reply::Done)
             }
-            Input::SpawnFailed { run, attempt, error } => {
+            Input::SpawnFailed {
+                run,
+                attempt,
+                error,
+            } => {
                 self.running_attempt(run, attempt)?;
                 self.finish_attempt(now, run, Outcome::SpawnError, None, None, Some(error));
                 Ok(Reply::Done)
@@ -688,8 +787,17 @@ impl Engine {
                     .unwrap_or_default();
                 for id in ids {
                     let r = &self.runs[&id];
-                    if matches!(r.state, RunState::Waiting | RunState::Ready | RunState::Delayed) {
-                        self.end_unstarted(now, id, RunState::Cancelled, "definition removed".into(), &actor);
+                    if matches!(
+                        r.state,
+                        RunState::Waiting | RunState::Ready | RunState::Delayed
+                    ) {
+                        self.end_unstarted(
+                            now,
+                            id,
+                            RunState::Cancelled,
+                            "definition removed".into(),
+                            &actor,
+                        );
                     }
                 }
                 Ok(Reply::Done)
@@ -738,16 +846,25 @@ impl Engine {
                 )));
             }
             if !(1..=100).contains(&job.priority) {
-                return Err(EngineError::Invalid(format!("job {:?}: priority out of range 1-100", job.id)));
+                return Err(EngineError::Invalid(format!(
+                    "job {:?}: priority out of range 1-100",
+                    job.id
+                )));
             }
             if index.insert(job.id.as_str(), i).is_some() {
-                return Err(EngineError::Invalid(format!("duplicate job id {:?}", job.id)));
+                return Err(EngineError::Invalid(format!(
+                    "duplicate job id {:?}",
+                    job.id
+                )));
             }
         }
         for job in &spec.jobs {
             for d in &job.deps {
                 if !index.contains_key(d.as_str()) || d == &job.id {
-                    return Err(EngineError::Invalid(format!("job {:?}: bad dep {d:?}", job.id)));
+                    return Err(EngineError::Invalid(format!(
+                        "job {:?}: bad dep {d:?}",
+                        job.id
+                    )));
                 }
             }
         }
@@ -780,7 +897,8 @@ impl Engine {
             .collect();
         self.next_run += spec.jobs.len() as u64;
         for (i, job) in spec.jobs.iter().enumerate() {
-            let mut upstream: Vec<RunId> = job.deps.iter().map(|d| ids[index[d.as_str()]]).collect();
+            let mut upstream: Vec<RunId> =
+                job.deps.iter().map(|d| ids[index[d.as_str()]]).collect();
             if job.deps.is_empty() {
                 upstream.extend(s.after.iter().copied());
             }
@@ -788,7 +906,8 @@ impl Engine {
                 id: ids[i],
                 dag_run,
                 dag: dag.clone(),
-                job: Arc::new(job.clone()),
+                spec: spec.clone(),
+                job_index: i as u32,
                 state: RunState::Waiting,
                 attempts: Vec::new(),
                 counted_failures: 0,
@@ -811,13 +930,20 @@ impl Engine {
             };
             self.counts[state_index(RunState::Waiting)] += 1;
             self.runs.insert(run.id, run);
-            self.active_by_dag.entry(dag.clone()).or_default().insert(ids[i]);
+            self.active_by_dag
+                .entry(dag.clone())
+                .or_default()
+                .insert(ids[i]);
         }
         // Reverse-dependency index, in and across DAG runs.
         for &id in &ids {
             let ups = self.runs[&id].upstream.clone();
             for u in ups {
-                self.runs.get_mut(&u).expect("upstream exists").downstream.push(id);
+                self.runs
+                    .get_mut(&u)
+                    .expect("upstream exists")
+                    .downstream
+                    .push(id);
             }
         }
         self.dag_runs.insert(
@@ -838,10 +964,26 @@ impl Engine {
         if let Some(u) = &s.unique {
             self.unique.insert(u.key.clone(), dag_run);
         }
-        self.event(now, None, dag_run, None, None, format!("DAG run created by {}", s.trigger), &s.actor);
+        self.event(
+            now,
+            None,
+            dag_run,
+            None,
+            None,
+            format!("DAG run created by {}", s.trigger),
+            &s.actor,
+        );
         for &id in &ids {
             let reason = self.runs[&id].reason.clone();
-            self.event(now, Some(id), dag_run, None, Some(RunState::Waiting), reason, &s.actor);
+            self.event(
+                now,
+                Some(id),
+                dag_run,
+                None,
+                Some(RunState::Waiting),
+                reason,
+                &s.actor,
+            );
         }
         // Evaluate in topological order so cancellations cascade correctly.
         for i in order {
@@ -878,16 +1020,20 @@ impl Engine {
             return;
         }
         let total = r.upstream.len() as u32;
-        let blocked = match r.job.dep_mode {
+        let blocked = match r.job().dep_mode {
             DepMode::All => r.failed_up > 0,
             DepMode::Any => total > 0 && r.failed_up == total,
         };
-        let ready = match r.job.dep_mode {
+        let ready = match r.job().dep_mode {
             DepMode::All => r.succeeded_up == total,
             DepMode::Any => total == 0 || r.succeeded_up > 0,
         };
         if ready {
-            let reason = if total == 0 { "no dependencies" } else { "dependencies met" };
+            let reason = if total == 0 {
+                "no dependencies"
+            } else {
+                "dependencies met"
+            };
             self.make_ready(now, id, reason.into(), actor);
         } else if blocked {
             let culprit = r
@@ -895,9 +1041,15 @@ impl Engine {
                 .iter()
                 .filter_map(|u| self.runs.get(u))
                 .find(|u| u.state.is_terminal() && u.state != RunState::Success)
-                .map(|u| u.job.id.clone())
+                .map(|u| u.job().id.clone())
                 .unwrap_or_default();
-            self.end_unstarted(now, id, RunState::Cancelled, format!("upstream_failed: {culprit}"), actor);
+            self.end_unstarted(
+                now,
+                id,
+                RunState::Cancelled,
+                format!("upstream_failed: {culprit}"),
+                actor,
+            );
         }
     }
 
@@ -907,12 +1059,19 @@ impl Engine {
             .get(&run)
             .ok_or_else(|| EngineError::NotFound(format!("run {run}")))?;
         if r.state != RunState::Running {
-            return Err(EngineError::InvalidState(format!("run {run} is {}, not running", r.state)));
+            return Err(EngineError::InvalidState(format!(
+                "run {run} is {}, not running",
+                r.state
+            )));
         }
-        if let Some(hb) = r.job.heartbeat
+        if let Some(hb) = r.job().heartbeat
             && r.kill.is_none()
         {
-            self.set_timer(run, TimerKind::Heartbeat, Some(now + hb.as_millis() as Millis));
+            self.set_timer(
+                run,
+                TimerKind::Heartbeat,
+                Some(now + hb.as_millis() as Millis),
+            );
         }
         Ok(())
     }
@@ -927,11 +1086,21 @@ impl Engine {
                 if r.kill != Some(KillReason::Cancel) {
                     let dag_run = r.dag_run;
                     self.kill(id, KillReason::Cancel);
-                    self.event(now, Some(id), dag_run, Some(RunState::Running), Some(RunState::Running), "cancel requested: stopping the process group".into(), actor);
+                    self.event(
+                        now,
+                        Some(id),
+                        dag_run,
+                        Some(RunState::Running),
+                        Some(RunState::Running),
+                        "cancel requested: stopping the process group".into(),
+                        actor,
+                    );
                 }
                 Ok(Reply::Done)
             }
-            s if s.is_terminal() => Err(EngineError::InvalidState(format!("run {id} already ended ({s})"))),
+            s if s.is_terminal() => Err(EngineError::InvalidState(format!(
+                "run {id} already ended ({s})"
+            ))),
             _ => {
                 self.end_unstarted(now, id, RunState::Cancelled, "cancelled".into(), actor);
                 Ok(Reply::Done)
@@ -957,10 +1126,10 @@ impl Engine {
                     .iter()
                     .filter_map(|u| self.runs.get(u))
                     .filter(|u| u.state.is_terminal() && u.state != RunState::Success)
-                    .map(|u| u.job.id.clone())
+                    .map(|u| u.job().id.clone())
                     .collect::<Vec<_>>();
                 let all_failed = !r.upstream.is_empty() && blocker.len() == r.upstream.len();
-                if !blocker.is_empty() && (r.job.dep_mode == DepMode::All || all_failed) {
+                if !blocker.is_empty() && (r.job().dep_mode == DepMode::All || all_failed) {
                     return Err(EngineError::InvalidState(format!(
                         "upstream {} did not succeed; retry it instead",
                         blocker.join(", ")
@@ -973,15 +1142,24 @@ impl Engine {
                     let down = self.runs[&x].downstream.clone();
                     for d in down {
                         let dr = &self.runs[&d];
-                        if dr.state == RunState::Cancelled && dr.reason.starts_with("upstream_failed") {
-                            self.revive(now, d, format!("upstream {} retried", self.runs[&id].job.id), actor);
+                        if dr.state == RunState::Cancelled
+                            && dr.reason.starts_with("upstream_failed")
+                        {
+                            self.revive(
+                                now,
+                                d,
+                                format!("upstream {} retried", self.runs[&id].job().id),
+                                actor,
+                            );
                             stack.push(d);
                         }
                     }
                 }
                 Ok(Reply::Done)
             }
-            s => Err(EngineError::InvalidState(format!("run {id} is {s}; only ended or delayed runs can be retried"))),
+            s => Err(EngineError::InvalidState(format!(
+                "run {id} is {s}; only ended or delayed runs can be retried"
+            ))),
         }
     }
 
@@ -996,13 +1174,24 @@ impl Engine {
             (r.dag_run, r.dag.clone())
         };
         self.transition(now, id, RunState::Waiting, reason, actor);
-        self.active_by_dag.entry(dag.clone()).or_default().insert(id);
+        self.active_by_dag
+            .entry(dag.clone())
+            .or_default()
+            .insert(id);
         let dr = self.dag_runs.get_mut(&dag_run).expect("dag run exists");
         dr.unfinished += 1;
         if dr.state != DagRunState::Active {
             dr.state = DagRunState::Active;
             dr.finished_at = None;
-            self.event(now, None, dag_run, None, None, "DAG run reopened by retry".into(), actor);
+            self.event(
+                now,
+                None,
+                dag_run,
+                None,
+                None,
+                "DAG run reopened by retry".into(),
+                actor,
+            );
         }
         self.recount_upstream(id);
         // Downstream `any` runs still waiting no longer count this one as failed.
@@ -1027,8 +1216,17 @@ impl Engine {
         for id in ids {
             let r = &self.runs[&id];
             if r.state == RunState::Ready {
-                let (p, at, pool, dag) = (r.priority(), r.ready_at.unwrap_or(0), r.job.pool.clone(), r.dag.clone());
-                self.pools.get_mut(&pool).expect("pool").queue.remove(p, at, id);
+                let (p, at, pool, dag) = (
+                    r.priority(),
+                    r.ready_at.unwrap_or(0),
+                    r.job().pool.clone(),
+                    r.dag.clone(),
+                );
+                self.pools
+                    .get_mut(&pool)
+                    .expect("pool")
+                    .queue
+                    .remove(p, at, id);
                 self.held.entry(dag).or_default().insert(id);
             }
         }
@@ -1040,14 +1238,25 @@ impl Engine {
         }
         for id in self.held.remove(dag).unwrap_or_default() {
             let r = &self.runs[&id];
-            let (p, at, pool) = (r.priority(), r.ready_at.unwrap_or(0), r.job.pool.clone());
-            self.pools.get_mut(&pool).expect("pool").queue.insert(p, at, id);
+            let (p, at, pool) = (r.priority(), r.ready_at.unwrap_or(0), r.job().pool.clone());
+            self.pools
+                .get_mut(&pool)
+                .expect("pool")
+                .queue
+                .insert(p, at, id);
         }
     }
 
     // ----- transitions -----------------------------------------------------
 
-    fn transition(&mut self, now: Millis, id: RunId, to: RunState, reason: String, actor: &Arc<str>) {
+    fn transition(
+        &mut self,
+        now: Millis,
+        id: RunId,
+        to: RunState,
+        reason: String,
+        actor: &Arc<str>,
+    ) {
         let r = self.runs.get_mut(&id).expect("run exists");
         let from = r.state;
         r.state = to;
@@ -1086,18 +1295,32 @@ impl Engine {
         r.ready_at = Some(now);
         r.next_at = None;
         r.delay = None;
-        let (p, pool, dag) = (r.priority(), r.job.pool.clone(), r.dag.clone());
+        let (p, pool, dag) = (r.priority(), r.job().pool.clone(), r.dag.clone());
         if self.paused.contains(&*dag) {
             self.held.entry(dag).or_default().insert(id);
         } else {
-            self.pools.get_mut(&pool).expect("pool").queue.insert(p, now, id);
+            self.pools
+                .get_mut(&pool)
+                .expect("pool")
+                .queue
+                .insert(p, now, id);
         }
     }
 
     fn leave_ready(&mut self, id: RunId) {
         let r = &self.runs[&id];
-        let (p, at, pool, dag) = (r.priority(), r.ready_at.unwrap_or(0), r.job.pool.clone(), r.dag.clone());
-        if !self.pools.get_mut(&pool).expect("pool").queue.remove(p, at, id)
+        let (p, at, pool, dag) = (
+            r.priority(),
+            r.ready_at.unwrap_or(0),
+            r.job().pool.clone(),
+            r.dag.clone(),
+        );
+        if !self
+            .pools
+            .get_mut(&pool)
+            .expect("pool")
+            .queue
+            .remove(p, at, id)
             && let Some(h) = self.held.get_mut(&dag)
         {
             h.remove(&id);
@@ -1113,7 +1336,14 @@ impl Engine {
 
     /// Ends a run that holds no slot (waiting, delayed or ready), cascading
     /// to its downstream.
-    fn end_unstarted(&mut self, now: Millis, id: RunId, to: RunState, reason: String, actor: &Arc<str>) {
+    fn end_unstarted(
+        &mut self,
+        now: Millis,
+        id: RunId,
+        to: RunState,
+        reason: String,
+        actor: &Arc<str>,
+    ) {
         match self.runs[&id].state {
             RunState::Ready => self.leave_ready(id),
             RunState::Delayed => self.leave_delayed(id),
@@ -1154,7 +1384,7 @@ impl Engine {
             } else {
                 r.failed_up += 1;
             }
-            let actor: Arc<str> = Arc::from(SCHEDULER);
+            let actor = self.scheduler.clone();
             self.evaluate_waiting(now, d, &actor);
         }
         let dr = self.dag_runs.get_mut(&dag_run).expect("dag run exists");
@@ -1163,7 +1393,10 @@ impl Engine {
             let states: Vec<RunState> = dr.runs.iter().map(|r| self.runs[r].state).collect();
             let state = if states.iter().all(|s| *s == RunState::Success) {
                 DagRunState::Success
-            } else if states.iter().any(|s| matches!(s, RunState::Failed | RunState::TimedOut)) {
+            } else if states
+                .iter()
+                .any(|s| matches!(s, RunState::Failed | RunState::TimedOut))
+            {
                 DagRunState::Failed
             } else {
                 DagRunState::Cancelled
@@ -1172,8 +1405,20 @@ impl Engine {
             dr.state = state;
             dr.finished_at = Some(now);
             let dag = dr.dag.clone();
-            self.event(now, None, dag_run, None, None, format!("DAG run finished: {state:?}").to_lowercase(), &Arc::from(SCHEDULER));
-            self.effects.push(Effect::DagRunFinished { dag_run, dag, state });
+            self.event(
+                now,
+                None,
+                dag_run,
+                None,
+                None,
+                format!("DAG run finished: {state:?}").to_lowercase(),
+                &self.scheduler.clone(),
+            );
+            self.effects.push(Effect::DagRunFinished {
+                dag_run,
+                dag,
+                state,
+            });
         }
     }
 
@@ -1181,8 +1426,12 @@ impl Engine {
         let r = self.runs.get_mut(&id).expect("exists");
         let previous = r.kill.replace(reason);
         let attempt = r.attempts.len() as u32;
-        let grace_ms = r.job.kill_grace.as_millis() as Millis;
-        let (p, started, pool) = (r.priority(), r.started_at.unwrap_or(0), r.job.pool.clone());
+        let grace_ms = r.job().kill_grace.as_millis() as Millis;
+        let (p, started, pool) = (
+            r.priority(),
+            r.started_at.unwrap_or(0),
+            r.job().pool.clone(),
+        );
         let pool = self.pools.get_mut(&pool).expect("pool");
         pool.victims.remove(&(p, std::cmp::Reverse(started), id));
         if reason == KillReason::Preempt {
@@ -1216,7 +1465,7 @@ impl Engine {
         signal: Option<i32>,
         error: Option<String>,
     ) {
-        let scheduler: Arc<str> = Arc::from(SCHEDULER);
+        let scheduler = self.scheduler.clone();
         let r = self.runs.get_mut(&id).expect("exists");
         let kill = r.kill.take();
         let slot = r.slot.take();
@@ -1227,7 +1476,12 @@ impl Engine {
             a.signal = signal;
             a.error = error.clone();
         }
-        let (p, started, pool_name, n) = (r.priority(), r.started_at.unwrap_or(0), r.job.pool.clone(), r.attempts.len());
+        let (p, started, pool_name, n) = (
+            r.priority(),
+            r.started_at.unwrap_or(0),
+            r.job().pool.clone(),
+            r.attempts.len(),
+        );
         let pool = self.pools.get_mut(&pool_name).expect("pool");
         pool.running -= 1;
         if let Some(s) = slot {
@@ -1250,25 +1504,41 @@ impl Engine {
         match outcome {
             Outcome::Success => self.end(now, id, RunState::Success, detail, &scheduler),
             Outcome::Cancelled => self.end(now, id, RunState::Cancelled, detail, &scheduler),
-            Outcome::Preempted | Outcome::Interrupted => self.make_ready(now, id, detail, &scheduler),
+            Outcome::Preempted | Outcome::Interrupted => {
+                self.make_ready(now, id, detail, &scheduler)
+            }
             Outcome::Failed | Outcome::TimedOut | Outcome::Stalled | Outcome::SpawnError => {
                 let r = self.runs.get_mut(&id).expect("exists");
                 r.counted_failures += 1;
                 // `retry_on` filters exit codes; failures without one
                 // (signals, timeouts, stalls, spawn errors) follow `retries`.
-                let code_allowed = match (&r.job.retry_on, code) {
+                let code_allowed = match (&r.job().retry_on, code) {
                     (Some(list), Some(c)) if outcome == Outcome::Failed => list.contains(&c),
                     _ => true,
                 };
-                let retries_left = r.counted_failures <= r.job.retries;
+                let retries_left = r.counted_failures <= r.job().retries;
                 if retries_left && code_allowed {
                     let nth = r.counted_failures;
-                    let backoff = r.job.backoff;
+                    let backoff = r.job().backoff;
                     let jitter = backoff.jitter.as_millis() as u64;
-                    let extra = if jitter > 0 { self.rng.random_range(0..=jitter) } else { 0 };
+                    let extra = if jitter > 0 {
+                        self.rng.random_range(0..=jitter)
+                    } else {
+                        0
+                    };
                     let delay = backoff.base_delay(nth).as_millis() as Millis + extra as Millis;
                     let at = now + delay;
-                    self.transition(now, id, RunState::Delayed, format!("{detail}; retry {nth} of {} at {}", self.runs[&id].job.retries, clock(at)), &scheduler);
+                    self.transition(
+                        now,
+                        id,
+                        RunState::Delayed,
+                        format!(
+                            "{detail}; retry {nth} of {} at {}",
+                            self.runs[&id].job().retries,
+                            clock(at)
+                        ),
+                        &scheduler,
+                    );
                     let r = self.runs.get_mut(&id).expect("exists");
                     r.next_at = Some(at);
                     r.delay = Some(Delay::Backoff);
@@ -1279,7 +1549,11 @@ impl Engine {
                     } else {
                         RunState::Failed
                     };
-                    let why = if code_allowed { "no retries left" } else { "exit code not in retry_on" };
+                    let why = if code_allowed {
+                        "no retries left"
+                    } else {
+                        "exit code not in retry_on"
+                    };
                     self.end(now, id, to, format!("{detail}; {why}"), &scheduler);
                 }
             }
@@ -1305,7 +1579,7 @@ impl Engine {
     }
 
     fn fire_timers(&mut self, now: Millis) {
-        let scheduler: Arc<str> = Arc::from(SCHEDULER);
+        let scheduler = self.scheduler.clone();
         while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
                 break;
@@ -1401,16 +1675,22 @@ impl Engine {
     fn start(&mut self, now: Millis, c: Candidate, pool_name: &str) {
         let pool = self.pools.get_mut(pool_name).expect("pool");
         pool.queue.remove(c.priority, c.ready_at, c.run);
-        let slot = pool.free.pop_first().expect("running < slots ⇒ a free slot");
+        let slot = pool
+            .free
+            .pop_first()
+            .expect("running < slots ⇒ a free slot");
         pool.running += 1;
         self.running_total += 1;
         let burst = self.running_total > self.cfg.max_concurrency;
-        let scheduler: Arc<str> = Arc::from(SCHEDULER);
+        let scheduler = self.scheduler.clone();
         let waited = now - c.ready_at;
         let reason = if burst {
             format!("started on a burst slot (waited {waited} ms)")
         } else {
-            format!("started (waited {waited} ms, effective priority {})", c.effective)
+            format!(
+                "started (waited {waited} ms, effective priority {})",
+                c.effective
+            )
         };
         self.transition(now, c.run, RunState::Running, reason, &scheduler);
         let default_timeout = self.cfg.default_timeout;
@@ -1432,21 +1712,22 @@ impl Engine {
             slot,
             error: None,
         });
-        let timeout = match r.job.timeout {
+        let timeout = match r.job().timeout {
             Timeout::Default => default_timeout,
             Timeout::Never => None,
             Timeout::After(d) => Some(d.as_millis() as Millis),
         };
-        let heartbeat = r.job.heartbeat.map(|h| h.as_millis() as Millis);
+        let heartbeat = r.job().heartbeat.map(|h| h.as_millis() as Millis);
         let order = SpawnOrder {
             run: c.run,
             dag_run: r.dag_run,
             dag: r.dag.clone(),
             attempt: n,
             slot,
-            job: r.job.clone(),
+            spec: r.spec.clone(),
+            job_index: r.job_index,
         };
-        if r.job.preemptible {
+        if r.job().preemptible {
             self.pools
                 .get_mut(pool_name)
                 .expect("pool")
@@ -1476,7 +1757,10 @@ impl Engine {
                 if pool.preempting > 0 {
                     continue;
                 }
-                pool.victims.first().filter(|v| v.0 < head.priority).map(|v| v.2)
+                pool.victims
+                    .first()
+                    .filter(|v| v.0 < head.priority)
+                    .map(|v| v.2)
             } else if global_full {
                 if global_claimed {
                     continue;

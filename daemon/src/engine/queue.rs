@@ -44,8 +44,15 @@ pub struct Candidate {
 impl Candidate {
     /// `true` if `self` should start before `other`.
     pub fn beats(&self, other: &Candidate) -> bool {
-        (self.effective, std::cmp::Reverse(self.ready_at), std::cmp::Reverse(self.run))
-            > (other.effective, std::cmp::Reverse(other.ready_at), std::cmp::Reverse(other.run))
+        (
+            self.effective,
+            std::cmp::Reverse(self.ready_at),
+            std::cmp::Reverse(self.run),
+        ) > (
+            other.effective,
+            std::cmp::Reverse(other.ready_at),
+            std::cmp::Reverse(other.run),
+        )
     }
 }
 
@@ -131,7 +138,10 @@ impl ReadyQueue {
 mod tests {
     use super::*;
 
-    const AGING: Aging = Aging { every: 600_000, cap: 90 };
+    const AGING: Aging = Aging {
+        every: 600_000,
+        cap: 90,
+    };
 
     #[test]
     fn aging_rule() {
@@ -139,7 +149,11 @@ mod tests {
         assert_eq!(AGING.effective(50, 0, 599_999), 50);
         assert_eq!(AGING.effective(50, 0, 600_000), 51);
         assert_eq!(AGING.effective(50, 0, 600_000 * 100), 90, "capped");
-        assert_eq!(AGING.effective(95, 0, 600_000 * 100), 95, "above cap never lowered");
+        assert_eq!(
+            AGING.effective(95, 0, 600_000 * 100),
+            95,
+            "above cap never lowered"
+        );
         assert_eq!(AGING.effective(90, 0, 600_000 * 100), 90);
     }
 
@@ -163,7 +177,11 @@ mod tests {
         aged.insert(40, 0, RunId(1));
         aged.insert(50, 9 * 600_000, RunId(2));
         assert_eq!(aged.best(20 * 600_000, AGING, 0).unwrap().run, RunId(2));
-        assert_eq!(q.best(20, AGING, 45).unwrap().run, RunId(2), "min priority filter");
+        assert_eq!(
+            q.best(20, AGING, 45).unwrap().run,
+            RunId(2),
+            "min priority filter"
+        );
         assert!(q.best(20, AGING, 60).is_none());
         assert_eq!(q.count_at_least(45), 2);
         assert_eq!(q.len(), 3);

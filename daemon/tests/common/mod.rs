@@ -57,7 +57,12 @@ impl Sim {
         self.submit_with(dag, None, vec![])
     }
 
-    pub fn submit_with(&mut self, dag: Arc<DagSpec>, unique: Option<Unique>, after: Vec<RunId>) -> Vec<RunId> {
+    pub fn submit_with(
+        &mut self,
+        dag: Arc<DagSpec>,
+        unique: Option<Unique>,
+        after: Vec<RunId>,
+    ) -> Vec<RunId> {
         match self.input(Input::Submit(Submit {
             dag,
             trigger: "test".into(),
