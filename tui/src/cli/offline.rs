@@ -1,0 +1,205 @@
+//! The commands that need no daemon: `ax validate` and `ax cron next`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ax_shared::cron::{Schedule, parse_zone};
+use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, load_file};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::{exit, rfc3339_ms};
+
+/// `ax cron next EXPR [--tz TZ] [--from RFC3339] [-n N]`: prints the next N
+/// fire times strictly after FROM, one RFC 3339 instant per line in the
+/// zone's offset (UTC when the zone is UTC). Returns the exit code.
+pub fn cron_next(
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    expr: &str,
+    tz: Option<&str>,
+    from: Option<&str>,
+    n: usize,
+    as_json: bool,
+) -> i32 {
+    let schedule = match Schedule::parse(expr) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "ax: {e}");
+            return exit::USAGE;
+        }
+    };
+    let zone = match parse_zone(tz.unwrap_or("local")) {
+        Ok(z) => z,
+        Err(e) => {
+            let _ = writeln!(err, "ax: --tz: {e}");
+            return exit::USAGE;
+        }
+    };
+    let from: DateTime<Utc> = match from {
+        None => Utc::now(),
+        Some(text) => match DateTime::parse_from_rfc3339(text) {
+            Ok(t) => t.with_timezone(&Utc),
+            Err(e) => {
+                let _ = writeln!(
+                    err,
+                    "ax: --from {text:?}: not an RFC 3339 time ({e}); e.g. 2026-03-08T12:00:00Z"
+                );
+                return exit::USAGE;
+            }
+        },
+    };
+    let times = schedule.upcoming(from, &zone, n);
+    let shown: Vec<String> = times
+        .iter()
+        .map(|t| {
+            t.with_timezone(&zone)
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        })
+        .collect();
+    if as_json {
+        let doc = json!({
+            "expression": expr,
+            "timezone": zone.name(),
+            "fixed_time": schedule.is_fixed_time(),
+            "from": rfc3339_ms(from),
+            "next": times.iter().map(|t| rfc3339_ms(*t)).collect::<Vec<_>>(),
+        });
+        let _ = writeln!(out, "{doc}");
+    } else {
+        for line in shown {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    exit::OK
+}
+
+/// `ax validate FILE…`: every error of every file with its location, or each
+/// DAG's jobs and next five fire times. Exit 0 if all files are valid, 1 if
+/// any is not, 2 if no file was given.
+pub fn validate(
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    files: &[PathBuf],
+    jobs_dir: Option<&Path>,
+    pools: Option<Vec<String>>,
+    as_json: bool,
+) -> i32 {
+    if files.is_empty() {
+        let _ = writeln!(err, "ax validate: give at least one job file");
+        return exit::USAGE;
+    }
+    let opts = ValidateOptions { pools };
+    let mut parsed: Vec<DagFile> = Vec::new();
+    let mut failures: Vec<(PathBuf, Vec<FileError>)> = Vec::new();
+    for f in files {
+        match load_file(f, jobs_dir, &opts) {
+            Ok(d) => parsed.push(d),
+            Err(errors) => failures.push((f.clone(), errors)),
+        }
+    }
+    // `after` names are only checked when the whole folder is known.
+    let mut cross: Vec<(String, FileError)> = Vec::new();
+    if jobs_dir.is_some() {
+        let refs: Vec<&DagFile> = parsed.iter().collect();
+        cross = check_after(&refs);
+    }
+    let now = Utc::now();
+    let mut docs = Vec::new();
+    for d in &parsed {
+        let errs: Vec<&FileError> = cross
+            .iter()
+            .filter(|(n, _)| *n == d.spec.name)
+            .map(|(_, e)| e)
+            .collect();
+        let zone = d
+            .spec
+            .timezone
+            .as_deref()
+            .and_then(|z| parse_zone(z).ok())
+            .unwrap_or_else(|| parse_zone("local").unwrap_or(chrono_tz::UTC));
+        let next: Vec<DateTime<Utc>> = d
+            .spec
+            .schedule
+            .as_deref()
+            .and_then(|s| Schedule::parse(s).ok())
+            .map(|s| s.upcoming(now, &zone, 5))
+            .unwrap_or_default();
+        if as_json {
+            docs.push(json!({
+                "file": d.spec.file,
+                "name": d.spec.name,
+                "ok": errs.is_empty(),
+                "errors": errs,
+                "jobs": d.spec.jobs.iter().map(|j| json!({"id": j.id, "deps": j.deps, "pool": j.pool, "priority": j.priority})).collect::<Vec<_>>(),
+                "schedule": d.spec.schedule,
+                "timezone": zone.name(),
+                "next_fire": next.iter().map(|t| rfc3339_ms(*t)).collect::<Vec<_>>(),
+            }));
+            continue;
+        }
+        for e in &errs {
+            let _ = writeln!(err, "{e}");
+        }
+        let _ = writeln!(
+            out,
+            "{}: DAG {:?}, {} job{}{}",
+            d.spec.file,
+            d.spec.name,
+            d.spec.jobs.len(),
+            if d.spec.jobs.len() == 1 { "" } else { "s" },
+            if errs.is_empty() { "" } else { " — INVALID" }
+        );
+        for j in &d.spec.jobs {
+            let deps = if j.deps.is_empty() {
+                String::new()
+            } else {
+                format!("  after {}", j.deps.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "  job {} [pool {}, priority {}]{deps}",
+                j.id, j.pool, j.priority
+            );
+        }
+        if let Some(s) = &d.spec.schedule {
+            let _ = writeln!(out, "  schedule {s:?} in {}; next fire times:", zone.name());
+            for t in &next {
+                let _ = writeln!(
+                    out,
+                    "    {}",
+                    t.with_timezone(&zone)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                );
+            }
+        }
+        if !d.spec.after.is_empty() {
+            let _ = writeln!(out, "  triggered after: {}", d.spec.after.join(", "));
+        }
+    }
+    for (file, errors) in &failures {
+        if as_json {
+            docs.push(json!({"file": file.display().to_string(), "ok": false, "errors": errors}));
+        } else {
+            for e in errors {
+                let _ = writeln!(err, "{e}");
+            }
+        }
+    }
+    if as_json {
+        let _ = writeln!(out, "{}", serde_json::Value::Array(docs));
+    }
+    let invalid = failures.len()
+        + parsed
+            .iter()
+            .filter(|d| cross.iter().any(|(n, _)| *n == d.spec.name))
+            .count();
+    if invalid > 0 {
+        if !as_json {
+            let _ = writeln!(err, "{invalid} of {} file(s) invalid", files.len());
+        }
+        exit::FAILED
+    } else {
+        exit::OK
+    }
+}

@@ -1,0 +1,3 @@
+//! The `ax` CLI and the `ax-tui` console.
+
+pub mod cli;
