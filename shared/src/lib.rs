@@ -1,9 +1,12 @@
 //! Shared pieces of ax: the data model, job-file parsing and validation,
 //! cron schedules, and (later) the JSON-RPC protocol and its client.
 
+pub mod api;
+pub mod client;
 pub mod cron;
 pub mod duration;
 pub mod jobfile;
 pub mod model;
+pub mod protocol;
 
 pub use model::*;

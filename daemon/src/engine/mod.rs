@@ -139,6 +139,9 @@ pub struct Attempt {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub pid: Option<u32>,
+    /// The process's start time (clock ticks since boot, from
+    /// /proc/PID/stat) so a later life never kills a reused pid.
+    pub pid_start: Option<u64>,
     pub slot: u32,
     pub error: Option<String>,
 }
@@ -232,6 +235,37 @@ pub struct DagRun {
     unfinished: usize,
 }
 
+/// A run as loaded from the store at start-up.
+#[derive(Clone, Debug)]
+pub struct RestoredRun {
+    pub id: RunId,
+    pub job_index: u32,
+    pub state: RunState,
+    pub attempts: Vec<Attempt>,
+    pub counted_failures: u32,
+    pub created_at: Millis,
+    pub ready_at: Option<Millis>,
+    pub started_at: Option<Millis>,
+    pub finished_at: Option<Millis>,
+    pub next_at: Option<Millis>,
+    pub delay: Option<Delay>,
+    pub reason: String,
+    pub message: Option<String>,
+    pub progress: Option<f64>,
+    pub upstream: Vec<RunId>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RestoredDagRun {
+    pub id: DagRunId,
+    pub spec: Arc<DagSpec>,
+    pub state: DagRunState,
+    pub created_at: Millis,
+    pub trigger: String,
+    pub unique_key: Option<String>,
+    pub runs: Vec<RestoredRun>,
+}
+
 /// A request to create a DAG run.
 #[derive(Clone, Debug)]
 pub struct Submit {
@@ -258,6 +292,7 @@ pub enum Input {
         run: RunId,
         attempt: u32,
         pid: u32,
+        pid_start: Option<u64>,
     },
     /// The attempt's process could not be spawned; its slot is free.
     SpawnFailed {
@@ -494,6 +529,9 @@ pub struct Engine {
     /// Unfinished runs by DAG name (for pause and removal).
     active_by_dag: HashMap<Arc<str>, BTreeSet<RunId>>,
     unique: HashMap<String, DagRunId>,
+    /// States of finished runs that are upstream of loaded runs but were not
+    /// loaded themselves (restored from the store).
+    external: HashMap<RunId, RunState>,
     shutting_down: bool,
     counts: [u64; 8],
     effects: Vec<Effect>,
@@ -540,6 +578,7 @@ impl Engine {
             held: HashMap::new(),
             active_by_dag: HashMap::new(),
             unique: HashMap::new(),
+            external: HashMap::new(),
             shutting_down: false,
             counts: [0; 8],
             effects: Vec::new(),
@@ -569,6 +608,147 @@ impl Engine {
     /// When `handle(_, Input::Tick)` must next be called, if ever.
     pub fn next_wakeup(&self) -> Option<Millis> {
         self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Records the final state of a run that lives only in the store, so
+    /// `--after` on it and restored downstream runs can be resolved.
+    pub fn note_external(&mut self, run: RunId, state: RunState) {
+        if !self.runs.contains_key(&run) {
+            self.external.insert(run, state);
+        }
+    }
+
+    /// Loads unfinished DAG runs from the store at start-up (SPEC §5.3).
+    /// Runs found `running` from an earlier life get an `interrupted`
+    /// attempt and go back to `ready` without consuming a retry. Returns
+    /// the resulting effects (events to record).
+    pub fn restore(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>, next_run: u64, next_dag_run: u64) -> Vec<Effect> {
+        dag_runs.sort_by_key(|d| d.id);
+        let mut all = Vec::new();
+        for d in dag_runs {
+            let dag: Arc<str> = Arc::from(d.spec.name.as_str());
+            let mut ids = Vec::with_capacity(d.runs.len());
+            let mut unfinished = 0;
+            let mut runs = d.runs;
+            runs.sort_by_key(|r| r.id);
+            for r in runs {
+                if !r.state.is_terminal() {
+                    unfinished += 1;
+                    self.active_by_dag.entry(dag.clone()).or_default().insert(r.id);
+                }
+                self.counts[state_index(r.state)] += 1;
+                ids.push(r.id);
+                all.push(r.id);
+                self.runs.insert(
+                    r.id,
+                    Run {
+                        id: r.id,
+                        dag_run: d.id,
+                        dag: dag.clone(),
+                        spec: d.spec.clone(),
+                        job_index: r.job_index,
+                        state: r.state,
+                        attempts: r.attempts,
+                        counted_failures: r.counted_failures,
+                        created_at: r.created_at,
+                        ready_at: r.ready_at,
+                        started_at: r.started_at,
+                        finished_at: r.finished_at,
+                        next_at: r.next_at,
+                        delay: r.delay,
+                        reason: r.reason,
+                        message: r.message,
+                        progress: r.progress,
+                        upstream: r.upstream,
+                        downstream: Vec::new(),
+                        succeeded_up: 0,
+                        failed_up: 0,
+                        kill: None,
+                        slot: None,
+                        timers: RunTimers::default(),
+                    },
+                );
+            }
+            if let Some(k) = &d.unique_key {
+                self.unique.insert(k.clone(), d.id);
+            }
+            self.dag_runs.insert(
+                d.id,
+                DagRun {
+                    id: d.id,
+                    dag,
+                    spec: d.spec,
+                    runs: ids,
+                    state: if unfinished > 0 { DagRunState::Active } else { d.state },
+                    created_at: d.created_at,
+                    finished_at: None,
+                    trigger: d.trigger,
+                    unique_key: d.unique_key,
+                    unfinished,
+                },
+            );
+        }
+        for &id in &all {
+            let ups = self.runs[&id].upstream.clone();
+            for u in ups {
+                if let Some(up) = self.runs.get_mut(&u) {
+                    up.downstream.push(id);
+                }
+            }
+        }
+        let scheduler = self.scheduler.clone();
+        for &id in &all {
+            match self.runs[&id].state {
+                RunState::Running => {
+                    let r = self.runs.get_mut(&id).expect("exists");
+                    let n = r.attempts.len();
+                    if let Some(a) = r.attempts.last_mut()
+                        && a.outcome.is_none()
+                    {
+                        a.outcome = Some(Outcome::Interrupted);
+                        a.finished_at = Some(now);
+                    }
+                    self.make_ready(now, id, format!("attempt {n} interrupted: the daemon stopped while it ran"), &scheduler);
+                }
+                RunState::Ready => {
+                    let r = &self.runs[&id];
+                    let (p, at, pool, dag) = (r.priority(), r.ready_at.unwrap_or(now), r.job().pool.clone(), r.dag.clone());
+                    if !self.pools.contains_key(&pool) {
+                        // The pool was removed from the config: the run
+                        // can never start; end it with a reason.
+                        self.end(now, id, RunState::Failed, format!("pool {pool:?} no longer exists"), &scheduler);
+                    } else if self.paused.contains(&*dag) {
+                        self.held.entry(dag).or_default().insert(id);
+                    } else {
+                        self.pools.get_mut(&pool).expect("pool").queue.insert(p, at, id);
+                    }
+                }
+                RunState::Delayed => {
+                    let at = self.runs[&id].next_at.unwrap_or(now);
+                    self.runs.get_mut(&id).expect("exists").delay = Some(Delay::Backoff);
+                    self.set_timer(id, TimerKind::Wake, Some(at));
+                }
+                RunState::Waiting => {
+                    self.recount_upstream(id);
+                    self.evaluate_waiting(now, id, &scheduler);
+                }
+                _ => {}
+            }
+        }
+        self.next_run = self.next_run.max(next_run);
+        self.next_dag_run = self.next_dag_run.max(next_dag_run);
+        self.fire_timers(now);
+        self.dispatch(now);
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Sets whether a DAG is paused (restored from the store at start-up).
+    pub fn set_paused(&mut self, dag: &str, paused: bool) {
+        if paused {
+            self.pause(dag);
+        } else {
+            self.resume(0, dag);
+        }
     }
 
     // ----- queries ---------------------------------------------------------
@@ -704,10 +884,11 @@ impl Engine {
     fn apply(&mut self, now: Millis, input: Input) -> Result<Reply, EngineError> {
         match input {
             Input::Submit(s) => self.submit(now, s),
-            Input::Started { run, attempt, pid } => {
+            Input::Started { run, attempt, pid, pid_start } => {
                 let r = self.running_attempt(run, attempt)?;
                 if let Some(a) = r.attempts.last_mut() {
                     a.pid = Some(pid);
+                    a.pid_start = pid_start;
                 }
                 Ok(Reply::Done)
             }
@@ -871,7 +1052,7 @@ impl Engine {
         let order = topo_order(&spec, &index)
             .ok_or_else(|| EngineError::Invalid("the jobs' deps form a cycle".into()))?;
         for a in &s.after {
-            if !self.runs.contains_key(a) {
+            if !self.runs.contains_key(a) && !self.external.contains_key(a) {
                 return Err(EngineError::NotFound(format!("run {a}")));
             }
         }
@@ -1001,7 +1182,11 @@ impl Engine {
     fn recount_upstream(&mut self, id: RunId) {
         let (mut ok, mut bad) = (0, 0);
         for u in &self.runs[&id].upstream {
-            match self.runs[u].state {
+            let state = match self.runs.get(u) {
+                Some(r) => r.state,
+                None => self.external.get(u).copied().unwrap_or(RunState::Cancelled),
+            };
+            match state {
                 RunState::Success => ok += 1,
                 s if s.is_terminal() => bad += 1,
                 _ => {}
@@ -1709,6 +1894,7 @@ impl Engine {
             exit_code: None,
             signal: None,
             pid: None,
+            pid_start: None,
             slot,
             error: None,
         });

@@ -1,0 +1,50 @@
+//! `axd`: the ax daemon.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ax_daemon::config::Config;
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(name = "axd", version, about = "The ax job scheduler daemon")]
+struct Args {
+    /// Path of axd.toml (default: XDG places for a user-mode daemon).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // Plain lines (no colour) under systemd/journald or when not a terminal.
+    let plain = std::env::var_os("JOURNAL_STREAM").is_some() || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_ansi(!plain)
+        .with_writer(std::io::stderr)
+        .init();
+    let cfg = match &args.config {
+        Some(path) => match Config::load(path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("axd: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::defaults(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("axd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(ax_daemon::daemon::run(cfg, args.config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("axd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

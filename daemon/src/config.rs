@@ -1,0 +1,417 @@
+//! `axd.toml` (SPEC §5.1). Unknown keys and bad values are errors that name
+//! the key and its line (toml's error carries the span of the offending
+//! value). Relative paths are relative to the config file's folder.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ax_shared::duration::parse_duration;
+use serde::{Deserialize, Deserializer};
+
+use crate::engine::{Aging, EngineConfig};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub jobs_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub max_concurrency: u32,
+    pub timezone: String,
+    pub default_timeout: Option<Duration>,
+    pub socket_group: Option<String>,
+    pub admin_group: Option<String>,
+    pub shutdown_grace: Duration,
+    /// `synchronous = FULL` (default) or `NORMAL`.
+    pub synchronous_full: bool,
+    pub retry_per_minute: u32,
+    pub aging_every: Duration,
+    pub aging_cap: u8,
+    pub burst_priority: u8,
+    pub burst_extra: u32,
+    pub log_max_bytes: u64,
+    pub log_retain: Duration,
+    pub pools: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    jobs_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    max_concurrency: Option<u32>,
+    timezone: Option<String>,
+    default_timeout: Option<DurationOrNone>,
+    socket_group: Option<String>,
+    admin_group: Option<String>,
+    shutdown_grace: Option<Dur>,
+    synchronous: Option<Synchronous>,
+    #[serde(default)]
+    retry: RawRetry,
+    #[serde(default)]
+    aging: RawAging,
+    #[serde(default)]
+    burst: RawBurst,
+    #[serde(default)]
+    logs: RawLogs,
+    pools: Option<BTreeMap<String, RawPool>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    rate: Option<Rate>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAging {
+    every: Option<Dur>,
+    cap: Option<Priority>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBurst {
+    priority: Option<Priority>,
+    extra: Option<Extra>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLogs {
+    max_bytes: Option<Bytes>,
+    retain: Option<Dur>,
+}
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPool {
+    slots: u32,
+}
+
+struct Dur(Duration);
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s).map(Dur).map_err(serde::de::Error::custom)
+    }
+}
+
+struct DurationOrNone(Option<Duration>);
+impl<'de> Deserialize<'de> for DurationOrNone {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "none" {
+            return Ok(DurationOrNone(None));
+        }
+        parse_duration(&s).map(|d| DurationOrNone(Some(d))).map_err(serde::de::Error::custom)
+    }
+}
+
+struct Priority(u8);
+impl<'de> Deserialize<'de> for Priority {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if (1..=100).contains(&n) {
+            Ok(Priority(n as u8))
+        } else {
+            Err(serde::de::Error::custom(format!("priority {n} out of range 1-100")))
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Synchronous {
+    Full,
+    Normal,
+}
+impl<'de> Deserialize<'de> for Synchronous {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.to_ascii_lowercase().as_str() {
+            "full" => Ok(Synchronous::Full),
+            "normal" => Ok(Synchronous::Normal),
+            other => Err(serde::de::Error::custom(format!("synchronous = {other:?}: use \"full\" or \"normal\""))),
+        }
+    }
+}
+
+/// `"100/min"`, `"5/s"`, `"1000/h"` → per minute.
+struct Rate(u32);
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom(format!("rate {s:?}: write e.g. \"100/min\", \"5/s\" or \"1000/h\""));
+        let (n, unit) = s.split_once('/').ok_or_else(bad)?;
+        let n: f64 = n.trim().parse().map_err(|_| bad())?;
+        let per_min = match unit.trim() {
+            "s" | "sec" | "second" => n * 60.0,
+            "min" | "m" | "minute" => n,
+            "h" | "hour" => n / 60.0,
+            _ => return Err(bad()),
+        };
+        if !(per_min >= 1.0 && per_min <= 1e9) {
+            return Err(serde::de::Error::custom(format!("rate {s:?} must be at least 1/min")));
+        }
+        Ok(Rate(per_min.round() as u32))
+    }
+}
+
+/// `extra = "30%"` of max_concurrency (rounded up) or a count.
+enum Extra {
+    Percent(f64),
+    Count(u32),
+}
+impl<'de> Deserialize<'de> for Extra {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum E {
+            N(u32),
+            S(String),
+        }
+        match E::deserialize(d)? {
+            E::N(n) => Ok(Extra::Count(n)),
+            E::S(s) => s
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<f64>().ok())
+                .filter(|p| (0.0..=1000.0).contains(p))
+                .map(Extra::Percent)
+                .ok_or_else(|| serde::de::Error::custom(format!("burst.extra {s:?}: write a count or a percentage like \"30%\""))),
+        }
+    }
+}
+
+/// `"10MiB"`, `"512KiB"`, `"1GB"`, or a number of bytes.
+struct Bytes(u64);
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum B {
+            N(u64),
+            S(String),
+        }
+        match B::deserialize(d)? {
+            B::N(n) => Ok(Bytes(n)),
+            B::S(s) => {
+                let t = s.trim();
+                let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+                let (num, unit) = t.split_at(split);
+                let mult: u64 = match unit.trim() {
+                    "" | "B" => 1,
+                    "KiB" => 1 << 10,
+                    "MiB" => 1 << 20,
+                    "GiB" => 1 << 30,
+                    "KB" | "kB" => 1000,
+                    "MB" => 1_000_000,
+                    "GB" => 1_000_000_000,
+                    _ => 0,
+                };
+                match num.parse::<u64>() {
+                    Ok(n) if mult > 0 => Ok(Bytes(n.saturating_mul(mult))),
+                    _ => Err(serde::de::Error::custom(format!("size {s:?}: write e.g. \"10MiB\""))),
+                }
+            }
+        }
+    }
+}
+
+/// Where a user-mode daemon keeps things without `--config` (XDG).
+pub fn xdg_defaults() -> (PathBuf, PathBuf, PathBuf) {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    let env_or = |var: &str, fallback: PathBuf| std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
+    let config = env_or("XDG_CONFIG_HOME", home.join(".config"));
+    let state = env_or("XDG_STATE_HOME", home.join(".local/state"));
+    let uid = nix::unistd::getuid();
+    let runtime = env_or("XDG_RUNTIME_DIR", std::env::temp_dir().join(format!("ax-{uid}")));
+    (config.join("ax/jobs.d"), state.join("ax"), runtime.join("ax/axd.sock"))
+}
+
+impl Config {
+    /// Defaults for a daemon started without `--config`.
+    pub fn defaults() -> Config {
+        Config::from_raw(Raw::default(), None).expect("defaults are valid")
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let raw: Raw = toml::from_str(text).map_err(|e| invalid(describe_toml_error(text, &e)))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Config::from_raw(raw, Some(&base)).map_err(invalid)
+    }
+
+    fn from_raw(raw: Raw, base: Option<&Path>) -> Result<Config, String> {
+        let (xdg_jobs, xdg_state, xdg_socket) = xdg_defaults();
+        let resolve = |p: Option<PathBuf>, fallback: PathBuf| match (p, base) {
+            (Some(p), Some(b)) if p.is_relative() => normalize(&b.join(p)),
+            (Some(p), _) => p,
+            (None, _) => fallback,
+        };
+        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let max_concurrency = raw.max_concurrency.unwrap_or(cpus);
+        if max_concurrency == 0 {
+            return Err("max_concurrency must be at least 1".into());
+        }
+        let timezone = raw.timezone.unwrap_or_else(|| "local".into());
+        ax_shared::cron::parse_zone(&timezone).map_err(|e| format!("timezone: {e}"))?;
+        let mut pools: BTreeMap<String, u32> = raw
+            .pools
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.slots))
+            .collect();
+        for (name, slots) in &pools {
+            if *slots == 0 {
+                return Err(format!("pools.{name}.slots must be at least 1"));
+            }
+        }
+        pools.entry("default".into()).or_insert(max_concurrency);
+        let burst_extra = match raw.burst.extra {
+            None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
+            Some(Extra::Count(n)) => n,
+            Some(Extra::Percent(p)) => (f64::from(max_concurrency) * p / 100.0).ceil() as u32,
+        };
+        Ok(Config {
+            jobs_dir: resolve(raw.jobs_dir, xdg_jobs),
+            state_dir: resolve(raw.state_dir, xdg_state),
+            socket: resolve(raw.socket, xdg_socket),
+            max_concurrency,
+            timezone,
+            default_timeout: raw.default_timeout.map(|d| d.0).unwrap_or(Some(Duration::from_secs(3600))),
+            socket_group: raw.socket_group,
+            admin_group: raw.admin_group,
+            shutdown_grace: raw.shutdown_grace.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
+            synchronous_full: !matches!(raw.synchronous, Some(Synchronous::Normal)),
+            retry_per_minute: raw.retry.rate.map(|r| r.0).unwrap_or(100),
+            aging_every: raw.aging.every.map(|d| d.0).unwrap_or(Duration::from_secs(600)),
+            aging_cap: raw.aging.cap.map(|p| p.0).unwrap_or(90),
+            burst_priority: raw.burst.priority.map(|p| p.0).unwrap_or(90),
+            burst_extra,
+            log_max_bytes: raw.logs.max_bytes.map(|b| b.0).unwrap_or(10 << 20),
+            log_retain: raw.logs.retain.map(|d| d.0).unwrap_or(Duration::from_secs(30 * 86400)),
+            pools,
+        })
+    }
+
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            max_concurrency: self.max_concurrency,
+            pools: self.pools.clone(),
+            burst_priority: self.burst_priority,
+            burst_extra: self.burst_extra,
+            aging: Aging {
+                every: self.aging_every.as_millis() as i64,
+                cap: self.aging_cap,
+            },
+            retry_per_minute: self.retry_per_minute,
+            default_timeout: self.default_timeout.map(|d| d.as_millis() as i64),
+        }
+    }
+}
+
+/// Removes `.` and `a/..` lexically (`config/../.ax-state` → `.ax-state`),
+/// so logs and errors show the path a person would write.
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() { PathBuf::from(".") } else { out }
+}
+
+/// `line L, column C: message` from toml's error.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().to_string();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            let key = text[..span.start.min(text.len())]
+                .lines()
+                .last()
+                .and_then(|l| l.split('=').next())
+                .map(str::trim)
+                .filter(|k| !k.is_empty() && !k.starts_with('['))
+                .map(|k| format!(" (key `{k}`)"))
+                .unwrap_or_default();
+            format!("line {line}, column {col}{key}: {message}")
+        }
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/etc/ax/axd.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/axd.toml");
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.pools.get("io"), Some(&40));
+        assert_eq!(c.burst_extra, 3, "30% of 8, rounded up");
+        assert_eq!(c.retry_per_minute, 100);
+        assert_eq!(c.log_max_bytes, 10 << 20);
+        assert!(c.jobs_dir.ends_with("config/jobs.d"));
+    }
+
+    #[test]
+    fn relative_paths_and_defaults() {
+        let c = parse("jobs_dir = \"j\"\nmax_concurrency = 4\n").unwrap();
+        assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
+        assert_eq!(c.pools.get("default"), Some(&4));
+        assert_eq!(c.default_timeout, Some(Duration::from_secs(3600)));
+        assert!(c.synchronous_full);
+        assert_eq!(c.burst_extra, 2);
+    }
+
+    #[test]
+    fn errors_name_key_and_line() {
+        for (text, needle) in [
+            ("max_concurrency = 4\ncolour = 1\n", "line 2"),
+            ("max_concurrency = 4\ncolour = 1\n", "colour"),
+            ("default_timeout = \"ten\"\n", "line 1"),
+            ("[retry]\nrate = \"lots\"\n", "line 2, column 8 (key `rate`)"),
+            ("[aging]\ncap = 200\n", "out of range"),
+            ("[pools.gpu]\nslots = 0\n", "pools.gpu.slots"),
+            ("timezone = \"Mars/Base\"\n", "unknown time zone"),
+            ("max_concurrency = \"x\"\n", "line 1"),
+            ("[logs]\nmax_bytes = \"10 parsecs\"\n", "size"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text:?}: {err}");
+            assert!(err.contains("/etc/ax/axd.toml"), "{err}");
+        }
+    }
+}

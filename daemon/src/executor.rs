@@ -1,0 +1,345 @@
+//! Runs attempts as real processes (SPEC §4.5, §5.3).
+//!
+//! * Every attempt gets its own session (setsid), so its process group id is
+//!   its pid and every kill targets the whole group.
+//! * Processes are forked by one long-lived thread, the *spawner*, because
+//!   `PR_SET_PDEATHSIG` fires when the thread that forked the child exits;
+//!   with the spawner living as long as the daemon, children die with the
+//!   daemon and not with some recycled worker thread.
+//! * stdout and stderr share one pipe, so the log file has them in arrival
+//!   order; the log is capped at `logs.max_bytes` with a marker line.
+//! * Kills: SIGTERM to the group, `kill_grace`, SIGKILL. When the leader
+//!   exits, what is left of its group is stopped the same way, so background
+//!   children never outlive their job. The slot is released (the `Exited`
+//!   message sent) only after the leader is reaped and its group is gone.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use ax_shared::Exec;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{RunId, SpawnOrder};
+
+/// What the executor reports to the scheduler.
+#[derive(Debug)]
+pub enum ExecEvent {
+    Started { run: RunId, attempt: u32, pid: u32, pid_start: Option<u64> },
+    SpawnFailed { run: RunId, attempt: u32, error: String },
+    Exited { run: RunId, attempt: u32, code: Option<i32>, signal: Option<i32> },
+    Output { run: RunId },
+}
+
+#[derive(Debug)]
+pub enum ExecCmd {
+    Spawn(SpawnOrder),
+    Kill { run: RunId, attempt: u32, grace_ms: i64 },
+    /// An attempt's supervisor has finished.
+    Done { run: RunId, attempt: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct ExecConfig {
+    pub log_dir: PathBuf,
+    pub socket: PathBuf,
+    pub log_max_bytes: u64,
+}
+
+pub fn log_path(log_dir: &Path, run: RunId, attempt: u32) -> PathBuf {
+    log_dir.join(format!("{}.{}.log", run.0, attempt))
+}
+
+struct SpawnRequest {
+    command: tokio::process::Command,
+    reply: oneshot::Sender<std::io::Result<(tokio::process::Child, OwnedFd)>>,
+    read_end: OwnedFd,
+}
+
+/// Starts the spawner thread and the executor task. `events` receives
+/// everything the scheduler must know.
+pub fn start(
+    cfg: ExecConfig,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) -> mpsc::UnboundedSender<ExecCmd> {
+    let (spawn_tx, spawn_rx) = std::sync::mpsc::channel::<SpawnRequest>();
+    let handle = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .name("ax-spawner".into())
+        .spawn(move || {
+            // tokio needs its runtime to register the child for async wait.
+            let _guard = handle.enter();
+            for mut req in spawn_rx {
+                let result = req.command.spawn().map(|c| (c, req.read_end));
+                // Drop the parent's copies of the pipe's write end now, so
+                // the log reader sees EOF when the job's processes exit.
+                drop(req.command);
+                let _ = req.reply.send(result);
+            }
+        })
+        .expect("spawn the spawner thread");
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<ExecCmd>();
+    let self_tx = tx.clone();
+    tokio::spawn(async move {
+        let mut kills: HashMap<(RunId, u32), mpsc::UnboundedSender<i64>> = HashMap::new();
+        while let Some(cmd) = rx.recv().await {
+            match cmd {
+                ExecCmd::Spawn(order) => {
+                    let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+                    kills.insert((order.run, order.attempt), kill_tx);
+                    let prepared = prepare(&cfg, &order);
+                    let events = events.clone();
+                    let done = self_tx.clone();
+                    match prepared {
+                        Err(e) => {
+                            events(ExecEvent::SpawnFailed { run: order.run, attempt: order.attempt, error: e });
+                            let _ = done.send(ExecCmd::Done { run: order.run, attempt: order.attempt });
+                        }
+                        Ok((command, read_end, log)) => {
+                            let (reply, child_rx) = oneshot::channel();
+                            let _ = spawn_tx.send(SpawnRequest { command, reply, read_end });
+                            let cfg = cfg.clone();
+                            tokio::spawn(supervise(cfg, order, child_rx, kill_rx, log, events, done));
+                        }
+                    }
+                }
+                ExecCmd::Kill { run, attempt, grace_ms } => {
+                    if let Some(k) = kills.get(&(run, attempt)) {
+                        let _ = k.send(grace_ms);
+                    }
+                }
+                ExecCmd::Done { run, attempt } => {
+                    kills.remove(&(run, attempt));
+                }
+            }
+        }
+    });
+    tx
+}
+
+/// Builds the command for one attempt and opens its log.
+fn prepare(cfg: &ExecConfig, order: &SpawnOrder) -> Result<(tokio::process::Command, OwnedFd, std::fs::File), String> {
+    let job = order.job();
+    let mut command = match &job.exec {
+        Exec::Shell(s) => {
+            let mut c = tokio::process::Command::new("/bin/sh");
+            c.arg("-c").arg(s);
+            c
+        }
+        Exec::Argv(argv) => {
+            let mut c = tokio::process::Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    if let Some(cwd) = &job.cwd {
+        command.current_dir(cwd);
+    }
+    // `ax heartbeat` inside jobs: make the ax next to axd findable.
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut parts: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        if !parts.iter().any(|p| p == dir) {
+            parts.push(dir.to_path_buf());
+        }
+        if let Ok(joined) = std::env::join_paths(parts) {
+            command.env("PATH", joined);
+        }
+    }
+    command
+        .envs(&job.env)
+        .env("AX_RUN_ID", order.run.0.to_string())
+        .env("AX_DAG", &*order.dag)
+        .env("AX_JOB", &job.id)
+        .env("AX_ATTEMPT", order.attempt.to_string())
+        .env("AX_SOCKET", &cfg.socket)
+        .env("AX_SLOT", order.slot.to_string())
+        .stdin(Stdio::null())
+        .kill_on_drop(false);
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let write_copy = write_end.try_clone().map_err(|e| format!("pipe: {e}"))?;
+    command.stdout(Stdio::from(write_end)).stderr(Stdio::from(write_copy));
+    let parent = std::process::id() as i32;
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The daemon may have died between fork and prctl.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let log = std::fs::File::create(log_path(&cfg.log_dir, order.run, order.attempt))
+        .map_err(|e| format!("cannot create log in {}: {e}", cfg.log_dir.display()))?;
+    Ok((command, read_end, log))
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of
+/// /proc/PID/stat), to recognise a pid after a restart.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn group_alive(pgid: i32) -> bool {
+    killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// Start-up sweep: kill the process group of an attempt from an earlier
+/// life if, and only if, the pid still names the same process.
+pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
+    match (pid_start, process_start_time(pid)) {
+        (Some(want), Some(have)) if want == have => {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            true
+        }
+        _ => false,
+    }
+}
+
+async fn supervise(
+    cfg: ExecConfig,
+    order: SpawnOrder,
+    child_rx: oneshot::Receiver<std::io::Result<(tokio::process::Child, OwnedFd)>>,
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    mut log: std::fs::File,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+    done: mpsc::UnboundedSender<ExecCmd>,
+) {
+    let (run, attempt) = (order.run, order.attempt);
+    let finish = |done: &mpsc::UnboundedSender<ExecCmd>| {
+        let _ = done.send(ExecCmd::Done { run, attempt });
+    };
+    let (mut child, read_end) = match child_rx.await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            let _ = writeln!(log, "[ax] could not start: {e}");
+            events(ExecEvent::SpawnFailed { run, attempt, error: e.to_string() });
+            finish(&done);
+            return;
+        }
+        Err(_) => {
+            events(ExecEvent::SpawnFailed { run, attempt, error: "spawner stopped".into() });
+            finish(&done);
+            return;
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    events(ExecEvent::Started { run, attempt, pid, pid_start: process_start_time(pid) });
+    let pgid = pid as i32;
+
+    let reader = tokio::spawn(read_output(read_end, log, cfg.log_max_bytes, run, events.clone()));
+
+    let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
+    let mut kill_deadline: Option<tokio::time::Instant> = None;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            Some(grace_ms) = kill_rx.recv() => {
+                if kill_deadline.is_none() {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(grace_ms.max(0) as u64));
+                }
+            }
+            _ = sleep_until_opt(kill_deadline) => {
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                kill_deadline = None;
+            }
+        }
+    };
+    // The leader is reaped. Whatever is left of its group goes too:
+    // SIGTERM, the rest of the grace period, SIGKILL.
+    if group_alive(pgid) {
+        let deadline = kill_deadline.unwrap_or_else(|| {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+            tokio::time::Instant::now() + job_grace
+        });
+        while group_alive(pgid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if group_alive(pgid) {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+    // Let the reader drain what is left in the pipe (bounded: a process that
+    // escaped the group with setsid could hold the pipe open forever).
+    let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+    let (code, signal) = match status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            (s.code(), s.signal())
+        }
+        Err(_) => (None, None),
+    };
+    events(ExecEvent::Exited { run, attempt, code, signal });
+    finish(&done);
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Copies the job's output into its log (capped) and reports output as
+/// heartbeats, at most one per second.
+async fn read_output(
+    read_end: OwnedFd,
+    mut log: std::fs::File,
+    max_bytes: u64,
+    run: RunId,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
+        return;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut written: u64 = 0;
+    let mut dropped: u64 = 0;
+    let mut last_beat: Option<tokio::time::Instant> = None;
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let now = tokio::time::Instant::now();
+        if last_beat.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            last_beat = Some(now);
+            events(ExecEvent::Output { run });
+        }
+        let room = max_bytes.saturating_sub(written);
+        let keep = (n as u64).min(room) as usize;
+        if keep > 0 {
+            let _ = log.write_all(&buf[..keep]);
+            written += keep as u64;
+        }
+        if keep < n {
+            if dropped == 0 {
+                let _ = write!(log, "\n[ax] log reached logs.max_bytes ({max_bytes} bytes); further output is discarded\n");
+            }
+            dropped += (n - keep) as u64;
+        }
+    }
+    if dropped > 0 {
+        let _ = writeln!(log, "[ax] {dropped} bytes of output were discarded");
+    }
+    let _ = log.flush();
+}

@@ -1,0 +1,765 @@
+//! The scheduler thread: the one owner of the engine and the store.
+//!
+//! It sleeps until the engine's next deadline or the next message
+//! (`recv_timeout`), then takes every message that is waiting, applies them
+//! all to the engine, commits everything they decided in one transaction
+//! (group commit), and only then answers the clients, announces the changes
+//! and hands spawn/kill orders to the executor.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use ax_shared::api::{DagView, LogChunk, PoolView, RunView, StatusView, SubmitResult};
+use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
+use ax_shared::protocol::{RpcError, codes};
+use ax_shared::{DagSpec, Exec, JobSpec, RunState, Timeout};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::config::Config;
+use crate::dags::{DagEntry, rescan};
+use crate::engine::{DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit, Unique};
+use crate::executor::{ExecCmd, ExecEvent};
+use crate::store::{Commit, RunQuery, Store};
+use crate::time::{now_ms, rfc3339};
+
+/// Who is asking (SPEC §5.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The daemon's own uid or root.
+    Owner,
+    /// Member of `admin_group`: may act.
+    Admin,
+    /// Member of `socket_group`: may only read.
+    Viewer,
+}
+
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub role: Role,
+    pub actor: Arc<str>,
+}
+
+pub enum Msg {
+    Request {
+        peer: Peer,
+        method: String,
+        params: Value,
+        reply: oneshot::Sender<Result<Value, RpcError>>,
+    },
+    Exec(ExecEvent),
+    Shutdown,
+    Reload,
+}
+
+/// What the socket server needs to talk to the scheduler.
+#[derive(Clone)]
+pub struct Handle {
+    pub tx: Sender<Msg>,
+    pub notify: broadcast::Sender<Arc<str>>,
+    pub log_dir: PathBuf,
+}
+
+impl Handle {
+    pub async fn call(&self, peer: &Peer, method: &str, params: Value) -> Result<Value, RpcError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Request { peer: peer.clone(), method: method.into(), params, reply })
+            .map_err(|_| RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"))?;
+        rx.await.map_err(|_| RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"))?
+    }
+}
+
+pub struct Scheduler {
+    cfg: Config,
+    engine: Engine,
+    store: Box<dyn Store>,
+    dags: BTreeMap<String, DagEntry>,
+    exec: mpsc::UnboundedSender<ExecCmd>,
+    notify: broadcast::Sender<Arc<str>>,
+    started: std::time::Instant,
+    /// Counts of finished runs that live only in the store (not loaded).
+    stored_terminal: BTreeMap<RunState, u64>,
+    shutdown_at: Option<Millis>,
+    config_path: Option<PathBuf>,
+    pending_dag_defs: Vec<Arc<DagSpec>>,
+    pending_removed: Vec<String>,
+    pending_paused: Vec<(String, bool)>,
+}
+
+fn bad(msg: impl Into<String>) -> RpcError {
+    RpcError::new(codes::INVALID_PARAMS, msg)
+}
+
+fn engine_err(e: EngineError) -> RpcError {
+    RpcError::new(e.code(), e.to_string())
+}
+
+fn id_param(params: &Value, key: &str) -> Result<u64, RpcError> {
+    params
+        .get(key)
+        .and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+        .ok_or_else(|| bad(format!("`{key}` must be a run id (a positive integer)")))
+}
+
+fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(format!("`{key}` must be a string")))
+}
+
+impl Scheduler {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: Config,
+        config_path: Option<PathBuf>,
+        engine: Engine,
+        store: Box<dyn Store>,
+        exec: mpsc::UnboundedSender<ExecCmd>,
+        notify: broadcast::Sender<Arc<str>>,
+        stored_terminal: BTreeMap<RunState, u64>,
+    ) -> Scheduler {
+        Scheduler {
+            cfg,
+            engine,
+            store,
+            dags: BTreeMap::new(),
+            exec,
+            notify,
+            started: crate::time::monotonic(),
+            stored_terminal,
+            shutdown_at: None,
+            config_path,
+            pending_dag_defs: Vec::new(),
+            pending_removed: Vec::new(),
+            pending_paused: Vec::new(),
+        }
+    }
+
+    pub fn pool_names(&self) -> Vec<String> {
+        self.cfg.pools.keys().cloned().collect()
+    }
+
+    /// Scans the jobs folder (start-up and reload).
+    pub fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        let pools = self.pool_names();
+        let before: BTreeMap<String, String> = self.dags.iter().map(|(k, v)| (k.clone(), v.hash.clone())).collect();
+        let removed = rescan(&self.cfg.jobs_dir, &pools, &mut self.dags);
+        for (name, entry) in &self.dags {
+            if let Some(e) = &entry.error {
+                tracing::warn!(dag = %name, "job file error: {e}");
+            }
+            if before.get(name) != Some(&entry.hash)
+                && let Some(spec) = &entry.spec
+            {
+                tracing::info!(dag = %name, file = %entry.file.display(), "DAG loaded");
+                self.pending_dag_defs.push(spec.clone());
+            }
+        }
+        let mut effects = Vec::new();
+        for name in removed {
+            tracing::info!(dag = %name, "DAG removed (file deleted)");
+            effects.extend(self.engine.handle(now, Input::RemoveDag { dag: name.clone(), actor: actor.clone() }).effects);
+            self.pending_removed.push(name);
+        }
+        effects
+    }
+
+    /// The thread body: runs until shutdown completes.
+    pub fn run(mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
+        let mut carried = initial;
+        loop {
+            let now = now_ms();
+            let wait = self
+                .engine
+                .next_wakeup()
+                .map(|t| Duration::from_millis((t - now).max(0) as u64));
+            let wait = match (wait, self.shutdown_at) {
+                (w, Some(deadline)) => Some(w.unwrap_or(Duration::MAX).min(Duration::from_millis((deadline - now).max(0) as u64))),
+                (w, None) => w,
+            };
+            let first = match wait {
+                Some(w) => match rx.recv_timeout(w) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                },
+                None => match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => return,
+                },
+            };
+            let mut batch: Vec<Msg> = first.into_iter().collect();
+            while batch.len() < 4096 {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let now = now_ms();
+            let mut effects = std::mem::take(&mut carried);
+            let mut replies: Vec<(oneshot::Sender<Result<Value, RpcError>>, Result<Value, RpcError>)> = Vec::new();
+            effects.extend(self.engine.handle(now, Input::Tick).effects);
+            for msg in batch {
+                match msg {
+                    Msg::Request { peer, method, params, reply } => {
+                        let answer = self.request(now, &peer, &method, &params, &mut effects);
+                        replies.push((reply, answer));
+                    }
+                    Msg::Exec(ev) => {
+                        let input = match ev {
+                            ExecEvent::Started { run, attempt, pid, pid_start } => Input::Started { run, attempt, pid, pid_start },
+                            ExecEvent::SpawnFailed { run, attempt, error } => Input::SpawnFailed { run, attempt, error },
+                            ExecEvent::Exited { run, attempt, code, signal } => Input::Exited { run, attempt, code, signal },
+                            ExecEvent::Output { run } => Input::Output { run },
+                        };
+                        let step = self.engine.handle(now, input);
+                        effects.extend(step.effects);
+                    }
+                    Msg::Shutdown => {
+                        if self.shutdown_at.is_none() {
+                            tracing::info!("shutting down: stopping dispatch, terminating running jobs");
+                            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
+                            effects.extend(self.engine.handle(now, Input::Shutdown).effects);
+                        }
+                    }
+                    Msg::Reload => {
+                        let actor: Arc<str> = Arc::from("signal SIGHUP");
+                        effects.extend(self.reload(now, &actor));
+                    }
+                }
+            }
+            // Commit before anyone hears of it.
+            match self.commit(&effects) {
+                Ok(seqs) => {
+                    for (reply, answer) in replies {
+                        let _ = reply.send(answer);
+                    }
+                    self.announce(&effects, &seqs);
+                    self.execute(&effects);
+                }
+                Err(e) => {
+                    tracing::error!("store commit failed: {e}");
+                    for (reply, _) in replies {
+                        let _ = reply.send(Err(RpcError::new(codes::STORE_ERROR, format!("not saved: {e}"))));
+                    }
+                    // Nothing of this step was announced or started; its
+                    // effects are retried with the next step.
+                    carried = effects;
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+            if let Some(deadline) = self.shutdown_at {
+                let now = now_ms();
+                if self.engine.running_total() == 0 {
+                    tracing::info!("all jobs stopped; exiting");
+                    return;
+                }
+                if now >= deadline + 5_000 {
+                    tracing::warn!("shutdown grace exceeded; {} jobs still running", self.engine.running_total());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn commit(&mut self, effects: &[Effect]) -> Result<Vec<i64>, crate::store::StoreError> {
+        let mut runs: BTreeSet<RunId> = BTreeSet::new();
+        let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
+        let mut events = Vec::new();
+        for e in effects {
+            match e {
+                Effect::Event(ev) => {
+                    if let Some(r) = ev.run {
+                        runs.insert(r);
+                    }
+                    dag_runs.insert(ev.dag_run);
+                    events.push(ev);
+                }
+                Effect::Progress { run } => {
+                    runs.insert(*run);
+                }
+                Effect::Spawn(o) => {
+                    runs.insert(o.run);
+                }
+                _ => {}
+            }
+        }
+        let commit = Commit {
+            dag_runs: dag_runs.iter().filter_map(|d| self.engine.dag_run(*d)).collect(),
+            runs: runs.iter().filter_map(|r| self.engine.run(*r)).collect(),
+            events,
+            paused: std::mem::take(&mut self.pending_paused),
+            cron_marks: Vec::new(),
+            dag_defs: self.pending_dag_defs.iter().map(|s| (&**s, String::new())).collect(),
+            removed_defs: self.pending_removed.clone(),
+        };
+        let seqs = self.store.commit(&commit)?;
+        self.pending_dag_defs.clear();
+        self.pending_removed.clear();
+        Ok(seqs)
+    }
+
+    fn announce(&mut self, effects: &[Effect], seqs: &[i64]) {
+        if self.notify.receiver_count() == 0 {
+            return;
+        }
+        let mut events = Vec::new();
+        let mut i = 0;
+        for e in effects {
+            if let Effect::Event(ev) = e {
+                events.push(json!({
+                    "seq": seqs.get(i).copied().unwrap_or(0),
+                    "time": rfc3339(ev.at),
+                    "run": ev.run.map(|r| r.0),
+                    "dag_run": ev.dag_run.0,
+                    "from": ev.from.map(|s| s.as_str()),
+                    "to": ev.to.map(|s| s.as_str()),
+                    "reason": ev.reason,
+                    "actor": &*ev.actor,
+                }));
+                i += 1;
+            }
+        }
+        let progress: Vec<u64> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Progress { run } => Some(run.0),
+                _ => None,
+            })
+            .collect();
+        if events.is_empty() && progress.is_empty() {
+            return;
+        }
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "changed",
+            "params": { "events": events, "progress": progress, "status": self.status() },
+        });
+        let _ = self.notify.send(Arc::from(note.to_string()));
+    }
+
+    fn execute(&mut self, effects: &[Effect]) {
+        for e in effects {
+            match e {
+                Effect::Spawn(o) => {
+                    let _ = self.exec.send(ExecCmd::Spawn(o.clone()));
+                }
+                Effect::Kill { run, attempt, reason, grace_ms } => {
+                    let grace_ms = if *reason == KillReason::Shutdown {
+                        (*grace_ms).min(self.cfg.shutdown_grace.as_millis() as Millis)
+                    } else {
+                        *grace_ms
+                    };
+                    let _ = self.exec.send(ExecCmd::Kill { run: *run, attempt: *attempt, grace_ms });
+                }
+                Effect::DagRunFinished { dag, state, dag_run } => {
+                    tracing::info!(dag = %dag, dag_run = dag_run.0, "DAG run finished: {state:?}");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn reload(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        if let Some(path) = &self.config_path {
+            match Config::load(path) {
+                Ok(c) => {
+                    if c.pools != self.cfg.pools || c.max_concurrency != self.cfg.max_concurrency {
+                        tracing::warn!("reload: pool and concurrency changes take effect at the next restart");
+                    }
+                    let keep_pools = self.cfg.pools.clone();
+                    let keep_max = self.cfg.max_concurrency;
+                    self.cfg = c;
+                    self.cfg.pools = keep_pools;
+                    self.cfg.max_concurrency = keep_max;
+                    tracing::info!("config reloaded from {}", path.display());
+                }
+                Err(e) => tracing::error!("reload refused, keeping the old config: {e}"),
+            }
+        }
+        self.rescan_jobs(now, actor)
+    }
+
+    // ----- views -------------------------------------------------------------
+
+    fn status(&self) -> StatusView {
+        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+        for s in RunState::ALL {
+            let n = self.engine.count(s) + self.stored_terminal.get(&s).copied().unwrap_or(0);
+            runs.insert(s.as_str().into(), n);
+        }
+        StatusView {
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: self.started.elapsed().as_secs(),
+            pools: self
+                .engine
+                .pool_usage()
+                .into_iter()
+                .map(|(name, slots, running)| PoolView { name, slots, running })
+                .collect(),
+            max_concurrency: self.cfg.max_concurrency,
+            burst_in_use: self.engine.burst_in_use(),
+            burst_extra: self.cfg.burst_extra,
+            runs,
+            errors: self.dags.values().filter_map(|d| d.error.clone()).collect(),
+        }
+    }
+
+    /// Overlays live fields (why, effective priority) on a stored run.
+    fn live(&self, mut v: RunView, now: Millis) -> RunView {
+        if let Some(r) = self.engine.run(RunId(v.id)) {
+            v.why = self.engine.why(r.id, now);
+            v.effective_priority = self.engine.effective_priority(r.id, now).unwrap_or(v.priority);
+            v.state = r.state.as_str().into();
+            v.message = r.message.clone();
+            v.progress = r.progress;
+        }
+        v
+    }
+
+    fn dag_view(&self, name: &str, entry: &DagEntry, last: &HashMap<String, String>, now: Millis) -> DagView {
+        let spec = entry.spec.as_deref();
+        let tz = spec
+            .and_then(|s| s.timezone.clone())
+            .unwrap_or_else(|| self.cfg.timezone.clone());
+        let next_fire = spec.and_then(|s| s.schedule.as_deref()).and_then(|expr| {
+            let sched = ax_shared::cron::Schedule::parse(expr).ok()?;
+            let zone = ax_shared::cron::parse_zone(&tz).ok()?;
+            let from = chrono::DateTime::from_timestamp_millis(now)?;
+            sched.next_after(from, &zone).map(|t| rfc3339(t.timestamp_millis()))
+        });
+        DagView {
+            name: name.into(),
+            file: entry.file.display().to_string(),
+            jobs: spec.map(|s| s.jobs.iter().map(|j| j.id.clone()).collect()).unwrap_or_default(),
+            schedule: spec.and_then(|s| s.schedule.clone()),
+            timezone: spec.map(|_| tz),
+            next_fire,
+            paused: self.engine.is_paused(name),
+            last_run_state: last.get(name).cloned(),
+            error: entry.error.clone(),
+            deps: spec
+                .map(|s| s.jobs.iter().map(|j| (j.id.clone(), j.deps.clone())).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    // ----- requests ------------------------------------------------------------
+
+    fn request(&mut self, now: Millis, peer: &Peer, method: &str, params: &Value, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
+        const WRITES: &[&str] = &["submit", "trigger", "cancel", "cancel_dag_run", "retry", "pause", "resume", "reload", "heartbeat"];
+        if WRITES.contains(&method) && peer.role == Role::Viewer {
+            return Err(RpcError::new(codes::FORBIDDEN, format!("{method}: members of socket_group may only read")));
+        }
+        if self.shutdown_at.is_some() && ["submit", "trigger", "retry"].contains(&method) {
+            return Err(RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"));
+        }
+        let to_value = |v: &dyn erased::Ser| v.json();
+        match method {
+            "status" => Ok(to_value(&self.status())),
+            "list_runs" => self.list_runs(now, params),
+            "get_run" => self.get_run(now, params),
+            "list_dags" => {
+                let last = self.store.last_dag_run_states().map_err(store_err)?;
+                let views: Vec<DagView> = self.dags.iter().map(|(n, e)| self.dag_view(n, e, &last, now)).collect();
+                Ok(json!(views))
+            }
+            "get_dag" => {
+                let name = str_param(params, "name")?;
+                let last = self.store.last_dag_run_states().map_err(store_err)?;
+                let entry = self.dags.get(name).ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")))?;
+                Ok(to_value(&self.dag_view(name, entry, &last, now)))
+            }
+            "submit" => self.submit(now, peer, params, effects),
+            "trigger" => {
+                let name = str_param(params, "dag")?;
+                let entry = self.dags.get(name).ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")))?;
+                let spec = entry.spec.clone().ok_or_else(|| {
+                    RpcError::new(codes::INVALID_STATE, format!("DAG {name:?} has no valid version: {}", entry.error.as_ref().map(|e| e.to_string()).unwrap_or_default()))
+                })?;
+                self.create(now, Submit { dag: spec, trigger: format!("manual trigger by {}", peer.actor), actor: peer.actor.clone(), unique: None, after: vec![] }, effects)
+            }
+            "cancel" => {
+                let ids: Vec<u64> = match params.get("ids").and_then(Value::as_array) {
+                    Some(a) => a.iter().filter_map(Value::as_u64).collect(),
+                    None => vec![id_param(params, "id")?],
+                };
+                for id in ids {
+                    let step = self.engine.handle(now, Input::Cancel { run: RunId(id), actor: peer.actor.clone() });
+                    effects.extend(step.effects);
+                    step.reply.map_err(engine_err)?;
+                }
+                Ok(json!({"ok": true}))
+            }
+            "cancel_dag_run" => {
+                let id = id_param(params, "id")?;
+                let step = self.engine.handle(now, Input::CancelDagRun { dag_run: DagRunId(id), actor: peer.actor.clone() });
+                effects.extend(step.effects);
+                step.reply.map_err(engine_err)?;
+                Ok(json!({"ok": true}))
+            }
+            "retry" => {
+                let id = id_param(params, "id")?;
+                if self.engine.run(RunId(id)).is_none() {
+                    return Err(match self.store.run_state(id).map_err(store_err)? {
+                        Some(_) => RpcError::new(codes::INVALID_STATE, format!("run {id} belongs to a DAG run from an earlier daemon life; trigger its DAG again")),
+                        None => RpcError::new(codes::NOT_FOUND, format!("run {id} not found")),
+                    });
+                }
+                let step = self.engine.handle(now, Input::Retry { run: RunId(id), actor: peer.actor.clone() });
+                effects.extend(step.effects);
+                step.reply.map_err(engine_err)?;
+                Ok(json!({"ok": true}))
+            }
+            "pause" | "resume" => {
+                let paused = method == "pause";
+                let names: Vec<String> = if params.get("all").and_then(Value::as_bool) == Some(true) {
+                    self.dags.keys().cloned().collect()
+                } else {
+                    let name = str_param(params, "dag")?;
+                    if !self.dags.contains_key(name) {
+                        return Err(RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")));
+                    }
+                    vec![name.to_string()]
+                };
+                for n in &names {
+                    let input = if paused { Input::Pause { dag: n.clone() } } else { Input::Resume { dag: n.clone() } };
+                    effects.extend(self.engine.handle(now, input).effects);
+                    self.pending_paused.push((n.clone(), paused));
+                }
+                Ok(json!({"ok": true, "dags": names}))
+            }
+            "reload" => {
+                let e = self.reload(now, &peer.actor);
+                effects.extend(e);
+                Ok(json!({"ok": true, "dags": self.dags.len(), "errors": self.dags.values().filter(|d| d.error.is_some()).count()}))
+            }
+            "heartbeat" => {
+                let id = id_param(params, "run")?;
+                let message = params.get("message").and_then(Value::as_str).map(str::to_string);
+                let progress = params.get("progress").and_then(Value::as_f64);
+                if let Some(p) = progress
+                    && !(0.0..=1.0).contains(&p)
+                {
+                    return Err(bad(format!("progress {p} must be between 0 and 1")));
+                }
+                let step = self.engine.handle(now, Input::Beat { run: RunId(id), message, progress });
+                effects.extend(step.effects);
+                step.reply.map_err(engine_err)?;
+                Ok(json!({"ok": true}))
+            }
+            "log_info" => {
+                let id = id_param(params, "run")?;
+                let (attempts, running) = match self.engine.run(RunId(id)) {
+                    Some(r) => (r.attempts.len() as u32, r.state == RunState::Running),
+                    None => match self.store.get_run(id).map_err(store_err)? {
+                        Some(v) => (v.attempts.len() as u32, v.state == "running"),
+                        None => return Err(RpcError::new(codes::NOT_FOUND, format!("run {id} not found"))),
+                    },
+                };
+                Ok(json!({"attempts": attempts, "running": running}))
+            }
+            "events" => {
+                let after = params.get("after").and_then(Value::as_i64).unwrap_or(0);
+                let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(1000).min(10_000) as usize;
+                let events = self.store.events_after(after, limit).map_err(store_err)?;
+                Ok(json!(events))
+            }
+            "subscribe" => Ok(json!({"status": self.status()})),
+            other => Err(RpcError::new(codes::METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
+        }
+    }
+
+    fn list_runs(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {
+        let mut q = RunQuery { limit: 50, ..RunQuery::default() };
+        if let Some(s) = params.get("state") {
+            let list: Vec<&str> = match s {
+                Value::String(s) => s.split(',').collect(),
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => return Err(bad("`state` must be a state name or a list of them")),
+            };
+            for name in list {
+                q.states.push(RunState::parse(name.trim()).ok_or_else(|| bad(format!("unknown state {name:?} (waiting, delayed, ready, running, success, failed, timed_out, cancelled)")))?);
+            }
+        }
+        q.dag = params.get("dag").and_then(Value::as_str).map(str::to_string);
+        if let Some(l) = params.get("limit") {
+            q.limit = l.as_u64().filter(|l| (1..=10_000).contains(l)).ok_or_else(|| bad("`limit` must be 1-10000"))? as usize;
+        }
+        q.before = params.get("before").and_then(Value::as_u64);
+        let views = self.store.list_runs(&q).map_err(store_err)?;
+        let views: Vec<RunView> = views.into_iter().map(|v| self.live(v, now)).collect();
+        Ok(json!(views))
+    }
+
+    fn get_run(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {
+        let id = id_param(params, "id")?;
+        let view = self
+            .store
+            .get_run(id)
+            .map_err(store_err)?
+            .ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("run {id} not found")))?;
+        let mut view = self.live(view, now);
+        view.events = Some(self.store.run_events(id, 1000).map_err(store_err)?);
+        Ok(json!(view))
+    }
+
+    fn create(&mut self, now: Millis, submit: Submit, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
+        let step = self.engine.handle(now, Input::Submit(submit));
+        effects.extend(step.effects);
+        match step.reply.map_err(engine_err)? {
+            Reply::Submitted { dag_run, runs, deduplicated } => Ok(json!(SubmitResult {
+                dag_run: dag_run.0,
+                runs: runs.iter().map(|r| r.0).collect(),
+                deduplicated,
+            })),
+            Reply::Done => Err(RpcError::new(codes::INTERNAL, "submit gave no ids")),
+        }
+    }
+
+    fn submit(&mut self, now: Millis, peer: &Peer, params: &Value, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
+        let after: Vec<RunId> = match params.get("after") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_u64().map(RunId).ok_or_else(|| bad("`after` must be a list of run ids")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(bad("`after` must be a list of run ids")),
+        };
+        for a in &after {
+            if self.engine.run(*a).is_none() {
+                match self.store.run_state(a.0).map_err(store_err)? {
+                    Some(s) => self.engine.note_external(*a, s),
+                    None => return Err(RpcError::new(codes::NOT_FOUND, format!("--after: run {a} not found"))),
+                }
+            }
+        }
+        let unique = match params.get("unique").and_then(Value::as_str) {
+            None => None,
+            Some(key) => {
+                let within = match params.get("unique_for").and_then(Value::as_str) {
+                    None => None,
+                    Some(d) => Some(ax_shared::duration::parse_duration(d).map_err(|e| bad(format!("unique_for: {e}")))?.as_millis() as Millis),
+                };
+                Some(Unique { key: key.to_string(), within })
+            }
+        };
+        let spec = if let Some(text) = params.get("toml").and_then(Value::as_str) {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("adhoc");
+            let file = params.get("file").and_then(Value::as_str).unwrap_or(name);
+            let opts = ValidateOptions { pools: Some(self.pool_names()) };
+            match parse_dag(name, file, text, &opts) {
+                Ok(d) => d.spec,
+                Err(errors) => {
+                    let list: Vec<String> = errors.iter().map(FileError::to_string).collect();
+                    let mut e = RpcError::new(codes::INVALID_PARAMS, format!("invalid job file:\n{}", list.join("\n")));
+                    e.data = Some(json!({"code": codes::INVALID_PARAMS, "errors": errors}));
+                    return Err(e);
+                }
+            }
+        } else {
+            DagSpec::adhoc(params.get("name").and_then(Value::as_str).unwrap_or("adhoc"), vec![self.adhoc_job(params)?])
+        };
+        self.create(now, Submit { dag: Arc::new(spec), trigger: format!("submit by {}", peer.actor), actor: peer.actor.clone(), unique, after }, effects)
+    }
+
+    /// One job from `ax submit` options.
+    fn adhoc_job(&self, params: &Value) -> Result<JobSpec, RpcError> {
+        let exec = match (params.get("command"), params.get("argv")) {
+            (Some(Value::String(s)), None) if !s.trim().is_empty() => Exec::Shell(s.clone()),
+            (None, Some(Value::Array(a))) if !a.is_empty() => Exec::Argv(
+                a.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| bad("`argv` must be strings"))).collect::<Result<_, _>>()?,
+            ),
+            _ => return Err(bad("give exactly one of `command` (a shell string) or `argv` (a non-empty list)")),
+        };
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("adhoc");
+        let id = name.rsplit('/').next().unwrap_or(name);
+        if !ax_shared::jobfile::valid_id(id) {
+            return Err(bad(format!("name {name:?}: use 1-64 of A-Z a-z 0-9 _ . -")));
+        }
+        let mut job = JobSpec::new(id, exec);
+        if let Some(p) = params.get("priority") {
+            job.priority = p.as_u64().filter(|p| (1..=100).contains(p)).ok_or_else(|| bad("priority must be 1-100"))? as u8;
+        }
+        if let Some(p) = params.get("pool").and_then(Value::as_str) {
+            if !self.cfg.pools.contains_key(p) {
+                return Err(bad(format!("unknown pool {p:?} (configured: {})", self.pool_names().join(", "))));
+            }
+            job.pool = p.into();
+        }
+        let dur = |key: &str| -> Result<Option<Duration>, RpcError> {
+            match params.get(key).and_then(Value::as_str) {
+                None => Ok(None),
+                Some(s) => ax_shared::duration::parse_duration(s).map(Some).map_err(|e| bad(format!("{key}: {e}"))),
+            }
+        };
+        match params.get("timeout").and_then(Value::as_str) {
+            Some("none") => job.timeout = Timeout::Never,
+            _ => {
+                if let Some(t) = dur("timeout")? {
+                    job.timeout = Timeout::After(t);
+                }
+            }
+        }
+        job.heartbeat = dur("heartbeat")?;
+        if let Some(g) = dur("kill_grace")? {
+            job.kill_grace = g;
+        }
+        if let Some(r) = params.get("retries") {
+            job.retries = r.as_u64().filter(|r| *r <= 10_000).ok_or_else(|| bad("retries must be 0-10000"))? as u32;
+        }
+        if let Some(c) = params.get("cwd").and_then(Value::as_str) {
+            if !std::path::Path::new(c).is_absolute() {
+                return Err(bad(format!("cwd {c:?} must be absolute")));
+            }
+            job.cwd = Some(c.into());
+        }
+        if let Some(Value::Object(env)) = params.get("env") {
+            for (k, v) in env {
+                job.env.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+            }
+        }
+        Ok(job)
+    }
+}
+
+fn store_err(e: crate::store::StoreError) -> RpcError {
+    RpcError::new(codes::STORE_ERROR, e.to_string())
+}
+
+/// A tiny helper so views serialize without repeating `serde_json::to_value`.
+mod erased {
+    pub trait Ser {
+        fn json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn json(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+    }
+}
+
+/// Reads a range of an attempt's log (used by the socket server).
+pub fn read_log(log_dir: &std::path::Path, run: u64, attempt: u32, offset: u64, max: usize) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = crate::executor::log_path(log_dir, RunId(run), attempt);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
+        Err(e) => return Err(e),
+    };
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    let next = offset + buf.len() as u64;
+    Ok((buf, next))
+}
+
+pub fn log_chunk(run: u64, attempt: u32, offset: u64, data: &[u8], eof: bool) -> LogChunk {
+    LogChunk { run, attempt, offset, data: String::from_utf8_lossy(data).into_owned(), eof }
+}

@@ -1,0 +1,297 @@
+//! The Unix socket (SPEC §5.5): JSON-RPC 2.0 over NDJSON.
+//!
+//! Each connection is one task: it reads frames (at most `MAX_FRAME` bytes,
+//! bigger ones get an error and the connection is closed), requires `hello`
+//! first, answers each request through the scheduler, and, once subscribed,
+//! forwards change notifications. Notifications come from a bounded
+//! broadcast channel: a client that does not read falls behind, gets a
+//! `lagged` notice and must resubscribe; it never slows the scheduler or
+//! other clients.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ax_shared::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, Request, RpcError, codes};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::broadcast;
+use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+
+use crate::scheduler::{Handle, Peer, Role, log_chunk, read_log};
+
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    pub owner_uid: u32,
+    pub admin_gid: Option<u32>,
+    pub socket_gid: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("another axd is already serving {0}")]
+    Live(String),
+    #[error("cannot create socket {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// Creates the socket's directory (0750 with groups, else 0700) and binds
+/// the socket under a restrictive umask so it is never briefly wider than
+/// its final mode (0660 with groups, else 0600). A stale socket is replaced;
+/// a live daemon's is never touched.
+pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixListener, BindError> {
+    let io = |source| BindError::Io { path: path.display().to_string(), source };
+    if let Some(dir) = path.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            let mode = if with_groups { 0o750 } else { 0o700 };
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
+            if let Some(gid) = group {
+                let _ = nix::unistd::chown(dir, None, Some(nix::unistd::Gid::from_raw(gid)));
+            }
+        }
+    }
+    if path.exists() {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => return Err(BindError::Live(path.display().to_string())),
+            Err(_) => {
+                tracing::info!("replacing stale socket {}", path.display());
+                std::fs::remove_file(path).map_err(io)?;
+            }
+        }
+    }
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let listener = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = listener.map_err(io)?;
+    if with_groups {
+        if let Some(gid) = group {
+            let _ = nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)));
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
+    }
+    Ok(listener)
+}
+
+pub async fn serve(listener: UnixListener, handle: Handle, access: Access, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let handle = handle.clone();
+                    let access = access.clone();
+                    tokio::spawn(async move { connection(stream, handle, access).await });
+                }
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The peer's role from SO_PEERCRED and its groups (/proc/PID/status).
+fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
+    let Ok(cred) = stream.peer_cred() else { return (None, u32::MAX) };
+    let uid = cred.uid();
+    if uid == 0 || uid == access.owner_uid {
+        return (Some(Role::Owner), uid);
+    }
+    let mut gids = vec![cred.gid()];
+    if let Some(pid) = cred.pid()
+        && let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        && let Some(line) = status.lines().find(|l| l.starts_with("Groups:"))
+    {
+        gids.extend(line[7..].split_whitespace().filter_map(|g| g.parse::<u32>().ok()));
+    }
+    if access.admin_gid.is_some_and(|g| gids.contains(&g)) {
+        return (Some(Role::Admin), uid);
+    }
+    if access.socket_gid.is_some_and(|g| gids.contains(&g)) {
+        return (Some(Role::Viewer), uid);
+    }
+    (None, uid)
+}
+
+async fn send(framed: &mut Framed<UnixStream, LinesCodec>, msg: &Message) -> bool {
+    let line = serde_json::to_string(msg).unwrap_or_default();
+    framed.send(line).await.is_ok()
+}
+
+async fn connection(stream: UnixStream, handle: Handle, access: Access) {
+    let (role, uid) = role_of(&stream, &access);
+    let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME));
+    let mut peer: Option<Peer> = None;
+    let mut subscription: Option<broadcast::Receiver<Arc<str>>> = None;
+    loop {
+        let frame = tokio::select! {
+            frame = framed.next() => frame,
+            note = recv_opt(&mut subscription) => {
+                match note {
+                    Ok(line) => {
+                        if framed.send(line.to_string()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        subscription = None;
+                        let note = Message::notification("lagged", json!({"missed": n, "message": "too slow: notifications were dropped; subscribe again"}));
+                        if !send(&mut framed, &note).await {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+                continue;
+            }
+        };
+        let line = match frame {
+            None => return,
+            Some(Ok(line)) => line,
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                let err = RpcError::new(codes::FRAME_TOO_LARGE, format!("frame larger than {MAX_FRAME} bytes; closing the connection"));
+                let _ = send(&mut framed, &Message::error(None, err)).await;
+                return;
+            }
+            Some(Err(LinesCodecError::Io(_))) => return,
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Request = match serde_json::from_str::<Value>(&line) {
+            Err(e) => {
+                if !send(&mut framed, &Message::error(None, RpcError::new(codes::PARSE_ERROR, format!("malformed JSON: {e}")))).await {
+                    return;
+                }
+                continue;
+            }
+            Ok(v) => {
+                let id = v.get("id").cloned();
+                match serde_json::from_value::<Request>(v) {
+                    Ok(r) if r.jsonrpc == "2.0" => r,
+                    Ok(_) | Err(_) => {
+                        let err = RpcError::new(codes::INVALID_REQUEST, "expected {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": \"…\", \"params\": {…}}");
+                        if !send(&mut framed, &Message::error(id, err)).await {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+        };
+        let id = request.id.clone().unwrap_or(Value::Null);
+        let answer = match (request.method.as_str(), &peer) {
+            ("hello", _) => hello(&request.params, role, uid).map(|(p, v)| {
+                peer = Some(p);
+                v
+            }),
+            (_, None) => Err(RpcError::new(codes::HELLO_REQUIRED, "say hello first: {\"method\": \"hello\", \"params\": {\"protocol\": 1, \"client\": \"name\"}}")),
+            ("subscribe", Some(p)) => {
+                // Subscribe before the snapshot so nothing falls between.
+                let rx = handle.notify.subscribe();
+                let snapshot = handle.call(p, "subscribe", request.params.clone()).await;
+                if snapshot.is_ok() {
+                    subscription = Some(rx);
+                }
+                snapshot
+            }
+            ("logs", Some(p)) => logs(&handle, p, &request.params).await,
+            (method, Some(p)) => handle.call(p, method, request.params.clone()).await,
+        };
+        if request.id.is_none() {
+            continue; // a notification from the client: no answer
+        }
+        let msg = match answer {
+            Ok(v) => Message::result(id, v),
+            Err(e) => Message::error(Some(id), e),
+        };
+        if !send(&mut framed, &msg).await {
+            return;
+        }
+    }
+}
+
+async fn recv_opt(sub: &mut Option<broadcast::Receiver<Arc<str>>>) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match sub {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), RpcError> {
+    let version = params.get("protocol").and_then(Value::as_u64);
+    if version != Some(u64::from(PROTOCOL_VERSION)) {
+        return Err(RpcError::new(
+            codes::VERSION_MISMATCH,
+            format!(
+                "protocol version mismatch: client speaks {}, axd speaks {PROTOCOL_VERSION}",
+                version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
+            ),
+        ));
+    }
+    let Some(role) = role else {
+        return Err(RpcError::new(codes::FORBIDDEN, format!("uid {uid} may not use this socket (not the owner, root, or a member of socket_group/admin_group)")));
+    };
+    let client: String = params
+        .get("client")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(32)
+        .collect();
+    let peer = Peer { role, actor: Arc::from(format!("uid {uid} via {client}")) };
+    let role_name = match role {
+        Role::Owner => "owner",
+        Role::Admin => "admin",
+        Role::Viewer => "viewer",
+    };
+    Ok((peer, json!({"protocol": PROTOCOL_VERSION, "server": "axd", "version": env!("CARGO_PKG_VERSION"), "role": role_name})))
+}
+
+/// `logs {run, attempt?, offset?, max?, follow?}`: a range of an attempt's
+/// log. With `follow`, waits (up to `wait_ms`, default 10 s) for new output
+/// before answering, so a client follows a log by calling again with the
+/// returned offset.
+async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, RpcError> {
+    let run = params
+        .get("run")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| RpcError::new(codes::INVALID_PARAMS, "`run` must be a run id"))?;
+    let info = handle.call(peer, "log_info", json!({"run": run})).await?;
+    let attempts = info["attempts"].as_u64().unwrap_or(0) as u32;
+    let attempt = match params.get("attempt").and_then(Value::as_u64) {
+        Some(a) if a == 0 || a as u32 > attempts => {
+            return Err(RpcError::new(codes::NOT_FOUND, format!("run {run} has {attempts} attempt(s); no attempt {a}")));
+        }
+        Some(a) => a as u32,
+        None if attempts == 0 => return Ok(json!(log_chunk(run, 0, 0, b"", true))),
+        None => attempts,
+    };
+    let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let max = params.get("max").and_then(Value::as_u64).unwrap_or(256 * 1024).min(MAX_FRAME as u64 / 2) as usize;
+    let follow = params.get("follow").and_then(Value::as_bool).unwrap_or(false);
+    let wait = Duration::from_millis(params.get("wait_ms").and_then(Value::as_u64).unwrap_or(10_000).min(60_000));
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let running_now = attempt == attempts && info_running(handle, peer, run).await?;
+        let (data, next) = read_log(&handle.log_dir, run, attempt, offset, max)
+            .map_err(|e| RpcError::new(codes::INTERNAL, format!("reading the log: {e}")))?;
+        let eof = data.is_empty() && !running_now;
+        if !data.is_empty() || eof || !follow || tokio::time::Instant::now() >= deadline {
+            let mut chunk = log_chunk(run, attempt, next, &data, eof);
+            chunk.offset = next;
+            return Ok(json!(chunk));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn info_running(handle: &Handle, peer: &Peer, run: u64) -> Result<bool, RpcError> {
+    let info = handle.call(peer, "log_info", json!({"run": run})).await?;
+    Ok(info["running"].as_bool().unwrap_or(false))
+}

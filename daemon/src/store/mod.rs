@@ -1,0 +1,88 @@
+//! Persistence behind a trait, so PostgreSQL can join SQLite later
+//! (SPEC §5.2, §9). Everything one scheduler step decides is written by a
+//! single `commit` call, in one transaction.
+
+pub mod sqlite;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ax_shared::api::{EventView, RunView};
+use ax_shared::{DagSpec, RunState};
+
+use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("store: {0}")]
+    Corrupt(String),
+    #[error("store: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One step's worth of changes.
+#[derive(Default)]
+pub struct Commit<'a> {
+    pub dag_runs: Vec<&'a DagRun>,
+    pub runs: Vec<&'a Run>,
+    pub events: Vec<&'a Event>,
+    pub paused: Vec<(String, bool)>,
+    pub cron_marks: Vec<(String, i64)>,
+    pub dag_defs: Vec<(&'a DagSpec, String)>,
+    pub removed_defs: Vec<String>,
+}
+
+impl Commit<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.dag_runs.is_empty()
+            && self.runs.is_empty()
+            && self.events.is_empty()
+            && self.paused.is_empty()
+            && self.cron_marks.is_empty()
+            && self.dag_defs.is_empty()
+            && self.removed_defs.is_empty()
+    }
+}
+
+/// What start-up needs from the store.
+pub struct Loaded {
+    pub dag_runs: Vec<RestoredDagRun>,
+    /// Finished runs that loaded runs depend on.
+    pub external: Vec<(RunId, RunState)>,
+    pub next_run: u64,
+    pub next_dag_run: u64,
+    pub paused: Vec<String>,
+    pub cron_marks: HashMap<String, i64>,
+    /// Attempts found running: (pid, pid start time) to sweep.
+    pub orphans: Vec<(u32, Option<u64>)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RunQuery {
+    pub states: Vec<RunState>,
+    pub dag: Option<String>,
+    /// Only runs with an id below this (paging, newest first).
+    pub before: Option<u64>,
+    pub limit: usize,
+}
+
+pub trait Store: Send {
+    /// Writes one step's changes atomically; returns the sequence numbers
+    /// given to `c.events`, in order.
+    fn commit(&mut self, c: &Commit<'_>) -> Result<Vec<i64>, StoreError>;
+    fn load(&mut self) -> Result<Loaded, StoreError>;
+    fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError>;
+    fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError>;
+    fn run_events(&mut self, run: u64, limit: usize) -> Result<Vec<EventView>, StoreError>;
+    fn events_after(&mut self, seq: i64, limit: usize) -> Result<Vec<EventView>, StoreError>;
+    fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError>;
+    /// Count of runs per state, over the whole store.
+    fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// State of the newest DAG run of each DAG.
+    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
+    fn integrity_check(&mut self) -> Result<String, StoreError>;
+    /// The spec a DAG run was created from.
+    fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError>;
+}

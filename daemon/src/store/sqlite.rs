@@ -1,0 +1,571 @@
+//! The SQLite store: WAL, `synchronous = FULL` by default, `BEGIN
+//! IMMEDIATE` for every write, schema versioned in `user_version`.
+//!
+//! One connection, owned by the scheduler thread; every commit is one
+//! transaction (group commit: a whole scheduler step, however many
+//! submissions and transitions it holds, costs one fsync).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use ax_shared::api::{AttemptView, EventView, RunView};
+use ax_shared::{DagSpec, Outcome, RunState};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{Commit, Loaded, RunQuery, Store, StoreError};
+use crate::engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId};
+use crate::time::rfc3339;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema
+    r#"
+    CREATE TABLE specs (hash TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE dag_defs (name TEXT PRIMARY KEY, file TEXT NOT NULL, hash TEXT NOT NULL, loaded_at INTEGER NOT NULL);
+    CREATE TABLE dag_runs (
+        id INTEGER PRIMARY KEY, dag TEXT NOT NULL, spec_hash TEXT NOT NULL, state TEXT NOT NULL,
+        trigger TEXT NOT NULL, unique_key TEXT, created_at INTEGER NOT NULL, finished_at INTEGER);
+    CREATE INDEX dag_runs_dag ON dag_runs(dag, id);
+    CREATE INDEX dag_runs_active ON dag_runs(state) WHERE state = 'active';
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY, dag_run INTEGER NOT NULL, dag TEXT NOT NULL, job TEXT NOT NULL,
+        job_index INTEGER NOT NULL, state TEXT NOT NULL, priority INTEGER NOT NULL, pool TEXT NOT NULL,
+        retries INTEGER NOT NULL, upstream TEXT NOT NULL, counted_failures INTEGER NOT NULL,
+        created_at INTEGER NOT NULL, ready_at INTEGER, started_at INTEGER, finished_at INTEGER,
+        next_at INTEGER, delay TEXT, reason TEXT NOT NULL, message TEXT, progress REAL);
+    CREATE INDEX runs_state ON runs(state, id);
+    CREATE INDEX runs_dag ON runs(dag, id);
+    CREATE INDEX runs_dag_run ON runs(dag_run);
+    CREATE TABLE attempts (
+        run INTEGER NOT NULL, n INTEGER NOT NULL, started_at INTEGER NOT NULL, finished_at INTEGER,
+        outcome TEXT, exit_code INTEGER, signal INTEGER, pid INTEGER, pid_start INTEGER,
+        slot INTEGER NOT NULL, error TEXT, PRIMARY KEY (run, n)) WITHOUT ROWID;
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, run INTEGER, dag_run INTEGER NOT NULL,
+        from_state TEXT, to_state TEXT, reason TEXT NOT NULL, actor TEXT NOT NULL);
+    CREATE INDEX events_run ON events(run) WHERE run IS NOT NULL;
+    CREATE TABLE cron_marks (dag TEXT PRIMARY KEY, last_slot INTEGER NOT NULL);
+    CREATE TABLE paused (dag TEXT PRIMARY KEY);
+    "#,
+];
+
+pub struct SqliteStore {
+    conn: Connection,
+    spec_hashes: HashMap<usize, String>,
+}
+
+fn state_str(s: RunState) -> &'static str {
+    s.as_str()
+}
+
+fn parse_state(s: &str) -> Result<RunState, StoreError> {
+    RunState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown run state {s:?}")))
+}
+
+fn dag_run_state_str(s: DagRunState) -> &'static str {
+    match s {
+        DagRunState::Active => "active",
+        DagRunState::Success => "success",
+        DagRunState::Failed => "failed",
+        DagRunState::Cancelled => "cancelled",
+    }
+}
+
+fn parse_outcome(s: &str) -> Option<Outcome> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+}
+
+/// A stable content hash (FNV-1a, 64 bit) to dedupe stored specs.
+pub fn content_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+impl SqliteStore {
+    pub fn open(path: &Path, synchronous_full: bool) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Corrupt(format!("cannot enable WAL (journal_mode = {mode})")));
+        }
+        conn.execute_batch(if synchronous_full {
+            "PRAGMA synchronous = FULL;"
+        } else {
+            "PRAGMA synchronous = NORMAL;"
+        })?;
+        // Bounded WAL: checkpoint every 1000 pages (SQLite's default, stated
+        // here because the bound matters) and truncate the file back to
+        // 64 MiB after a checkpoint.
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 1000; PRAGMA journal_size_limit = 67108864; PRAGMA foreign_keys = OFF;")?;
+        let mut store = SqliteStore {
+            conn,
+            spec_hashes: HashMap::new(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(StoreError::Corrupt(format!(
+                "database schema version {version} is newer than this axd understands ({})",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute_batch(sql)?;
+            tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    fn attempts_for(&self, ids: &[u64]) -> Result<HashMap<u64, Vec<AttemptView>>, StoreError> {
+        let mut out: HashMap<u64, Vec<AttemptView>> = HashMap::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal FROM attempts WHERE run IN ({list}) ORDER BY run, n"
+        ))?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                AttemptView {
+                    n: r.get::<_, i64>(1)? as u32,
+                    started_at: r.get::<_, Option<i64>>(2)?.map(rfc3339),
+                    finished_at: r.get::<_, Option<i64>>(3)?.map(rfc3339),
+                    outcome: r.get(4)?,
+                    exit_code: r.get(5)?,
+                    signal: r.get(6)?,
+                },
+            ))
+        })?;
+        for row in rows {
+            let (run, a) = row?;
+            out.entry(run).or_default().push(a);
+        }
+        Ok(out)
+    }
+
+    fn run_views(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Result<Vec<RunView>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params, |r| {
+            let priority = r.get::<_, i64>(6)? as u8;
+            Ok(RunView {
+                id: r.get::<_, i64>(0)? as u64,
+                dag: r.get(1)?,
+                job: r.get(2)?,
+                dag_run: r.get::<_, i64>(3)? as u64,
+                state: r.get(4)?,
+                pool: r.get(5)?,
+                priority,
+                effective_priority: priority,
+                retries: r.get::<_, i64>(7)? as u32,
+                created_at: r.get::<_, Option<i64>>(8)?.map(rfc3339),
+                ready_at: r.get::<_, Option<i64>>(9)?.map(rfc3339),
+                started_at: r.get::<_, Option<i64>>(10)?.map(rfc3339),
+                finished_at: r.get::<_, Option<i64>>(11)?.map(rfc3339),
+                next_at: r.get::<_, Option<i64>>(12)?.map(rfc3339),
+                reason: r.get(13)?,
+                message: r.get(14)?,
+                progress: r.get(15)?,
+                ..RunView::default()
+            })
+        })?;
+        let mut views: Vec<RunView> = rows.collect::<Result<_, _>>()?;
+        let ids: Vec<u64> = views.iter().map(|v| v.id).collect();
+        let mut attempts = self.attempts_for(&ids)?;
+        for v in &mut views {
+            v.attempts = attempts.remove(&v.id).unwrap_or_default();
+        }
+        Ok(views)
+    }
+}
+
+const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
+
+fn event_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventView> {
+    Ok(EventView {
+        seq: r.get(0)?,
+        time: rfc3339(r.get(1)?),
+        run: r.get::<_, Option<i64>>(2)?.map(|v| v as u64),
+        dag_run: r.get::<_, i64>(3)? as u64,
+        from: r.get(4)?,
+        to: r.get(5)?,
+        reason: r.get(6)?,
+        actor: r.get(7)?,
+    })
+}
+
+impl Store for SqliteStore {
+    fn commit(&mut self, c: &Commit<'_>) -> Result<Vec<i64>, StoreError> {
+        if c.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Specs are shared by every DAG run of one DAG version: hash once
+        // per Arc and store once per content.
+        let mut new_specs = Vec::new();
+        for d in &c.dag_runs {
+            let key = Arc::as_ptr(&d.spec) as usize;
+            if !self.spec_hashes.contains_key(&key) {
+                let text = serde_json::to_string(&*d.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let hash = content_hash(&text);
+                self.spec_hashes.insert(key, hash.clone());
+                new_specs.push((hash, text));
+            }
+        }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut spec = tx.prepare_cached("INSERT OR IGNORE INTO specs (hash, spec) VALUES (?1, ?2)")?;
+            for (hash, text) in &new_specs {
+                spec.execute(params![hash, text])?;
+            }
+            for (def, file_hash) in &c.dag_defs {
+                let text = serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let hash = content_hash(&text);
+                spec.execute(params![hash, text])?;
+                tx.prepare_cached("INSERT OR REPLACE INTO dag_defs (name, file, hash, loaded_at) VALUES (?1, ?2, ?3, ?4)")?
+                    .execute(params![def.name, def.file, file_hash, crate::time::now_ms()])?;
+            }
+            for name in &c.removed_defs {
+                tx.prepare_cached("DELETE FROM dag_defs WHERE name = ?1")?.execute([name])?;
+            }
+            let mut dr = tx.prepare_cached(
+                "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT(id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at",
+            )?;
+            for d in &c.dag_runs {
+                let hash = &self.spec_hashes[&(Arc::as_ptr(&d.spec) as usize)];
+                dr.execute(params![
+                    d.id.0 as i64,
+                    &*d.dag,
+                    hash,
+                    dag_run_state_str(d.state),
+                    d.trigger,
+                    d.unique_key,
+                    d.created_at,
+                    d.finished_at
+                ])?;
+            }
+            let mut run = tx.prepare_cached(
+                "INSERT INTO runs (id, dag_run, dag, job, job_index, state, priority, pool, retries, upstream, counted_failures,
+                                   created_at, ready_at, started_at, finished_at, next_at, delay, reason, message, progress)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+                 ON CONFLICT(id) DO UPDATE SET state = excluded.state, counted_failures = excluded.counted_failures,
+                   ready_at = excluded.ready_at, started_at = excluded.started_at, finished_at = excluded.finished_at,
+                   next_at = excluded.next_at, delay = excluded.delay, reason = excluded.reason,
+                   message = excluded.message, progress = excluded.progress",
+            )?;
+            let mut att = tx.prepare_cached(
+                "INSERT OR REPLACE INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            for r in &c.runs {
+                let upstream = serde_json::to_string(&r.upstream).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let delay = r.delay.map(|d| match d {
+                    Delay::Backoff => "backoff",
+                    Delay::RetryBudget => "retry_budget",
+                });
+                run.execute(params![
+                    r.id.0 as i64,
+                    r.dag_run.0 as i64,
+                    &*r.dag,
+                    r.job().id,
+                    r.job_index,
+                    state_str(r.state),
+                    r.priority(),
+                    r.pool(),
+                    r.job().retries,
+                    upstream,
+                    r.counted_failures,
+                    r.created_at,
+                    r.ready_at,
+                    r.started_at,
+                    r.finished_at,
+                    r.next_at,
+                    delay,
+                    r.reason,
+                    r.message,
+                    r.progress
+                ])?;
+                // Only the newest attempt can have changed.
+                if let Some(a) = r.attempts.last() {
+                    att.execute(params![
+                        r.id.0 as i64,
+                        a.n,
+                        a.started_at,
+                        a.finished_at,
+                        a.outcome.map(|o| o.as_str()),
+                        a.exit_code,
+                        a.signal,
+                        a.pid,
+                        a.pid_start.map(|v| v as i64),
+                        a.slot,
+                        a.error
+                    ])?;
+                }
+            }
+            for (dag, paused) in &c.paused {
+                if *paused {
+                    tx.prepare_cached("INSERT OR IGNORE INTO paused (dag) VALUES (?1)")?.execute([dag])?;
+                } else {
+                    tx.prepare_cached("DELETE FROM paused WHERE dag = ?1")?.execute([dag])?;
+                }
+            }
+            for (dag, slot) in &c.cron_marks {
+                tx.prepare_cached("INSERT OR REPLACE INTO cron_marks (dag, last_slot) VALUES (?1, ?2)")?
+                    .execute(params![dag, slot])?;
+            }
+        }
+        let mut seqs = Vec::with_capacity(c.events.len());
+        {
+            let mut ev = tx.prepare_cached(
+                "INSERT INTO events (at, run, dag_run, from_state, to_state, reason, actor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for e in &c.events {
+                ev.execute(params![
+                    e.at,
+                    e.run.map(|r| r.0 as i64),
+                    e.dag_run.0 as i64,
+                    e.from.map(state_str),
+                    e.to.map(state_str),
+                    e.reason,
+                    &*e.actor
+                ])?;
+                seqs.push(tx.last_insert_rowid());
+            }
+        }
+        tx.commit()?;
+        Ok(seqs)
+    }
+
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        let next_run: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", [], |r| r.get(0))?;
+        let next_dag_run: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", [], |r| r.get(0))?;
+        let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
+        let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
+        let mut index: HashMap<u64, usize> = HashMap::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT d.id, d.spec_hash, s.spec, d.state, d.created_at, d.trigger, d.unique_key
+                 FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE d.state = 'active' ORDER BY d.id",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let hash: String = r.get(1)?;
+                let spec = match specs.get(&hash) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let text: String = r.get(2)?;
+                        let spec: DagSpec = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("spec {hash}: {e}")))?;
+                        let spec = Arc::new(spec);
+                        specs.insert(hash, spec.clone());
+                        spec
+                    }
+                };
+                let id = r.get::<_, i64>(0)? as u64;
+                index.insert(id, dag_runs.len());
+                dag_runs.push(RestoredDagRun {
+                    id: DagRunId(id),
+                    spec,
+                    state: DagRunState::Active,
+                    created_at: r.get(4)?,
+                    trigger: r.get(5)?,
+                    unique_key: r.get(6)?,
+                    runs: Vec::new(),
+                });
+            }
+        }
+        let mut attempts: HashMap<u64, Vec<Attempt>> = HashMap::new();
+        let mut orphans = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error
+                 FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
+                 WHERE d.state = 'active' ORDER BY a.run, a.n",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let a = Attempt {
+                    n: r.get::<_, i64>(1)? as u32,
+                    started_at: r.get(2)?,
+                    finished_at: r.get(3)?,
+                    outcome: r.get::<_, Option<String>>(4)?.as_deref().and_then(parse_outcome),
+                    exit_code: r.get(5)?,
+                    signal: r.get(6)?,
+                    pid: r.get::<_, Option<i64>>(7)?.map(|p| p as u32),
+                    pid_start: r.get::<_, Option<i64>>(8)?.map(|p| p as u64),
+                    slot: r.get::<_, i64>(9)? as u32,
+                    error: r.get(10)?,
+                };
+                if a.outcome.is_none()
+                    && let Some(pid) = a.pid
+                {
+                    orphans.push((pid, a.pid_start));
+                }
+                attempts.entry(r.get::<_, i64>(0)? as u64).or_default().push(a);
+            }
+        }
+        let mut upstream_ids: Vec<u64> = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT r.id, r.dag_run, r.job_index, r.state, r.counted_failures, r.created_at, r.ready_at, r.started_at,
+                        r.finished_at, r.next_at, r.delay, r.reason, r.message, r.progress, r.upstream
+                 FROM runs r JOIN dag_runs d ON d.id = r.dag_run WHERE d.state = 'active' ORDER BY r.id",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let id = r.get::<_, i64>(0)? as u64;
+                let dag_run = r.get::<_, i64>(1)? as u64;
+                let upstream: Vec<RunId> = serde_json::from_str(&r.get::<_, String>(14)?)
+                    .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?;
+                upstream_ids.extend(upstream.iter().map(|u| u.0));
+                let run = RestoredRun {
+                    id: RunId(id),
+                    job_index: r.get::<_, i64>(2)? as u32,
+                    state: parse_state(&r.get::<_, String>(3)?)?,
+                    attempts: attempts.remove(&id).unwrap_or_default(),
+                    counted_failures: r.get::<_, i64>(4)? as u32,
+                    created_at: r.get(5)?,
+                    ready_at: r.get(6)?,
+                    started_at: r.get(7)?,
+                    finished_at: r.get(8)?,
+                    next_at: r.get(9)?,
+                    delay: match r.get::<_, Option<String>>(10)?.as_deref() {
+                        Some("retry_budget") => Some(Delay::RetryBudget),
+                        Some(_) => Some(Delay::Backoff),
+                        None => None,
+                    },
+                    reason: r.get(11)?,
+                    message: r.get(12)?,
+                    progress: r.get(13)?,
+                    upstream,
+                };
+                if let Some(&i) = index.get(&dag_run) {
+                    dag_runs[i].runs.push(run);
+                }
+            }
+        }
+        // Upstream runs outside the loaded DAG runs (`--after` links).
+        let loaded: std::collections::HashSet<u64> =
+            dag_runs.iter().flat_map(|d| d.runs.iter().map(|r| r.id.0)).collect();
+        let mut external = Vec::new();
+        for u in upstream_ids {
+            if !loaded.contains(&u)
+                && let Some(s) = self.run_state(u)?
+            {
+                external.push((RunId(u), s));
+            }
+        }
+        let paused: Vec<String> = {
+            let mut stmt = self.conn.prepare("SELECT dag FROM paused")?;
+            stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let cron_marks: HashMap<String, i64> = {
+            let mut stmt = self.conn.prepare("SELECT dag, last_slot FROM cron_marks")?;
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+        };
+        Ok(Loaded {
+            dag_runs,
+            external,
+            next_run: next_run as u64,
+            next_dag_run: next_dag_run as u64,
+            paused,
+            cron_marks,
+            orphans,
+        })
+    }
+
+    fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
+        let limit = q.limit.clamp(1, 10_000) as i64;
+        let before = q.before.map(|b| b as i64).unwrap_or(i64::MAX);
+        let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id < ?1");
+        if !q.states.is_empty() {
+            let list = q.states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
+            sql.push_str(&format!(" AND state IN ({list})"));
+        }
+        if q.dag.is_some() {
+            sql.push_str(" AND dag = ?3");
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?2");
+        match &q.dag {
+            Some(d) => self.run_views(&sql, &[&before, &limit, d]),
+            None => self.run_views(&sql, &[&before, &limit]),
+        }
+    }
+
+    fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+        Ok(self.run_views(&sql, &[&(id as i64)])?.pop())
+    }
+
+    fn run_events(&mut self, run: u64, limit: usize) -> Result<Vec<EventView>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, at, run, dag_run, from_state, to_state, reason, actor FROM events WHERE run = ?1 ORDER BY seq LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![run as i64, limit as i64], event_view)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn events_after(&mut self, seq: i64, limit: usize) -> Result<Vec<EventView>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT seq, at, run, dag_run, from_state, to_state, reason, actor FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![seq, limit as i64], event_view)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError> {
+        let s: Option<String> = self
+            .conn
+            .prepare_cached("SELECT state FROM runs WHERE id = ?1")?
+            .query_row([id as i64], |r| r.get(0))
+            .optional()?;
+        s.map(|s| parse_state(&s)).transpose()
+    }
+
+    fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError> {
+        let mut out = BTreeMap::new();
+        for s in RunState::ALL {
+            // One index range count per state: fast even with millions of runs.
+            let n: i64 = self
+                .conn
+                .prepare_cached("SELECT COUNT(*) FROM runs WHERE state = ?1")?
+                .query_row([s.as_str()], |r| r.get(0))?;
+            out.insert(s.as_str().to_string(), n as u64);
+        }
+        Ok(out)
+    }
+
+    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT dag, state FROM dag_runs WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn integrity_check(&mut self) -> Result<String, StoreError> {
+        Ok(self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+    }
+
+    fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .prepare_cached("SELECT s.spec FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE d.id = ?1")?
+            .query_row([dag_run as i64], |r| r.get(0))
+            .optional()?;
+        text.map(|t| serde_json::from_str(&t).map(Arc::new).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()
+    }
+}

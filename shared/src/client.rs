@@ -1,0 +1,119 @@
+//! The client side of the socket, used by `ax` and `ax-tui`.
+
+use std::path::{Path, PathBuf};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tokio_util::codec::{Framed, LinesCodec};
+
+use crate::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, RpcError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach axd at {path}: {source}")]
+    Unreachable { path: PathBuf, source: std::io::Error },
+    #[error("{}: {}", .0.kind(), .0.message)]
+    Rpc(RpcError),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("connection closed by axd")]
+    Closed,
+}
+
+impl ClientError {
+    /// The daemon's stable error code, if the daemon answered with an error.
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            ClientError::Rpc(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// Where the socket is when `--socket` is not given: `$AX_SOCKET` (set for
+/// jobs), then `$XDG_RUNTIME_DIR/ax/axd.sock`, then `/run/ax/axd.sock`.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("AX_SOCKET") {
+        return PathBuf::from(p);
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("ax/axd.sock");
+    }
+    PathBuf::from("/run/ax/axd.sock")
+}
+
+pub struct Client {
+    framed: Framed<UnixStream, LinesCodec>,
+    next_id: u64,
+    /// Notifications that arrived while waiting for a response.
+    pending: std::collections::VecDeque<Message>,
+    pub server: Value,
+}
+
+impl Client {
+    /// Connects and says `hello`.
+    pub async fn connect(path: &Path, client_name: &str) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path).await.map_err(|source| ClientError::Unreachable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut client = Client {
+            framed: Framed::new(stream, LinesCodec::new_with_max_length(64 * MAX_FRAME)),
+            next_id: 1,
+            pending: Default::default(),
+            server: Value::Null,
+        };
+        client.server = client
+            .call("hello", json!({ "protocol": PROTOCOL_VERSION, "client": client_name }))
+            .await?;
+        Ok(client)
+    }
+
+    /// One request, waiting for its response (notifications that arrive in
+    /// between are kept for `next_notification`).
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
+        self.framed.send(line).await.map_err(|e| ClientError::Protocol(e.to_string()))?;
+        loop {
+            let msg = self.read().await?;
+            if msg.is_notification() {
+                self.pending.push_back(msg);
+                continue;
+            }
+            if msg.id.as_ref().and_then(Value::as_u64) != Some(id) && msg.id != Some(Value::Null) {
+                continue;
+            }
+            if let Some(e) = msg.error {
+                return Err(ClientError::Rpc(e));
+            }
+            return Ok(msg.result.unwrap_or(Value::Null));
+        }
+    }
+
+    /// The next notification (`method`, `params`), e.g. after `subscribe`.
+    pub async fn next_notification(&mut self) -> Result<(String, Value), ClientError> {
+        loop {
+            let msg = match self.pending.pop_front() {
+                Some(m) => m,
+                None => self.read().await?,
+            };
+            if let Some(method) = msg.method {
+                return Ok((method, msg.params.unwrap_or(Value::Null)));
+            }
+            if let Some(e) = msg.error {
+                return Err(ClientError::Rpc(e));
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Result<Message, ClientError> {
+        match self.framed.next().await {
+            None => Err(ClientError::Closed),
+            Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
+            Some(Ok(line)) => serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("bad frame from axd: {e}"))),
+        }
+    }
+}

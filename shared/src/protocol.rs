@@ -1,0 +1,129 @@
+//! The socket protocol (SPEC §5.5): JSON-RPC 2.0, one JSON object per line.
+//!
+//! JSON-RPC requires `error.code` to be an integer; the stable, documented
+//! error code string that clients should match on is `error.data.code`
+//! (`not_found`, `invalid_params`, …).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Bumped on incompatible changes; `hello` refuses a mismatch.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame (one line) either side accepts.
+pub const MAX_FRAME: usize = 1 << 20;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub jsonrpc: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    pub method: String,
+    #[serde(default)]
+    pub params: Value,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// Stable error codes (the `error.data.code` string).
+pub mod codes {
+    pub const PARSE_ERROR: &str = "parse_error";
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    pub const METHOD_NOT_FOUND: &str = "method_not_found";
+    pub const INVALID_PARAMS: &str = "invalid_params";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const INVALID_STATE: &str = "invalid_state";
+    pub const FORBIDDEN: &str = "forbidden";
+    pub const HELLO_REQUIRED: &str = "hello_required";
+    pub const VERSION_MISMATCH: &str = "version_mismatch";
+    pub const FRAME_TOO_LARGE: &str = "frame_too_large";
+    pub const STORE_ERROR: &str = "store_error";
+    pub const SHUTTING_DOWN: &str = "shutting_down";
+    pub const INTERNAL: &str = "internal";
+}
+
+impl RpcError {
+    pub fn new(kind: &str, message: impl Into<String>) -> RpcError {
+        let code = match kind {
+            codes::PARSE_ERROR | codes::FRAME_TOO_LARGE => -32700,
+            codes::INVALID_REQUEST => -32600,
+            codes::METHOD_NOT_FOUND => -32601,
+            codes::INVALID_PARAMS => -32602,
+            codes::INTERNAL | codes::STORE_ERROR => -32603,
+            _ => -32000,
+        };
+        RpcError {
+            code,
+            message: message.into(),
+            data: Some(serde_json::json!({ "code": kind })),
+        }
+    }
+
+    /// The stable code string.
+    pub fn kind(&self) -> &str {
+        self.data
+            .as_ref()
+            .and_then(|d| d.get("code"))
+            .and_then(Value::as_str)
+            .unwrap_or(codes::INTERNAL)
+    }
+}
+
+/// Any line the daemon sends: a response (has `id`) or a notification
+/// (has `method`, no `id`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Message {
+    pub jsonrpc: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RpcError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+}
+
+impl Message {
+    pub fn result(id: Value, result: Value) -> Message {
+        Message {
+            jsonrpc: "2.0".into(),
+            id: Some(id),
+            result: Some(result),
+            error: None,
+            method: None,
+            params: None,
+        }
+    }
+    pub fn error(id: Option<Value>, error: RpcError) -> Message {
+        Message {
+            jsonrpc: "2.0".into(),
+            id: Some(id.unwrap_or(Value::Null)),
+            result: None,
+            error: Some(error),
+            method: None,
+            params: None,
+        }
+    }
+    pub fn notification(method: &str, params: Value) -> Message {
+        Message {
+            jsonrpc: "2.0".into(),
+            id: None,
+            result: None,
+            error: None,
+            method: Some(method.into()),
+            params: Some(params),
+        }
+    }
+    pub fn is_notification(&self) -> bool {
+        self.id.is_none() && self.method.is_some()
+    }
+}
