@@ -1,9 +1,11 @@
 //! `ax`: the command line of ax (SPEC §6).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ax_tui::cli::{exit, offline};
+use ax_tui::cli::remote::{Remote, SubmitOpts};
+use ax_tui::cli::{exit, offline, remote};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -24,7 +26,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone)]
 enum Command {
     /// Parse and validate job files offline: errors with line numbers, or
     /// each DAG's jobs and next 5 fire times.
@@ -43,9 +45,96 @@ enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Daemon version, uptime, slots per pool, runs per state, job-file errors.
+    Status,
+    /// Runs, newest first.
+    Ls {
+        /// Only these states (comma-separated: waiting,delayed,ready,running,success,failed,timed_out,cancelled).
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        dag: Option<String>,
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        limit: u32,
+    },
+    /// One run: fields, attempts, events.
+    Show { run: u64 },
+    /// Output of an attempt (default: the latest).
+    Logs {
+        run: u64,
+        #[arg(long)]
+        attempt: Option<u32>,
+        /// Keep printing new output until the attempt ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// DAGs: schedule, next fire, last run state, load error.
+    Dags,
+    /// Start a DAG run now; prints its id.
+    Trigger { dag: String },
+    /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
+    Submit {
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+        priority: Option<u8>,
+        #[arg(long)]
+        pool: Option<String>,
+        /// e.g. 90s, 10m, 1h30m, or none
+        #[arg(long)]
+        timeout: Option<String>,
+        #[arg(long)]
+        retries: Option<u32>,
+        #[arg(long)]
+        heartbeat: Option<String>,
+        /// Run only after this run succeeded (repeatable).
+        #[arg(long = "after", value_name = "RUN")]
+        after: Vec<u64>,
+        /// Deduplicate: return the unfinished run with this key instead.
+        #[arg(long)]
+        unique: Option<String>,
+        /// With --unique: also deduplicate against runs created this recently.
+        #[arg(long, requires = "unique")]
+        unique_for: Option<String>,
+        /// A job file to run as an ad-hoc DAG run.
+        #[arg(short = 'f', long = "file", conflicts_with = "command")]
+        file: Option<PathBuf>,
+        #[arg(last = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
+    /// Cancel runs.
+    Cancel { runs: Vec<u64> },
+    /// Retry ended runs (revives downstream runs cancelled because of them).
+    Retry { runs: Vec<u64> },
+    /// Stop triggering a DAG (--all: every DAG).
+    Pause {
+        dag: Option<String>,
+        #[arg(long, conflicts_with = "dag")]
+        all: bool,
+    },
+    /// Resume triggering a DAG (--all: every DAG).
+    Resume {
+        dag: Option<String>,
+        #[arg(long, conflicts_with = "dag")]
+        all: bool,
+    },
+    /// Re-read the config and rescan the jobs folder.
+    Reload,
+    /// The event log (-f: follow).
+    Events {
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// From inside a job: a heartbeat for $AX_RUN_ID, with an optional message.
+    Heartbeat {
+        /// Progress between 0 and 1.
+        #[arg(long)]
+        progress: Option<f64>,
+        message: Option<String>,
+    },
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone)]
 enum CronCommand {
     /// The next N fire times strictly after FROM, one RFC 3339 instant per line.
     Next {
@@ -91,7 +180,40 @@ fn main() -> ExitCode {
             usize::from(*n),
             cli.json,
         ),
+        other => {
+            let remote = match other.clone() {
+                Command::Status => Remote::Status,
+                Command::Ls { state, dag, limit } => Remote::Ls { state, dag, limit },
+                Command::Show { run } => Remote::Show { run },
+                Command::Logs { run, attempt, follow } => Remote::Logs { run, attempt, follow },
+                Command::Dags => Remote::Dags,
+                Command::Trigger { dag } => Remote::Trigger { dag },
+                Command::Submit { name, priority, pool, timeout, retries, heartbeat, after, unique, unique_for, file, command } => {
+                    if file.is_none() && command.is_empty() {
+                        let _ = writeln!(err, "ax submit: give a command after `--`, or -f FILE.toml");
+                        return ExitCode::from(exit::USAGE as u8);
+                    }
+                    Remote::Submit(SubmitOpts { name, priority, pool, timeout, retries, heartbeat, after, unique, unique_for, file, command })
+                }
+                Command::Cancel { runs } => Remote::Cancel { runs },
+                Command::Retry { runs } => Remote::Retry { runs },
+                Command::Pause { dag, all } => Remote::Pause { dag, all },
+                Command::Resume { dag, all } => Remote::Resume { dag, all },
+                Command::Reload => Remote::Reload,
+                Command::Events { follow } => Remote::Events { follow },
+                Command::Heartbeat { progress, message } => Remote::Heartbeat { message, progress },
+                Command::Validate { .. } | Command::Cron { .. } => unreachable!("handled above"),
+            };
+            let socket = cli.socket.clone().unwrap_or_else(ax_shared::client::default_socket);
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = writeln!(err, "ax: {e}");
+                    return ExitCode::from(exit::FAILED as u8);
+                }
+            };
+            runtime.block_on(remote::run(&socket, cli.json, remote, &mut out, &mut err))
+        }
     };
-    let _ = cli.socket;
     ExitCode::from(u8::try_from(code).unwrap_or(exit::FAILED as u8))
 }
