@@ -37,7 +37,10 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config {path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -99,7 +102,9 @@ struct Dur(Duration);
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse_duration(&s).map(Dur).map_err(serde::de::Error::custom)
+        parse_duration(&s)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -110,7 +115,9 @@ impl<'de> Deserialize<'de> for DurationOrNone {
         if s == "none" {
             return Ok(DurationOrNone(None));
         }
-        parse_duration(&s).map(|d| DurationOrNone(Some(d))).map_err(serde::de::Error::custom)
+        parse_duration(&s)
+            .map(|d| DurationOrNone(Some(d)))
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -121,7 +128,9 @@ impl<'de> Deserialize<'de> for Priority {
         if (1..=100).contains(&n) {
             Ok(Priority(n as u8))
         } else {
-            Err(serde::de::Error::custom(format!("priority {n} out of range 1-100")))
+            Err(serde::de::Error::custom(format!(
+                "priority {n} out of range 1-100"
+            )))
         }
     }
 }
@@ -136,7 +145,9 @@ impl<'de> Deserialize<'de> for Synchronous {
         match String::deserialize(d)?.to_ascii_lowercase().as_str() {
             "full" => Ok(Synchronous::Full),
             "normal" => Ok(Synchronous::Normal),
-            other => Err(serde::de::Error::custom(format!("synchronous = {other:?}: use \"full\" or \"normal\""))),
+            other => Err(serde::de::Error::custom(format!(
+                "synchronous = {other:?}: use \"full\" or \"normal\""
+            ))),
         }
     }
 }
@@ -146,7 +157,11 @@ struct Rate(u32);
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let bad = || serde::de::Error::custom(format!("rate {s:?}: write e.g. \"100/min\", \"5/s\" or \"1000/h\""));
+        let bad = || {
+            serde::de::Error::custom(format!(
+                "rate {s:?}: write e.g. \"100/min\", \"5/s\" or \"1000/h\""
+            ))
+        };
         let (n, unit) = s.split_once('/').ok_or_else(bad)?;
         let n: f64 = n.trim().parse().map_err(|_| bad())?;
         let per_min = match unit.trim() {
@@ -155,8 +170,10 @@ impl<'de> Deserialize<'de> for Rate {
             "h" | "hour" => n / 60.0,
             _ => return Err(bad()),
         };
-        if !(per_min >= 1.0 && per_min <= 1e9) {
-            return Err(serde::de::Error::custom(format!("rate {s:?} must be at least 1/min")));
+        if !(1.0..=1e9).contains(&per_min) {
+            return Err(serde::de::Error::custom(format!(
+                "rate {s:?} must be at least 1/min"
+            )));
         }
         Ok(Rate(per_min.round() as u32))
     }
@@ -182,7 +199,11 @@ impl<'de> Deserialize<'de> for Extra {
                 .and_then(|p| p.trim().parse::<f64>().ok())
                 .filter(|p| (0.0..=1000.0).contains(p))
                 .map(Extra::Percent)
-                .ok_or_else(|| serde::de::Error::custom(format!("burst.extra {s:?}: write a count or a percentage like \"30%\""))),
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "burst.extra {s:?}: write a count or a percentage like \"30%\""
+                    ))
+                }),
         }
     }
 }
@@ -215,7 +236,9 @@ impl<'de> Deserialize<'de> for Bytes {
                 };
                 match num.parse::<u64>() {
                     Ok(n) if mult > 0 => Ok(Bytes(n.saturating_mul(mult))),
-                    _ => Err(serde::de::Error::custom(format!("size {s:?}: write e.g. \"10MiB\""))),
+                    _ => Err(serde::de::Error::custom(format!(
+                        "size {s:?}: write e.g. \"10MiB\""
+                    ))),
                 }
             }
         }
@@ -224,13 +247,23 @@ impl<'de> Deserialize<'de> for Bytes {
 
 /// Where a user-mode daemon keeps things without `--config` (XDG).
 pub fn xdg_defaults() -> (PathBuf, PathBuf, PathBuf) {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-    let env_or = |var: &str, fallback: PathBuf| std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let env_or =
+        |var: &str, fallback: PathBuf| std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
     let config = env_or("XDG_CONFIG_HOME", home.join(".config"));
     let state = env_or("XDG_STATE_HOME", home.join(".local/state"));
     let uid = nix::unistd::getuid();
-    let runtime = env_or("XDG_RUNTIME_DIR", std::env::temp_dir().join(format!("ax-{uid}")));
-    (config.join("ax/jobs.d"), state.join("ax"), runtime.join("ax/axd.sock"))
+    let runtime = env_or(
+        "XDG_RUNTIME_DIR",
+        std::env::temp_dir().join(format!("ax-{uid}")),
+    );
+    (
+        config.join("ax/jobs.d"),
+        state.join("ax"),
+        runtime.join("ax/axd.sock"),
+    )
 }
 
 impl Config {
@@ -264,7 +297,9 @@ impl Config {
             (Some(p), _) => p,
             (None, _) => fallback,
         };
-        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         let max_concurrency = raw.max_concurrency.unwrap_or(cpus);
         if max_concurrency == 0 {
             return Err("max_concurrency must be at least 1".into());
@@ -294,18 +329,32 @@ impl Config {
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
-            default_timeout: raw.default_timeout.map(|d| d.0).unwrap_or(Some(Duration::from_secs(3600))),
+            default_timeout: raw
+                .default_timeout
+                .map(|d| d.0)
+                .unwrap_or(Some(Duration::from_secs(3600))),
             socket_group: raw.socket_group,
             admin_group: raw.admin_group,
-            shutdown_grace: raw.shutdown_grace.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
+            shutdown_grace: raw
+                .shutdown_grace
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(30)),
             synchronous_full: !matches!(raw.synchronous, Some(Synchronous::Normal)),
             retry_per_minute: raw.retry.rate.map(|r| r.0).unwrap_or(100),
-            aging_every: raw.aging.every.map(|d| d.0).unwrap_or(Duration::from_secs(600)),
+            aging_every: raw
+                .aging
+                .every
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(600)),
             aging_cap: raw.aging.cap.map(|p| p.0).unwrap_or(90),
             burst_priority: raw.burst.priority.map(|p| p.0).unwrap_or(90),
             burst_extra,
             log_max_bytes: raw.logs.max_bytes.map(|b| b.0).unwrap_or(10 << 20),
-            log_retain: raw.logs.retain.map(|d| d.0).unwrap_or(Duration::from_secs(30 * 86400)),
+            log_retain: raw
+                .logs
+                .retain
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(30 * 86400)),
             pools,
         })
     }
@@ -342,7 +391,11 @@ fn normalize(path: &Path) -> PathBuf {
             other => out.push(other),
         }
     }
-    if out.as_os_str().is_empty() { PathBuf::from(".") } else { out }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
 }
 
 /// `line L, column C: message` from toml's error.
@@ -402,7 +455,10 @@ mod tests {
             ("max_concurrency = 4\ncolour = 1\n", "line 2"),
             ("max_concurrency = 4\ncolour = 1\n", "colour"),
             ("default_timeout = \"ten\"\n", "line 1"),
-            ("[retry]\nrate = \"lots\"\n", "line 2, column 8 (key `rate`)"),
+            (
+                "[retry]\nrate = \"lots\"\n",
+                "line 2, column 8 (key `rate`)",
+            ),
             ("[aging]\ncap = 200\n", "out of range"),
             ("[pools.gpu]\nslots = 0\n", "pools.gpu.slots"),
             ("timezone = \"Mars/Base\"\n", "unknown time zone"),

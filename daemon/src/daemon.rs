@@ -44,7 +44,11 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
         anyhow!(
             "another axd owns the state dir {} ({}): {e}",
             dir.display(),
-            holder.trim().is_empty().then(|| "pid unknown".to_string()).unwrap_or_else(|| format!("pid {}", holder.trim()))
+            if holder.trim().is_empty() {
+                "pid unknown".to_string()
+            } else {
+                format!("pid {}", holder.trim())
+            }
         )
     })?;
     use std::io::{Seek, Write};
@@ -56,19 +60,34 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
 
 pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let started = crate::time::monotonic();
-    std::fs::create_dir_all(&cfg.state_dir).with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
+    std::fs::create_dir_all(&cfg.state_dir)
+        .with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
     let log_dir = cfg.state_dir.join("logs");
-    std::fs::create_dir_all(&log_dir).with_context(|| format!("cannot create {}", log_dir.display()))?;
+    std::fs::create_dir_all(&log_dir)
+        .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
-    let admin_gid = cfg.admin_group.as_deref().map(|g| gid_of(g, "admin_group")).transpose()?;
-    let socket_gid = cfg.socket_group.as_deref().map(|g| gid_of(g, "socket_group")).transpose()?;
+    let admin_gid = cfg
+        .admin_group
+        .as_deref()
+        .map(|g| gid_of(g, "admin_group"))
+        .transpose()?;
+    let socket_gid = cfg
+        .socket_group
+        .as_deref()
+        .map(|g| gid_of(g, "socket_group"))
+        .transpose()?;
 
     // 1. open the store, migrate, load unfinished runs
     let db = cfg.state_dir.join("ax.db");
-    let mut store = SqliteStore::open(&db, cfg.synchronous_full).with_context(|| format!("cannot open {}", db.display()))?;
+    let mut store = SqliteStore::open(&db, cfg.synchronous_full)
+        .with_context(|| format!("cannot open {}", db.display()))?;
     let loaded = store.load()?;
     // 2. processes of an earlier life die first
-    let swept = loaded.orphans.iter().filter(|(pid, start)| sweep_orphan(*pid, *start)).count();
+    let swept = loaded
+        .orphans
+        .iter()
+        .filter(|(pid, start)| sweep_orphan(*pid, *start))
+        .count();
     if swept > 0 {
         tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
     }
@@ -78,7 +97,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);
     }
-    let interrupted = loaded.dag_runs.iter().flat_map(|d| &d.runs).filter(|r| r.state == RunState::Running).count();
+    let interrupted = loaded
+        .dag_runs
+        .iter()
+        .flat_map(|d| &d.runs)
+        .filter(|r| r.state == RunState::Running)
+        .count();
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
     for dag in &loaded.paused {
@@ -90,49 +114,93 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         let total = counts.get(s.as_str()).copied().unwrap_or(0);
         stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
     }
-    tracing::info!("store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted", db.display());
+    tracing::info!(
+        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
+        db.display()
+    );
     let _ = (RunId(0), DagRunId(0));
 
     // 3. executor, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
-    let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(4096);
+    let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
     let exec_tx = {
         let tx = tx.clone();
         crate::executor::start(
-            ExecConfig { log_dir: log_dir.clone(), socket: cfg.socket.clone(), log_max_bytes: cfg.log_max_bytes },
+            ExecConfig {
+                log_dir: log_dir.clone(),
+                socket: cfg.socket.clone(),
+                log_max_bytes: cfg.log_max_bytes,
+            },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));
             },
         )
     };
-    let mut scheduler = Scheduler::new(cfg.clone(), config_path, engine, Box::new(store), exec_tx, notify_tx.clone(), stored_terminal);
+    let mut scheduler = Scheduler::new(
+        cfg.clone(),
+        config_path,
+        engine,
+        Box::new(store),
+        exec_tx,
+        notify_tx.clone(),
+        stored_terminal,
+    );
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.rescan_jobs(now, &watcher));
 
     // 4. accept clients, dispatch
-    let listener = bind(&cfg.socket, admin_gid.is_some() || socket_gid.is_some(), socket_gid.or(admin_gid))?;
+    let listener = bind(
+        &cfg.socket,
+        admin_gid.is_some() || socket_gid.is_some(),
+        socket_gid.or(admin_gid),
+    )?;
     let scheduler_thread = std::thread::Builder::new()
         .name("ax-scheduler".into())
         .spawn(move || scheduler.run(rx, initial))?;
-    let handle = Handle { tx: tx.clone(), notify: notify_tx, log_dir };
-    let access = Access { owner_uid: nix::unistd::getuid().as_raw(), admin_gid, socket_gid };
+    let handle = Handle {
+        tx: tx.clone(),
+        notify: notify_tx,
+        log_dir,
+    };
+    let access = Access {
+        owner_uid: nix::unistd::getuid().as_raw(),
+        admin_gid,
+        socket_gid,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(serve(listener, handle.clone(), access, stop_rx));
 
-    tracing::info!("axd {} serving {} ({} ms to ready)", env!("CARGO_PKG_VERSION"), cfg.socket.display(), started.elapsed().as_millis());
-    notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status(&format!("serving {}", cfg.socket.display()))]);
+    tracing::info!(
+        "axd {} serving {} ({} ms to ready)",
+        env!("CARGO_PKG_VERSION"),
+        cfg.socket.display(),
+        started.elapsed().as_millis()
+    );
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&format!("serving {}", cfg.socket.display())),
+    ]);
 
     // systemd watchdog: only pet it while the scheduler answers.
     if let Some(interval) = sd_notify::watchdog_enabled() {
         let handle = handle.clone();
         let period = interval / 2;
         tokio::spawn(async move {
-            let peer = crate::scheduler::Peer { role: crate::scheduler::Role::Owner, actor: Arc::from("watchdog") };
+            let peer = crate::scheduler::Peer {
+                role: crate::scheduler::Role::Owner,
+                actor: Arc::from("watchdog"),
+            };
             loop {
                 tokio::time::sleep(period).await;
                 if let Ok(status) = handle.call(&peer, "status", serde_json::Value::Null).await {
-                    let running = status["pools"].as_array().map(|p| p.iter().filter_map(|x| x["running"].as_u64()).sum::<u64>()).unwrap_or(0);
-                    notify(&[sd_notify::NotifyState::Watchdog, sd_notify::NotifyState::Status(&format!("{running} running"))]);
+                    let running = status["pools"]
+                        .as_array()
+                        .map(|p| p.iter().filter_map(|x| x["running"].as_u64()).sum::<u64>())
+                        .unwrap_or(0);
+                    notify(&[
+                        sd_notify::NotifyState::Watchdog,
+                        sd_notify::NotifyState::Status(&format!("{running} running")),
+                    ]);
                 }
             }
         });

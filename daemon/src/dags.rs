@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ax_shared::DagSpec;
-use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, is_ignored_name, load_file};
+use ax_shared::jobfile::{
+    DagFile, FileError, ValidateOptions, check_after, is_ignored_name, load_file,
+};
 
 #[derive(Clone, Debug)]
 pub struct DagEntry {
@@ -24,7 +26,9 @@ pub fn job_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let path = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
@@ -48,12 +52,16 @@ pub fn job_files(dir: &Path) -> Vec<PathBuf> {
 /// files replace their DAG; broken files keep the last good version and set
 /// the error; DAGs whose file is gone are removed and returned.
 pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry>) -> Vec<String> {
-    let opts = ValidateOptions { pools: Some(pools.to_vec()) };
+    let opts = ValidateOptions {
+        pools: Some(pools.to_vec()),
+    };
     let mut parsed: Vec<DagFile> = Vec::new();
     let mut broken: Vec<(String, PathBuf, FileError)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for path in job_files(dir) {
-        let Some(name) = ax_shared::jobfile::dag_name_for(dir, &path) else { continue };
+        let Some(name) = ax_shared::jobfile::dag_name_for(dir, &path) else {
+            continue;
+        };
         seen.insert(name.clone());
         match load_file(&path, Some(dir), &opts) {
             Ok(d) => parsed.push(d),
@@ -62,7 +70,11 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
                 let more = errors.len();
                 let mut e = first;
                 if more > 0 {
-                    e.message = format!("{} (and {more} more error{})", e.message, if more == 1 { "" } else { "s" });
+                    e.message = format!(
+                        "{} (and {more} more error{})",
+                        e.message,
+                        if more == 1 { "" } else { "s" }
+                    );
                 }
                 broken.push((name, path, e));
             }
@@ -108,7 +120,11 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
         });
         entry.error = Some(e);
     }
-    let removed: Vec<String> = dags.keys().filter(|n| !seen.contains(*n)).cloned().collect();
+    let removed: Vec<String> = dags
+        .keys()
+        .filter(|n| !seen.contains(*n))
+        .cloned()
+        .collect();
     for n in &removed {
         dags.remove(n);
     }

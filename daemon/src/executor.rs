@@ -31,18 +31,41 @@ use crate::engine::{RunId, SpawnOrder};
 /// What the executor reports to the scheduler.
 #[derive(Debug)]
 pub enum ExecEvent {
-    Started { run: RunId, attempt: u32, pid: u32, pid_start: Option<u64> },
-    SpawnFailed { run: RunId, attempt: u32, error: String },
-    Exited { run: RunId, attempt: u32, code: Option<i32>, signal: Option<i32> },
-    Output { run: RunId },
+    Started {
+        run: RunId,
+        attempt: u32,
+        pid: u32,
+        pid_start: Option<u64>,
+    },
+    SpawnFailed {
+        run: RunId,
+        attempt: u32,
+        error: String,
+    },
+    Exited {
+        run: RunId,
+        attempt: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    Output {
+        run: RunId,
+    },
 }
 
 #[derive(Debug)]
 pub enum ExecCmd {
     Spawn(SpawnOrder),
-    Kill { run: RunId, attempt: u32, grace_ms: i64 },
+    Kill {
+        run: RunId,
+        attempt: u32,
+        grace_ms: i64,
+    },
     /// An attempt's supervisor has finished.
-    Done { run: RunId, attempt: u32 },
+    Done {
+        run: RunId,
+        attempt: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -99,18 +122,35 @@ pub fn start(
                     let done = self_tx.clone();
                     match prepared {
                         Err(e) => {
-                            events(ExecEvent::SpawnFailed { run: order.run, attempt: order.attempt, error: e });
-                            let _ = done.send(ExecCmd::Done { run: order.run, attempt: order.attempt });
+                            events(ExecEvent::SpawnFailed {
+                                run: order.run,
+                                attempt: order.attempt,
+                                error: e,
+                            });
+                            let _ = done.send(ExecCmd::Done {
+                                run: order.run,
+                                attempt: order.attempt,
+                            });
                         }
                         Ok((command, read_end, log)) => {
                             let (reply, child_rx) = oneshot::channel();
-                            let _ = spawn_tx.send(SpawnRequest { command, reply, read_end });
+                            let _ = spawn_tx.send(SpawnRequest {
+                                command,
+                                reply,
+                                read_end,
+                            });
                             let cfg = cfg.clone();
-                            tokio::spawn(supervise(cfg, order, child_rx, kill_rx, log, events, done));
+                            tokio::spawn(supervise(
+                                cfg, order, child_rx, kill_rx, log, events, done,
+                            ));
                         }
                     }
                 }
-                ExecCmd::Kill { run, attempt, grace_ms } => {
+                ExecCmd::Kill {
+                    run,
+                    attempt,
+                    grace_ms,
+                } => {
                     if let Some(k) = kills.get(&(run, attempt)) {
                         let _ = k.send(grace_ms);
                     }
@@ -125,7 +165,10 @@ pub fn start(
 }
 
 /// Builds the command for one attempt and opens its log.
-fn prepare(cfg: &ExecConfig, order: &SpawnOrder) -> Result<(tokio::process::Command, OwnedFd, std::fs::File), String> {
+fn prepare(
+    cfg: &ExecConfig,
+    order: &SpawnOrder,
+) -> Result<(tokio::process::Command, OwnedFd, std::fs::File), String> {
     let job = order.job();
     let mut command = match &job.exec {
         Exec::Shell(s) => {
@@ -165,9 +208,12 @@ fn prepare(cfg: &ExecConfig, order: &SpawnOrder) -> Result<(tokio::process::Comm
         .env("AX_SLOT", order.slot.to_string())
         .stdin(Stdio::null())
         .kill_on_drop(false);
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (read_end, write_end) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     let write_copy = write_end.try_clone().map_err(|e| format!("pipe: {e}"))?;
-    command.stdout(Stdio::from(write_end)).stderr(Stdio::from(write_copy));
+    command
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::from(write_copy));
     let parent = std::process::id() as i32;
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
@@ -198,8 +244,35 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Whether any live (non-zombie) process is left in the group. `kill(0)`
+/// alone would count zombies that an init without reaping leaves behind.
 fn group_alive(pgid: i32) -> bool {
-    killpg(Pid::from_raw(pgid), None).is_ok()
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let mut fields = stat[close + 2..].split_whitespace();
+        let state = fields.next();
+        let _ppid = fields.next();
+        let pgrp = fields.next().and_then(|p| p.parse::<i32>().ok());
+        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
+    })
 }
 
 /// Start-up sweep: kill the process group of an attempt from an earlier
@@ -231,21 +304,40 @@ async fn supervise(
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             let _ = writeln!(log, "[ax] could not start: {e}");
-            events(ExecEvent::SpawnFailed { run, attempt, error: e.to_string() });
+            events(ExecEvent::SpawnFailed {
+                run,
+                attempt,
+                error: e.to_string(),
+            });
             finish(&done);
             return;
         }
         Err(_) => {
-            events(ExecEvent::SpawnFailed { run, attempt, error: "spawner stopped".into() });
+            events(ExecEvent::SpawnFailed {
+                run,
+                attempt,
+                error: "spawner stopped".into(),
+            });
             finish(&done);
             return;
         }
     };
     let pid = child.id().unwrap_or(0);
-    events(ExecEvent::Started { run, attempt, pid, pid_start: process_start_time(pid) });
+    events(ExecEvent::Started {
+        run,
+        attempt,
+        pid,
+        pid_start: process_start_time(pid),
+    });
     let pgid = pid as i32;
 
-    let reader = tokio::spawn(read_output(read_end, log, cfg.log_max_bytes, run, events.clone()));
+    let reader = tokio::spawn(read_output(
+        read_end,
+        log,
+        cfg.log_max_bytes,
+        run,
+        events.clone(),
+    ));
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
     let mut kill_deadline: Option<tokio::time::Instant> = None;
@@ -288,7 +380,12 @@ async fn supervise(
         }
         Err(_) => (None, None),
     };
-    events(ExecEvent::Exited { run, attempt, code, signal });
+    events(ExecEvent::Exited {
+        run,
+        attempt,
+        code,
+        signal,
+    });
     finish(&done);
 }
 
@@ -333,7 +430,10 @@ async fn read_output(
         }
         if keep < n {
             if dropped == 0 {
-                let _ = write!(log, "\n[ax] log reached logs.max_bytes ({max_bytes} bytes); further output is discarded\n");
+                let _ = write!(
+                    log,
+                    "\n[ax] log reached logs.max_bytes ({max_bytes} bytes); further output is discarded\n"
+                );
             }
             dropped += (n - keep) as u64;
         }

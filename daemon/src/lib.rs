@@ -1,11 +1,11 @@
 //! The ax daemon: the scheduling engine and (later) the runtime around it.
 
-pub mod engine;
 pub mod config;
-pub mod store;
-pub mod time;
-pub mod executor;
+pub mod daemon;
 pub mod dags;
+pub mod engine;
+pub mod executor;
 pub mod scheduler;
 pub mod server;
-pub mod daemon;
+pub mod store;
+pub mod time;

@@ -21,7 +21,9 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::config::Config;
 use crate::dags::{DagEntry, rescan};
-use crate::engine::{DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit, Unique};
+use crate::engine::{
+    DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit, Unique,
+};
 use crate::executor::{ExecCmd, ExecEvent};
 use crate::store::{Commit, RunQuery, Store};
 use crate::time::{now_ms, rfc3339};
@@ -55,6 +57,8 @@ pub enum Msg {
     Reload,
 }
 
+type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+
 /// What the socket server needs to talk to the scheduler.
 #[derive(Clone)]
 pub struct Handle {
@@ -67,9 +71,15 @@ impl Handle {
     pub async fn call(&self, peer: &Peer, method: &str, params: Value) -> Result<Value, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Msg::Request { peer: peer.clone(), method: method.into(), params, reply })
+            .send(Msg::Request {
+                peer: peer.clone(),
+                method: method.into(),
+                params,
+                reply,
+            })
             .map_err(|_| RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"))?;
-        rx.await.map_err(|_| RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"))?
+        rx.await
+            .map_err(|_| RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"))?
     }
 }
 
@@ -101,7 +111,10 @@ fn engine_err(e: EngineError) -> RpcError {
 fn id_param(params: &Value, key: &str) -> Result<u64, RpcError> {
     params
         .get(key)
-        .and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))
+        .and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
         .ok_or_else(|| bad(format!("`{key}` must be a run id (a positive integer)")))
 }
 
@@ -147,7 +160,11 @@ impl Scheduler {
     /// Scans the jobs folder (start-up and reload).
     pub fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
         let pools = self.pool_names();
-        let before: BTreeMap<String, String> = self.dags.iter().map(|(k, v)| (k.clone(), v.hash.clone())).collect();
+        let before: BTreeMap<String, String> = self
+            .dags
+            .iter()
+            .map(|(k, v)| (k.clone(), v.hash.clone()))
+            .collect();
         let removed = rescan(&self.cfg.jobs_dir, &pools, &mut self.dags);
         for (name, entry) in &self.dags {
             if let Some(e) = &entry.error {
@@ -163,7 +180,17 @@ impl Scheduler {
         let mut effects = Vec::new();
         for name in removed {
             tracing::info!(dag = %name, "DAG removed (file deleted)");
-            effects.extend(self.engine.handle(now, Input::RemoveDag { dag: name.clone(), actor: actor.clone() }).effects);
+            effects.extend(
+                self.engine
+                    .handle(
+                        now,
+                        Input::RemoveDag {
+                            dag: name.clone(),
+                            actor: actor.clone(),
+                        },
+                    )
+                    .effects,
+            );
             self.pending_removed.push(name);
         }
         effects
@@ -179,7 +206,10 @@ impl Scheduler {
                 .next_wakeup()
                 .map(|t| Duration::from_millis((t - now).max(0) as u64));
             let wait = match (wait, self.shutdown_at) {
-                (w, Some(deadline)) => Some(w.unwrap_or(Duration::MAX).min(Duration::from_millis((deadline - now).max(0) as u64))),
+                (w, Some(deadline)) => Some(
+                    w.unwrap_or(Duration::MAX)
+                        .min(Duration::from_millis((deadline - now).max(0) as u64)),
+                ),
                 (w, None) => w,
             };
             let first = match wait {
@@ -202,19 +232,52 @@ impl Scheduler {
             }
             let now = now_ms();
             let mut effects = std::mem::take(&mut carried);
-            let mut replies: Vec<(oneshot::Sender<Result<Value, RpcError>>, Result<Value, RpcError>)> = Vec::new();
+            let mut replies: Vec<(ReplyTo, Result<Value, RpcError>)> = Vec::new();
             effects.extend(self.engine.handle(now, Input::Tick).effects);
             for msg in batch {
                 match msg {
-                    Msg::Request { peer, method, params, reply } => {
+                    Msg::Request {
+                        peer,
+                        method,
+                        params,
+                        reply,
+                    } => {
                         let answer = self.request(now, &peer, &method, &params, &mut effects);
                         replies.push((reply, answer));
                     }
                     Msg::Exec(ev) => {
                         let input = match ev {
-                            ExecEvent::Started { run, attempt, pid, pid_start } => Input::Started { run, attempt, pid, pid_start },
-                            ExecEvent::SpawnFailed { run, attempt, error } => Input::SpawnFailed { run, attempt, error },
-                            ExecEvent::Exited { run, attempt, code, signal } => Input::Exited { run, attempt, code, signal },
+                            ExecEvent::Started {
+                                run,
+                                attempt,
+                                pid,
+                                pid_start,
+                            } => Input::Started {
+                                run,
+                                attempt,
+                                pid,
+                                pid_start,
+                            },
+                            ExecEvent::SpawnFailed {
+                                run,
+                                attempt,
+                                error,
+                            } => Input::SpawnFailed {
+                                run,
+                                attempt,
+                                error,
+                            },
+                            ExecEvent::Exited {
+                                run,
+                                attempt,
+                                code,
+                                signal,
+                            } => Input::Exited {
+                                run,
+                                attempt,
+                                code,
+                                signal,
+                            },
                             ExecEvent::Output { run } => Input::Output { run },
                         };
                         let step = self.engine.handle(now, input);
@@ -222,8 +285,11 @@ impl Scheduler {
                     }
                     Msg::Shutdown => {
                         if self.shutdown_at.is_none() {
-                            tracing::info!("shutting down: stopping dispatch, terminating running jobs");
-                            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
+                            tracing::info!(
+                                "shutting down: stopping dispatch, terminating running jobs"
+                            );
+                            self.shutdown_at =
+                                Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
                             effects.extend(self.engine.handle(now, Input::Shutdown).effects);
                         }
                     }
@@ -245,7 +311,10 @@ impl Scheduler {
                 Err(e) => {
                     tracing::error!("store commit failed: {e}");
                     for (reply, _) in replies {
-                        let _ = reply.send(Err(RpcError::new(codes::STORE_ERROR, format!("not saved: {e}"))));
+                        let _ = reply.send(Err(RpcError::new(
+                            codes::STORE_ERROR,
+                            format!("not saved: {e}"),
+                        )));
                     }
                     // Nothing of this step was announced or started; its
                     // effects are retried with the next step.
@@ -260,7 +329,10 @@ impl Scheduler {
                     return;
                 }
                 if now >= deadline + 5_000 {
-                    tracing::warn!("shutdown grace exceeded; {} jobs still running", self.engine.running_total());
+                    tracing::warn!(
+                        "shutdown grace exceeded; {} jobs still running",
+                        self.engine.running_total()
+                    );
                     return;
                 }
             }
@@ -290,12 +362,19 @@ impl Scheduler {
             }
         }
         let commit = Commit {
-            dag_runs: dag_runs.iter().filter_map(|d| self.engine.dag_run(*d)).collect(),
+            dag_runs: dag_runs
+                .iter()
+                .filter_map(|d| self.engine.dag_run(*d))
+                .collect(),
             runs: runs.iter().filter_map(|r| self.engine.run(*r)).collect(),
             events,
             paused: std::mem::take(&mut self.pending_paused),
             cron_marks: Vec::new(),
-            dag_defs: self.pending_dag_defs.iter().map(|s| (&**s, String::new())).collect(),
+            dag_defs: self
+                .pending_dag_defs
+                .iter()
+                .map(|s| (&**s, String::new()))
+                .collect(),
             removed_defs: self.pending_removed.clone(),
         };
         let seqs = self.store.commit(&commit)?;
@@ -349,15 +428,28 @@ impl Scheduler {
                 Effect::Spawn(o) => {
                     let _ = self.exec.send(ExecCmd::Spawn(o.clone()));
                 }
-                Effect::Kill { run, attempt, reason, grace_ms } => {
+                Effect::Kill {
+                    run,
+                    attempt,
+                    reason,
+                    grace_ms,
+                } => {
                     let grace_ms = if *reason == KillReason::Shutdown {
                         (*grace_ms).min(self.cfg.shutdown_grace.as_millis() as Millis)
                     } else {
                         *grace_ms
                     };
-                    let _ = self.exec.send(ExecCmd::Kill { run: *run, attempt: *attempt, grace_ms });
+                    let _ = self.exec.send(ExecCmd::Kill {
+                        run: *run,
+                        attempt: *attempt,
+                        grace_ms,
+                    });
                 }
-                Effect::DagRunFinished { dag, state, dag_run } => {
+                Effect::DagRunFinished {
+                    dag,
+                    state,
+                    dag_run,
+                } => {
                     tracing::info!(dag = %dag, dag_run = dag_run.0, "DAG run finished: {state:?}");
                 }
                 _ => {}
@@ -370,7 +462,9 @@ impl Scheduler {
             match Config::load(path) {
                 Ok(c) => {
                     if c.pools != self.cfg.pools || c.max_concurrency != self.cfg.max_concurrency {
-                        tracing::warn!("reload: pool and concurrency changes take effect at the next restart");
+                        tracing::warn!(
+                            "reload: pool and concurrency changes take effect at the next restart"
+                        );
                     }
                     let keep_pools = self.cfg.pools.clone();
                     let keep_max = self.cfg.max_concurrency;
@@ -400,7 +494,11 @@ impl Scheduler {
                 .engine
                 .pool_usage()
                 .into_iter()
-                .map(|(name, slots, running)| PoolView { name, slots, running })
+                .map(|(name, slots, running)| PoolView {
+                    name,
+                    slots,
+                    running,
+                })
                 .collect(),
             max_concurrency: self.cfg.max_concurrency,
             burst_in_use: self.engine.burst_in_use(),
@@ -410,19 +508,59 @@ impl Scheduler {
         }
     }
 
-    /// Overlays live fields (why, effective priority) on a stored run.
-    fn live(&self, mut v: RunView, now: Millis) -> RunView {
-        if let Some(r) = self.engine.run(RunId(v.id)) {
-            v.why = self.engine.why(r.id, now);
-            v.effective_priority = self.engine.effective_priority(r.id, now).unwrap_or(v.priority);
-            v.state = r.state.as_str().into();
-            v.message = r.message.clone();
-            v.progress = r.progress;
+    /// A run as the API shows it. Runs the engine holds are shown from the
+    /// engine (live `why`, effective priority, and the state this very step
+    /// has reached); others from the store.
+    fn live(&self, v: RunView, now: Millis) -> RunView {
+        let Some(r) = self.engine.run(RunId(v.id)) else {
+            return v;
+        };
+        let t = |ms: Option<Millis>| ms.map(rfc3339);
+        RunView {
+            id: r.id.0,
+            dag: r.dag.to_string(),
+            job: r.job().id.clone(),
+            dag_run: r.dag_run.0,
+            state: r.state.as_str().into(),
+            priority: r.priority(),
+            effective_priority: self
+                .engine
+                .effective_priority(r.id, now)
+                .unwrap_or(r.priority()),
+            pool: r.pool().into(),
+            attempts: r
+                .attempts
+                .iter()
+                .map(|a| ax_shared::api::AttemptView {
+                    n: a.n,
+                    started_at: Some(rfc3339(a.started_at)),
+                    finished_at: t(a.finished_at),
+                    outcome: a.outcome.map(|o| o.as_str().to_string()),
+                    exit_code: a.exit_code,
+                    signal: a.signal,
+                })
+                .collect(),
+            retries: r.job().retries,
+            created_at: Some(rfc3339(r.created_at)),
+            ready_at: t(r.ready_at),
+            started_at: t(r.started_at),
+            finished_at: t(r.finished_at),
+            next_at: t(r.next_at),
+            reason: Some(r.reason.clone()),
+            why: self.engine.why(r.id, now),
+            message: r.message.clone(),
+            progress: r.progress,
+            events: None,
         }
-        v
     }
 
-    fn dag_view(&self, name: &str, entry: &DagEntry, last: &HashMap<String, String>, now: Millis) -> DagView {
+    fn dag_view(
+        &self,
+        name: &str,
+        entry: &DagEntry,
+        last: &HashMap<String, String>,
+        now: Millis,
+    ) -> DagView {
         let spec = entry.spec.as_deref();
         let tz = spec
             .and_then(|s| s.timezone.clone())
@@ -431,12 +569,16 @@ impl Scheduler {
             let sched = ax_shared::cron::Schedule::parse(expr).ok()?;
             let zone = ax_shared::cron::parse_zone(&tz).ok()?;
             let from = chrono::DateTime::from_timestamp_millis(now)?;
-            sched.next_after(from, &zone).map(|t| rfc3339(t.timestamp_millis()))
+            sched
+                .next_after(from, &zone)
+                .map(|t| rfc3339(t.timestamp_millis()))
         });
         DagView {
             name: name.into(),
             file: entry.file.display().to_string(),
-            jobs: spec.map(|s| s.jobs.iter().map(|j| j.id.clone()).collect()).unwrap_or_default(),
+            jobs: spec
+                .map(|s| s.jobs.iter().map(|j| j.id.clone()).collect())
+                .unwrap_or_default(),
             schedule: spec.and_then(|s| s.schedule.clone()),
             timezone: spec.map(|_| tz),
             next_fire,
@@ -444,17 +586,42 @@ impl Scheduler {
             last_run_state: last.get(name).cloned(),
             error: entry.error.clone(),
             deps: spec
-                .map(|s| s.jobs.iter().map(|j| (j.id.clone(), j.deps.clone())).collect())
+                .map(|s| {
+                    s.jobs
+                        .iter()
+                        .map(|j| (j.id.clone(), j.deps.clone()))
+                        .collect()
+                })
                 .unwrap_or_default(),
         }
     }
 
     // ----- requests ------------------------------------------------------------
 
-    fn request(&mut self, now: Millis, peer: &Peer, method: &str, params: &Value, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
-        const WRITES: &[&str] = &["submit", "trigger", "cancel", "cancel_dag_run", "retry", "pause", "resume", "reload", "heartbeat"];
+    fn request(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        method: &str,
+        params: &Value,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Value, RpcError> {
+        const WRITES: &[&str] = &[
+            "submit",
+            "trigger",
+            "cancel",
+            "cancel_dag_run",
+            "retry",
+            "pause",
+            "resume",
+            "reload",
+            "heartbeat",
+        ];
         if WRITES.contains(&method) && peer.role == Role::Viewer {
-            return Err(RpcError::new(codes::FORBIDDEN, format!("{method}: members of socket_group may only read")));
+            return Err(RpcError::new(
+                codes::FORBIDDEN,
+                format!("{method}: members of socket_group may only read"),
+            ));
         }
         if self.shutdown_at.is_some() && ["submit", "trigger", "retry"].contains(&method) {
             return Err(RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"));
@@ -466,23 +633,51 @@ impl Scheduler {
             "get_run" => self.get_run(now, params),
             "list_dags" => {
                 let last = self.store.last_dag_run_states().map_err(store_err)?;
-                let views: Vec<DagView> = self.dags.iter().map(|(n, e)| self.dag_view(n, e, &last, now)).collect();
+                let views: Vec<DagView> = self
+                    .dags
+                    .iter()
+                    .map(|(n, e)| self.dag_view(n, e, &last, now))
+                    .collect();
                 Ok(json!(views))
             }
             "get_dag" => {
                 let name = str_param(params, "name")?;
                 let last = self.store.last_dag_run_states().map_err(store_err)?;
-                let entry = self.dags.get(name).ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")))?;
+                let entry = self.dags.get(name).ok_or_else(|| {
+                    RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found"))
+                })?;
                 Ok(to_value(&self.dag_view(name, entry, &last, now)))
             }
             "submit" => self.submit(now, peer, params, effects),
             "trigger" => {
                 let name = str_param(params, "dag")?;
-                let entry = self.dags.get(name).ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")))?;
-                let spec = entry.spec.clone().ok_or_else(|| {
-                    RpcError::new(codes::INVALID_STATE, format!("DAG {name:?} has no valid version: {}", entry.error.as_ref().map(|e| e.to_string()).unwrap_or_default()))
+                let entry = self.dags.get(name).ok_or_else(|| {
+                    RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found"))
                 })?;
-                self.create(now, Submit { dag: spec, trigger: format!("manual trigger by {}", peer.actor), actor: peer.actor.clone(), unique: None, after: vec![] }, effects)
+                let spec = entry.spec.clone().ok_or_else(|| {
+                    RpcError::new(
+                        codes::INVALID_STATE,
+                        format!(
+                            "DAG {name:?} has no valid version: {}",
+                            entry
+                                .error
+                                .as_ref()
+                                .map(|e| e.to_string())
+                                .unwrap_or_default()
+                        ),
+                    )
+                })?;
+                self.create(
+                    now,
+                    Submit {
+                        dag: spec,
+                        trigger: format!("manual trigger by {}", peer.actor),
+                        actor: peer.actor.clone(),
+                        unique: None,
+                        after: vec![],
+                    },
+                    effects,
+                )
             }
             "cancel" => {
                 let ids: Vec<u64> = match params.get("ids").and_then(Value::as_array) {
@@ -490,7 +685,13 @@ impl Scheduler {
                     None => vec![id_param(params, "id")?],
                 };
                 for id in ids {
-                    let step = self.engine.handle(now, Input::Cancel { run: RunId(id), actor: peer.actor.clone() });
+                    let step = self.engine.handle(
+                        now,
+                        Input::Cancel {
+                            run: RunId(id),
+                            actor: peer.actor.clone(),
+                        },
+                    );
                     effects.extend(step.effects);
                     step.reply.map_err(engine_err)?;
                 }
@@ -498,7 +699,13 @@ impl Scheduler {
             }
             "cancel_dag_run" => {
                 let id = id_param(params, "id")?;
-                let step = self.engine.handle(now, Input::CancelDagRun { dag_run: DagRunId(id), actor: peer.actor.clone() });
+                let step = self.engine.handle(
+                    now,
+                    Input::CancelDagRun {
+                        dag_run: DagRunId(id),
+                        actor: peer.actor.clone(),
+                    },
+                );
                 effects.extend(step.effects);
                 step.reply.map_err(engine_err)?;
                 Ok(json!({"ok": true}))
@@ -507,28 +714,47 @@ impl Scheduler {
                 let id = id_param(params, "id")?;
                 if self.engine.run(RunId(id)).is_none() {
                     return Err(match self.store.run_state(id).map_err(store_err)? {
-                        Some(_) => RpcError::new(codes::INVALID_STATE, format!("run {id} belongs to a DAG run from an earlier daemon life; trigger its DAG again")),
+                        Some(_) => RpcError::new(
+                            codes::INVALID_STATE,
+                            format!(
+                                "run {id} belongs to a DAG run from an earlier daemon life; trigger its DAG again"
+                            ),
+                        ),
                         None => RpcError::new(codes::NOT_FOUND, format!("run {id} not found")),
                     });
                 }
-                let step = self.engine.handle(now, Input::Retry { run: RunId(id), actor: peer.actor.clone() });
+                let step = self.engine.handle(
+                    now,
+                    Input::Retry {
+                        run: RunId(id),
+                        actor: peer.actor.clone(),
+                    },
+                );
                 effects.extend(step.effects);
                 step.reply.map_err(engine_err)?;
                 Ok(json!({"ok": true}))
             }
             "pause" | "resume" => {
                 let paused = method == "pause";
-                let names: Vec<String> = if params.get("all").and_then(Value::as_bool) == Some(true) {
+                let names: Vec<String> = if params.get("all").and_then(Value::as_bool) == Some(true)
+                {
                     self.dags.keys().cloned().collect()
                 } else {
                     let name = str_param(params, "dag")?;
                     if !self.dags.contains_key(name) {
-                        return Err(RpcError::new(codes::NOT_FOUND, format!("DAG {name:?} not found")));
+                        return Err(RpcError::new(
+                            codes::NOT_FOUND,
+                            format!("DAG {name:?} not found"),
+                        ));
                     }
                     vec![name.to_string()]
                 };
                 for n in &names {
-                    let input = if paused { Input::Pause { dag: n.clone() } } else { Input::Resume { dag: n.clone() } };
+                    let input = if paused {
+                        Input::Pause { dag: n.clone() }
+                    } else {
+                        Input::Resume { dag: n.clone() }
+                    };
                     effects.extend(self.engine.handle(now, input).effects);
                     self.pending_paused.push((n.clone(), paused));
                 }
@@ -537,18 +763,30 @@ impl Scheduler {
             "reload" => {
                 let e = self.reload(now, &peer.actor);
                 effects.extend(e);
-                Ok(json!({"ok": true, "dags": self.dags.len(), "errors": self.dags.values().filter(|d| d.error.is_some()).count()}))
+                Ok(
+                    json!({"ok": true, "dags": self.dags.len(), "errors": self.dags.values().filter(|d| d.error.is_some()).count()}),
+                )
             }
             "heartbeat" => {
                 let id = id_param(params, "run")?;
-                let message = params.get("message").and_then(Value::as_str).map(str::to_string);
+                let message = params
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 let progress = params.get("progress").and_then(Value::as_f64);
                 if let Some(p) = progress
                     && !(0.0..=1.0).contains(&p)
                 {
                     return Err(bad(format!("progress {p} must be between 0 and 1")));
                 }
-                let step = self.engine.handle(now, Input::Beat { run: RunId(id), message, progress });
+                let step = self.engine.handle(
+                    now,
+                    Input::Beat {
+                        run: RunId(id),
+                        message,
+                        progress,
+                    },
+                );
                 effects.extend(step.effects);
                 step.reply.map_err(engine_err)?;
                 Ok(json!({"ok": true}))
@@ -559,24 +797,39 @@ impl Scheduler {
                     Some(r) => (r.attempts.len() as u32, r.state == RunState::Running),
                     None => match self.store.get_run(id).map_err(store_err)? {
                         Some(v) => (v.attempts.len() as u32, v.state == "running"),
-                        None => return Err(RpcError::new(codes::NOT_FOUND, format!("run {id} not found"))),
+                        None => {
+                            return Err(RpcError::new(
+                                codes::NOT_FOUND,
+                                format!("run {id} not found"),
+                            ));
+                        }
                     },
                 };
                 Ok(json!({"attempts": attempts, "running": running}))
             }
             "events" => {
                 let after = params.get("after").and_then(Value::as_i64).unwrap_or(0);
-                let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(1000).min(10_000) as usize;
+                let limit = params
+                    .get("limit")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1000)
+                    .min(10_000) as usize;
                 let events = self.store.events_after(after, limit).map_err(store_err)?;
                 Ok(json!(events))
             }
             "subscribe" => Ok(json!({"status": self.status()})),
-            other => Err(RpcError::new(codes::METHOD_NOT_FOUND, format!("unknown method {other:?}"))),
+            other => Err(RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("unknown method {other:?}"),
+            )),
         }
     }
 
     fn list_runs(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {
-        let mut q = RunQuery { limit: 50, ..RunQuery::default() };
+        let mut q = RunQuery {
+            limit: 50,
+            ..RunQuery::default()
+        };
         if let Some(s) = params.get("state") {
             let list: Vec<&str> = match s {
                 Value::String(s) => s.split(',').collect(),
@@ -587,9 +840,15 @@ impl Scheduler {
                 q.states.push(RunState::parse(name.trim()).ok_or_else(|| bad(format!("unknown state {name:?} (waiting, delayed, ready, running, success, failed, timed_out, cancelled)")))?);
             }
         }
-        q.dag = params.get("dag").and_then(Value::as_str).map(str::to_string);
+        q.dag = params
+            .get("dag")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         if let Some(l) = params.get("limit") {
-            q.limit = l.as_u64().filter(|l| (1..=10_000).contains(l)).ok_or_else(|| bad("`limit` must be 1-10000"))? as usize;
+            q.limit = l
+                .as_u64()
+                .filter(|l| (1..=10_000).contains(l))
+                .ok_or_else(|| bad("`limit` must be 1-10000"))? as usize;
         }
         q.before = params.get("before").and_then(Value::as_u64);
         let views = self.store.list_runs(&q).map_err(store_err)?;
@@ -609,11 +868,20 @@ impl Scheduler {
         Ok(json!(view))
     }
 
-    fn create(&mut self, now: Millis, submit: Submit, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
+    fn create(
+        &mut self,
+        now: Millis,
+        submit: Submit,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Value, RpcError> {
         let step = self.engine.handle(now, Input::Submit(submit));
         effects.extend(step.effects);
         match step.reply.map_err(engine_err)? {
-            Reply::Submitted { dag_run, runs, deduplicated } => Ok(json!(SubmitResult {
+            Reply::Submitted {
+                dag_run,
+                runs,
+                deduplicated,
+            } => Ok(json!(SubmitResult {
                 dag_run: dag_run.0,
                 runs: runs.iter().map(|r| r.0).collect(),
                 deduplicated,
@@ -622,12 +890,22 @@ impl Scheduler {
         }
     }
 
-    fn submit(&mut self, now: Millis, peer: &Peer, params: &Value, effects: &mut Vec<Effect>) -> Result<Value, RpcError> {
+    fn submit(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        params: &Value,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Value, RpcError> {
         let after: Vec<RunId> = match params.get("after") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|v| v.as_u64().map(RunId).ok_or_else(|| bad("`after` must be a list of run ids")))
+                .map(|v| {
+                    v.as_u64()
+                        .map(RunId)
+                        .ok_or_else(|| bad("`after` must be a list of run ids"))
+                })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(bad("`after` must be a list of run ids")),
         };
@@ -635,7 +913,12 @@ impl Scheduler {
             if self.engine.run(*a).is_none() {
                 match self.store.run_state(a.0).map_err(store_err)? {
                     Some(s) => self.engine.note_external(*a, s),
-                    None => return Err(RpcError::new(codes::NOT_FOUND, format!("--after: run {a} not found"))),
+                    None => {
+                        return Err(RpcError::new(
+                            codes::NOT_FOUND,
+                            format!("--after: run {a} not found"),
+                        ));
+                    }
                 }
             }
         }
@@ -644,28 +927,59 @@ impl Scheduler {
             Some(key) => {
                 let within = match params.get("unique_for").and_then(Value::as_str) {
                     None => None,
-                    Some(d) => Some(ax_shared::duration::parse_duration(d).map_err(|e| bad(format!("unique_for: {e}")))?.as_millis() as Millis),
+                    Some(d) => Some(
+                        ax_shared::duration::parse_duration(d)
+                            .map_err(|e| bad(format!("unique_for: {e}")))?
+                            .as_millis() as Millis,
+                    ),
                 };
-                Some(Unique { key: key.to_string(), within })
+                Some(Unique {
+                    key: key.to_string(),
+                    within,
+                })
             }
         };
         let spec = if let Some(text) = params.get("toml").and_then(Value::as_str) {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("adhoc");
+            let name = params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("adhoc");
             let file = params.get("file").and_then(Value::as_str).unwrap_or(name);
-            let opts = ValidateOptions { pools: Some(self.pool_names()) };
+            let opts = ValidateOptions {
+                pools: Some(self.pool_names()),
+            };
             match parse_dag(name, file, text, &opts) {
                 Ok(d) => d.spec,
                 Err(errors) => {
                     let list: Vec<String> = errors.iter().map(FileError::to_string).collect();
-                    let mut e = RpcError::new(codes::INVALID_PARAMS, format!("invalid job file:\n{}", list.join("\n")));
+                    let mut e = RpcError::new(
+                        codes::INVALID_PARAMS,
+                        format!("invalid job file:\n{}", list.join("\n")),
+                    );
                     e.data = Some(json!({"code": codes::INVALID_PARAMS, "errors": errors}));
                     return Err(e);
                 }
             }
         } else {
-            DagSpec::adhoc(params.get("name").and_then(Value::as_str).unwrap_or("adhoc"), vec![self.adhoc_job(params)?])
+            DagSpec::adhoc(
+                params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("adhoc"),
+                vec![self.adhoc_job(params)?],
+            )
         };
-        self.create(now, Submit { dag: Arc::new(spec), trigger: format!("submit by {}", peer.actor), actor: peer.actor.clone(), unique, after }, effects)
+        self.create(
+            now,
+            Submit {
+                dag: Arc::new(spec),
+                trigger: format!("submit by {}", peer.actor),
+                actor: peer.actor.clone(),
+                unique,
+                after,
+            },
+            effects,
+        )
     }
 
     /// One job from `ax submit` options.
@@ -673,29 +987,50 @@ impl Scheduler {
         let exec = match (params.get("command"), params.get("argv")) {
             (Some(Value::String(s)), None) if !s.trim().is_empty() => Exec::Shell(s.clone()),
             (None, Some(Value::Array(a))) if !a.is_empty() => Exec::Argv(
-                a.iter().map(|v| v.as_str().map(str::to_string).ok_or_else(|| bad("`argv` must be strings"))).collect::<Result<_, _>>()?,
+                a.iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| bad("`argv` must be strings"))
+                    })
+                    .collect::<Result<_, _>>()?,
             ),
-            _ => return Err(bad("give exactly one of `command` (a shell string) or `argv` (a non-empty list)")),
+            _ => {
+                return Err(bad(
+                    "give exactly one of `command` (a shell string) or `argv` (a non-empty list)",
+                ));
+            }
         };
-        let name = params.get("name").and_then(Value::as_str).unwrap_or("adhoc");
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("adhoc");
         let id = name.rsplit('/').next().unwrap_or(name);
         if !ax_shared::jobfile::valid_id(id) {
             return Err(bad(format!("name {name:?}: use 1-64 of A-Z a-z 0-9 _ . -")));
         }
         let mut job = JobSpec::new(id, exec);
         if let Some(p) = params.get("priority") {
-            job.priority = p.as_u64().filter(|p| (1..=100).contains(p)).ok_or_else(|| bad("priority must be 1-100"))? as u8;
+            job.priority = p
+                .as_u64()
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| bad("priority must be 1-100"))? as u8;
         }
         if let Some(p) = params.get("pool").and_then(Value::as_str) {
             if !self.cfg.pools.contains_key(p) {
-                return Err(bad(format!("unknown pool {p:?} (configured: {})", self.pool_names().join(", "))));
+                return Err(bad(format!(
+                    "unknown pool {p:?} (configured: {})",
+                    self.pool_names().join(", ")
+                )));
             }
             job.pool = p.into();
         }
         let dur = |key: &str| -> Result<Option<Duration>, RpcError> {
             match params.get(key).and_then(Value::as_str) {
                 None => Ok(None),
-                Some(s) => ax_shared::duration::parse_duration(s).map(Some).map_err(|e| bad(format!("{key}: {e}"))),
+                Some(s) => ax_shared::duration::parse_duration(s)
+                    .map(Some)
+                    .map_err(|e| bad(format!("{key}: {e}"))),
             }
         };
         match params.get("timeout").and_then(Value::as_str) {
@@ -711,7 +1046,10 @@ impl Scheduler {
             job.kill_grace = g;
         }
         if let Some(r) = params.get("retries") {
-            job.retries = r.as_u64().filter(|r| *r <= 10_000).ok_or_else(|| bad("retries must be 0-10000"))? as u32;
+            job.retries = r
+                .as_u64()
+                .filter(|r| *r <= 10_000)
+                .ok_or_else(|| bad("retries must be 0-10000"))? as u32;
         }
         if let Some(c) = params.get("cwd").and_then(Value::as_str) {
             if !std::path::Path::new(c).is_absolute() {
@@ -721,7 +1059,8 @@ impl Scheduler {
         }
         if let Some(Value::Object(env)) = params.get("env") {
             for (k, v) in env {
-                job.env.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+                job.env
+                    .insert(k.clone(), v.as_str().unwrap_or_default().to_string());
             }
         }
         Ok(job)
@@ -745,7 +1084,13 @@ mod erased {
 }
 
 /// Reads a range of an attempt's log (used by the socket server).
-pub fn read_log(log_dir: &std::path::Path, run: u64, attempt: u32, offset: u64, max: usize) -> std::io::Result<(Vec<u8>, u64)> {
+pub fn read_log(
+    log_dir: &std::path::Path,
+    run: u64,
+    attempt: u32,
+    offset: u64,
+    max: usize,
+) -> std::io::Result<(Vec<u8>, u64)> {
     use std::io::{Read, Seek, SeekFrom};
     let path = crate::executor::log_path(log_dir, RunId(run), attempt);
     let mut f = match std::fs::File::open(&path) {
@@ -761,5 +1106,11 @@ pub fn read_log(log_dir: &std::path::Path, run: u64, attempt: u32, offset: u64, 
 }
 
 pub fn log_chunk(run: u64, attempt: u32, offset: u64, data: &[u8], eof: bool) -> LogChunk {
-    LogChunk { run, attempt, offset, data: String::from_utf8_lossy(data).into_owned(), eof }
+    LogChunk {
+        run,
+        attempt,
+        offset,
+        data: String::from_utf8_lossy(data).into_owned(),
+        eof,
+    }
 }

@@ -34,7 +34,10 @@ pub enum BindError {
     #[error("another axd is already serving {0}")]
     Live(String),
     #[error("cannot create socket {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Creates the socket's directory (0750 with groups, else 0700) and binds
@@ -42,7 +45,10 @@ pub enum BindError {
 /// its final mode (0660 with groups, else 0600). A stale socket is replaced;
 /// a live daemon's is never touched.
 pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixListener, BindError> {
-    let io = |source| BindError::Io { path: path.display().to_string(), source };
+    let io = |source| BindError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     if let Some(dir) = path.parent() {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(io)?;
@@ -75,7 +81,12 @@ pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixLi
     Ok(listener)
 }
 
-pub async fn serve(listener: UnixListener, handle: Handle, access: Access, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub async fn serve(
+    listener: UnixListener,
+    handle: Handle,
+    access: Access,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -96,7 +107,9 @@ pub async fn serve(listener: UnixListener, handle: Handle, access: Access, mut s
 
 /// The peer's role from SO_PEERCRED and its groups (/proc/PID/status).
 fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
-    let Ok(cred) = stream.peer_cred() else { return (None, u32::MAX) };
+    let Ok(cred) = stream.peer_cred() else {
+        return (None, u32::MAX);
+    };
     let uid = cred.uid();
     if uid == 0 || uid == access.owner_uid {
         return (Some(Role::Owner), uid);
@@ -106,7 +119,11 @@ fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
         && let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
         && let Some(line) = status.lines().find(|l| l.starts_with("Groups:"))
     {
-        gids.extend(line[7..].split_whitespace().filter_map(|g| g.parse::<u32>().ok()));
+        gids.extend(
+            line[7..]
+                .split_whitespace()
+                .filter_map(|g| g.parse::<u32>().ok()),
+        );
     }
     if access.admin_gid.is_some_and(|g| gids.contains(&g)) {
         return (Some(Role::Admin), uid);
@@ -153,7 +170,10 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             None => return,
             Some(Ok(line)) => line,
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                let err = RpcError::new(codes::FRAME_TOO_LARGE, format!("frame larger than {MAX_FRAME} bytes; closing the connection"));
+                let err = RpcError::new(
+                    codes::FRAME_TOO_LARGE,
+                    format!("frame larger than {MAX_FRAME} bytes; closing the connection"),
+                );
                 let _ = send(&mut framed, &Message::error(None, err)).await;
                 return;
             }
@@ -164,7 +184,15 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         }
         let request: Request = match serde_json::from_str::<Value>(&line) {
             Err(e) => {
-                if !send(&mut framed, &Message::error(None, RpcError::new(codes::PARSE_ERROR, format!("malformed JSON: {e}")))).await {
+                if !send(
+                    &mut framed,
+                    &Message::error(
+                        None,
+                        RpcError::new(codes::PARSE_ERROR, format!("malformed JSON: {e}")),
+                    ),
+                )
+                .await
+                {
                     return;
                 }
                 continue;
@@ -174,7 +202,10 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 match serde_json::from_value::<Request>(v) {
                     Ok(r) if r.jsonrpc == "2.0" => r,
                     Ok(_) | Err(_) => {
-                        let err = RpcError::new(codes::INVALID_REQUEST, "expected {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": \"…\", \"params\": {…}}");
+                        let err = RpcError::new(
+                            codes::INVALID_REQUEST,
+                            "expected {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": \"…\", \"params\": {…}}",
+                        );
                         if !send(&mut framed, &Message::error(id, err)).await {
                             return;
                         }
@@ -189,7 +220,10 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 peer = Some(p);
                 v
             }),
-            (_, None) => Err(RpcError::new(codes::HELLO_REQUIRED, "say hello first: {\"method\": \"hello\", \"params\": {\"protocol\": 1, \"client\": \"name\"}}")),
+            (_, None) => Err(RpcError::new(
+                codes::HELLO_REQUIRED,
+                "say hello first: {\"method\": \"hello\", \"params\": {\"protocol\": 1, \"client\": \"name\"}}",
+            )),
             ("subscribe", Some(p)) => {
                 // Subscribe before the snapshot so nothing falls between.
                 let rx = handle.notify.subscribe();
@@ -215,7 +249,9 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
     }
 }
 
-async fn recv_opt(sub: &mut Option<broadcast::Receiver<Arc<str>>>) -> Result<Arc<str>, broadcast::error::RecvError> {
+async fn recv_opt(
+    sub: &mut Option<broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
     match sub {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -229,12 +265,19 @@ fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), 
             codes::VERSION_MISMATCH,
             format!(
                 "protocol version mismatch: client speaks {}, axd speaks {PROTOCOL_VERSION}",
-                version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
+                version
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "none".into())
             ),
         ));
     }
     let Some(role) = role else {
-        return Err(RpcError::new(codes::FORBIDDEN, format!("uid {uid} may not use this socket (not the owner, root, or a member of socket_group/admin_group)")));
+        return Err(RpcError::new(
+            codes::FORBIDDEN,
+            format!(
+                "uid {uid} may not use this socket (not the owner, root, or a member of socket_group/admin_group)"
+            ),
+        ));
     };
     let client: String = params
         .get("client")
@@ -244,13 +287,19 @@ fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), 
         .filter(|c| c.is_ascii_graphic())
         .take(32)
         .collect();
-    let peer = Peer { role, actor: Arc::from(format!("uid {uid} via {client}")) };
+    let peer = Peer {
+        role,
+        actor: Arc::from(format!("uid {uid} via {client}")),
+    };
     let role_name = match role {
         Role::Owner => "owner",
         Role::Admin => "admin",
         Role::Viewer => "viewer",
     };
-    Ok((peer, json!({"protocol": PROTOCOL_VERSION, "server": "axd", "version": env!("CARGO_PKG_VERSION"), "role": role_name})))
+    Ok((
+        peer,
+        json!({"protocol": PROTOCOL_VERSION, "server": "axd", "version": env!("CARGO_PKG_VERSION"), "role": role_name}),
+    ))
 }
 
 /// `logs {run, attempt?, offset?, max?, follow?}`: a range of an attempt's
@@ -266,16 +315,32 @@ async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, Rpc
     let attempts = info["attempts"].as_u64().unwrap_or(0) as u32;
     let attempt = match params.get("attempt").and_then(Value::as_u64) {
         Some(a) if a == 0 || a as u32 > attempts => {
-            return Err(RpcError::new(codes::NOT_FOUND, format!("run {run} has {attempts} attempt(s); no attempt {a}")));
+            return Err(RpcError::new(
+                codes::NOT_FOUND,
+                format!("run {run} has {attempts} attempt(s); no attempt {a}"),
+            ));
         }
         Some(a) => a as u32,
         None if attempts == 0 => return Ok(json!(log_chunk(run, 0, 0, b"", true))),
         None => attempts,
     };
     let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
-    let max = params.get("max").and_then(Value::as_u64).unwrap_or(256 * 1024).min(MAX_FRAME as u64 / 2) as usize;
-    let follow = params.get("follow").and_then(Value::as_bool).unwrap_or(false);
-    let wait = Duration::from_millis(params.get("wait_ms").and_then(Value::as_u64).unwrap_or(10_000).min(60_000));
+    let max = params
+        .get("max")
+        .and_then(Value::as_u64)
+        .unwrap_or(256 * 1024)
+        .min(MAX_FRAME as u64 / 2) as usize;
+    let follow = params
+        .get("follow")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let wait = Duration::from_millis(
+        params
+            .get("wait_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(10_000)
+            .min(60_000),
+    );
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let running_now = attempt == attempts && info_running(handle, peer, run).await?;

@@ -12,7 +12,10 @@ use crate::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, RpcError};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("cannot reach axd at {path}: {source}")]
-    Unreachable { path: PathBuf, source: std::io::Error },
+    Unreachable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}: {}", .0.kind(), .0.message)]
     Rpc(RpcError),
     #[error("protocol error: {0}")]
@@ -54,10 +57,13 @@ pub struct Client {
 impl Client {
     /// Connects and says `hello`.
     pub async fn connect(path: &Path, client_name: &str) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path).await.map_err(|source| ClientError::Unreachable {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let stream =
+            UnixStream::connect(path)
+                .await
+                .map_err(|source| ClientError::Unreachable {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
         let mut client = Client {
             framed: Framed::new(stream, LinesCodec::new_with_max_length(64 * MAX_FRAME)),
             next_id: 1,
@@ -65,7 +71,10 @@ impl Client {
             server: Value::Null,
         };
         client.server = client
-            .call("hello", json!({ "protocol": PROTOCOL_VERSION, "client": client_name }))
+            .call(
+                "hello",
+                json!({ "protocol": PROTOCOL_VERSION, "client": client_name }),
+            )
             .await?;
         Ok(client)
     }
@@ -75,8 +84,12 @@ impl Client {
     pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
-        self.framed.send(line).await.map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let line =
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
+        self.framed
+            .send(line)
+            .await
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
         loop {
             let msg = self.read().await?;
             if msg.is_notification() {
@@ -113,7 +126,8 @@ impl Client {
         match self.framed.next().await {
             None => Err(ClientError::Closed),
             Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
-            Some(Ok(line)) => serde_json::from_str(&line).map_err(|e| ClientError::Protocol(format!("bad frame from axd: {e}"))),
+            Some(Ok(line)) => serde_json::from_str(&line)
+                .map_err(|e| ClientError::Protocol(format!("bad frame from axd: {e}"))),
         }
     }
 }

@@ -17,9 +17,12 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     // Plain lines (no colour) under systemd/journald or when not a terminal.
-    let plain = std::env::var_os("JOURNAL_STREAM").is_some() || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let plain = std::env::var_os("JOURNAL_STREAM").is_some()
+        || !std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_ansi(!plain)
         .with_writer(std::io::stderr)
         .init();
@@ -33,7 +36,11 @@ fn main() -> ExitCode {
         },
         None => Config::defaults(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("axd: cannot start the runtime: {e}");

@@ -622,7 +622,13 @@ impl Engine {
     /// Runs found `running` from an earlier life get an `interrupted`
     /// attempt and go back to `ready` without consuming a retry. Returns
     /// the resulting effects (events to record).
-    pub fn restore(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>, next_run: u64, next_dag_run: u64) -> Vec<Effect> {
+    pub fn restore(
+        &mut self,
+        now: Millis,
+        mut dag_runs: Vec<RestoredDagRun>,
+        next_run: u64,
+        next_dag_run: u64,
+    ) -> Vec<Effect> {
         dag_runs.sort_by_key(|d| d.id);
         let mut all = Vec::new();
         for d in dag_runs {
@@ -634,7 +640,10 @@ impl Engine {
             for r in runs {
                 if !r.state.is_terminal() {
                     unfinished += 1;
-                    self.active_by_dag.entry(dag.clone()).or_default().insert(r.id);
+                    self.active_by_dag
+                        .entry(dag.clone())
+                        .or_default()
+                        .insert(r.id);
                 }
                 self.counts[state_index(r.state)] += 1;
                 ids.push(r.id);
@@ -679,7 +688,11 @@ impl Engine {
                     dag,
                     spec: d.spec,
                     runs: ids,
-                    state: if unfinished > 0 { DagRunState::Active } else { d.state },
+                    state: if unfinished > 0 {
+                        DagRunState::Active
+                    } else {
+                        d.state
+                    },
                     created_at: d.created_at,
                     finished_at: None,
                     trigger: d.trigger,
@@ -708,19 +721,39 @@ impl Engine {
                         a.outcome = Some(Outcome::Interrupted);
                         a.finished_at = Some(now);
                     }
-                    self.make_ready(now, id, format!("attempt {n} interrupted: the daemon stopped while it ran"), &scheduler);
+                    self.make_ready(
+                        now,
+                        id,
+                        format!("attempt {n} interrupted: the daemon stopped while it ran"),
+                        &scheduler,
+                    );
                 }
                 RunState::Ready => {
                     let r = &self.runs[&id];
-                    let (p, at, pool, dag) = (r.priority(), r.ready_at.unwrap_or(now), r.job().pool.clone(), r.dag.clone());
+                    let (p, at, pool, dag) = (
+                        r.priority(),
+                        r.ready_at.unwrap_or(now),
+                        r.job().pool.clone(),
+                        r.dag.clone(),
+                    );
                     if !self.pools.contains_key(&pool) {
                         // The pool was removed from the config: the run
                         // can never start; end it with a reason.
-                        self.end(now, id, RunState::Failed, format!("pool {pool:?} no longer exists"), &scheduler);
+                        self.end(
+                            now,
+                            id,
+                            RunState::Failed,
+                            format!("pool {pool:?} no longer exists"),
+                            &scheduler,
+                        );
                     } else if self.paused.contains(&*dag) {
                         self.held.entry(dag).or_default().insert(id);
                     } else {
-                        self.pools.get_mut(&pool).expect("pool").queue.insert(p, at, id);
+                        self.pools
+                            .get_mut(&pool)
+                            .expect("pool")
+                            .queue
+                            .insert(p, at, id);
                     }
                 }
                 RunState::Delayed => {
@@ -884,7 +917,12 @@ impl Engine {
     fn apply(&mut self, now: Millis, input: Input) -> Result<Reply, EngineError> {
         match input {
             Input::Submit(s) => self.submit(now, s),
-            Input::Started { run, attempt, pid, pid_start } => {
+            Input::Started {
+                run,
+                attempt,
+                pid,
+                pid_start,
+            } => {
                 let r = self.running_attempt(run, attempt)?;
                 if let Some(a) = r.attempts.last_mut() {
                     a.pid = Some(pid);

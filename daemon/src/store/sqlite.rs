@@ -51,7 +51,10 @@ const MIGRATIONS: &[&str] = &[
 
 pub struct SqliteStore {
     conn: Connection,
-    spec_hashes: HashMap<usize, String>,
+    /// Content hash per spec allocation. The `Weak` keeps the allocation's
+    /// address from being reused while the entry exists, so a pointer key
+    /// never maps to another spec's hash.
+    spec_hashes: HashMap<usize, (std::sync::Weak<DagSpec>, String)>,
 }
 
 fn state_str(s: RunState) -> &'static str {
@@ -91,7 +94,9 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError::Corrupt(format!("cannot enable WAL (journal_mode = {mode})")));
+            return Err(StoreError::Corrupt(format!(
+                "cannot enable WAL (journal_mode = {mode})"
+            )));
         }
         conn.execute_batch(if synchronous_full {
             "PRAGMA synchronous = FULL;"
@@ -111,7 +116,9 @@ impl SqliteStore {
     }
 
     fn migrate(&mut self) -> Result<(), StoreError> {
-        let version: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version as usize > MIGRATIONS.len() {
             return Err(StoreError::Corrupt(format!(
                 "database schema version {version} is newer than this axd understands ({})",
@@ -119,7 +126,9 @@ impl SqliteStore {
             )));
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute_batch(sql)?;
             tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
             tx.commit()?;
@@ -156,7 +165,11 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn run_views(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Result<Vec<RunView>, StoreError> {
+    fn run_views(
+        &self,
+        sql: &str,
+        params: &[&dyn rusqlite::ToSql],
+    ) -> Result<Vec<RunView>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map(params, |r| {
             let priority = r.get::<_, i64>(6)? as u8;
@@ -214,30 +227,39 @@ impl Store for SqliteStore {
         // Specs are shared by every DAG run of one DAG version: hash once
         // per Arc and store once per content.
         let mut new_specs = Vec::new();
+        if self.spec_hashes.len() > 10_000 {
+            self.spec_hashes.retain(|_, (w, _)| w.strong_count() > 0);
+        }
         for d in &c.dag_runs {
             let key = Arc::as_ptr(&d.spec) as usize;
-            if !self.spec_hashes.contains_key(&key) {
-                let text = serde_json::to_string(&*d.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.spec_hashes.entry(key) {
+                let text = serde_json::to_string(&*d.spec)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let hash = content_hash(&text);
-                self.spec_hashes.insert(key, hash.clone());
+                slot.insert((Arc::downgrade(&d.spec), hash.clone()));
                 new_specs.push((hash, text));
             }
         }
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
-            let mut spec = tx.prepare_cached("INSERT OR IGNORE INTO specs (hash, spec) VALUES (?1, ?2)")?;
+            let mut spec =
+                tx.prepare_cached("INSERT OR IGNORE INTO specs (hash, spec) VALUES (?1, ?2)")?;
             for (hash, text) in &new_specs {
                 spec.execute(params![hash, text])?;
             }
             for (def, file_hash) in &c.dag_defs {
-                let text = serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let text =
+                    serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let hash = content_hash(&text);
                 spec.execute(params![hash, text])?;
                 tx.prepare_cached("INSERT OR REPLACE INTO dag_defs (name, file, hash, loaded_at) VALUES (?1, ?2, ?3, ?4)")?
                     .execute(params![def.name, def.file, file_hash, crate::time::now_ms()])?;
             }
             for name in &c.removed_defs {
-                tx.prepare_cached("DELETE FROM dag_defs WHERE name = ?1")?.execute([name])?;
+                tx.prepare_cached("DELETE FROM dag_defs WHERE name = ?1")?
+                    .execute([name])?;
             }
             let mut dr = tx.prepare_cached(
                 "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at)
@@ -245,7 +267,7 @@ impl Store for SqliteStore {
                  ON CONFLICT(id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at",
             )?;
             for d in &c.dag_runs {
-                let hash = &self.spec_hashes[&(Arc::as_ptr(&d.spec) as usize)];
+                let hash = &self.spec_hashes[&(Arc::as_ptr(&d.spec) as usize)].1;
                 dr.execute(params![
                     d.id.0 as i64,
                     &*d.dag,
@@ -271,7 +293,8 @@ impl Store for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?;
             for r in &c.runs {
-                let upstream = serde_json::to_string(&r.upstream).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let upstream = serde_json::to_string(&r.upstream)
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let delay = r.delay.map(|d| match d {
                     Delay::Backoff => "backoff",
                     Delay::RetryBudget => "retry_budget",
@@ -298,8 +321,17 @@ impl Store for SqliteStore {
                     r.message,
                     r.progress
                 ])?;
-                // Only the newest attempt can have changed.
-                if let Some(a) = r.attempts.last() {
+                // One step can end an attempt and start the next (an
+                // interrupted one at start-up, a retry with no backoff),
+                // so the last two attempts are written.
+                let since = r
+                    .attempts
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .map(|a| a.started_at)
+                    .unwrap_or(i64::MIN);
+                for a in r.attempts.iter().filter(|a| a.started_at >= since) {
                     att.execute(params![
                         r.id.0 as i64,
                         a.n,
@@ -317,14 +349,18 @@ impl Store for SqliteStore {
             }
             for (dag, paused) in &c.paused {
                 if *paused {
-                    tx.prepare_cached("INSERT OR IGNORE INTO paused (dag) VALUES (?1)")?.execute([dag])?;
+                    tx.prepare_cached("INSERT OR IGNORE INTO paused (dag) VALUES (?1)")?
+                        .execute([dag])?;
                 } else {
-                    tx.prepare_cached("DELETE FROM paused WHERE dag = ?1")?.execute([dag])?;
+                    tx.prepare_cached("DELETE FROM paused WHERE dag = ?1")?
+                        .execute([dag])?;
                 }
             }
             for (dag, slot) in &c.cron_marks {
-                tx.prepare_cached("INSERT OR REPLACE INTO cron_marks (dag, last_slot) VALUES (?1, ?2)")?
-                    .execute(params![dag, slot])?;
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO cron_marks (dag, last_slot) VALUES (?1, ?2)",
+                )?
+                .execute(params![dag, slot])?;
             }
         }
         let mut seqs = Vec::with_capacity(c.events.len());
@@ -350,8 +386,16 @@ impl Store for SqliteStore {
     }
 
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        let next_run: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", [], |r| r.get(0))?;
-        let next_dag_run: i64 = self.conn.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", [], |r| r.get(0))?;
+        let next_run: i64 =
+            self.conn
+                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", [], |r| {
+                    r.get(0)
+                })?;
+        let next_dag_run: i64 =
+            self.conn
+                .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", [], |r| {
+                    r.get(0)
+                })?;
         let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
         let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
         let mut index: HashMap<u64, usize> = HashMap::new();
@@ -367,7 +411,8 @@ impl Store for SqliteStore {
                     Some(s) => s.clone(),
                     None => {
                         let text: String = r.get(2)?;
-                        let spec: DagSpec = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("spec {hash}: {e}")))?;
+                        let spec: DagSpec = serde_json::from_str(&text)
+                            .map_err(|e| StoreError::Corrupt(format!("spec {hash}: {e}")))?;
                         let spec = Arc::new(spec);
                         specs.insert(hash, spec.clone());
                         spec
@@ -400,7 +445,10 @@ impl Store for SqliteStore {
                     n: r.get::<_, i64>(1)? as u32,
                     started_at: r.get(2)?,
                     finished_at: r.get(3)?,
-                    outcome: r.get::<_, Option<String>>(4)?.as_deref().and_then(parse_outcome),
+                    outcome: r
+                        .get::<_, Option<String>>(4)?
+                        .as_deref()
+                        .and_then(parse_outcome),
                     exit_code: r.get(5)?,
                     signal: r.get(6)?,
                     pid: r.get::<_, Option<i64>>(7)?.map(|p| p as u32),
@@ -413,7 +461,10 @@ impl Store for SqliteStore {
                 {
                     orphans.push((pid, a.pid_start));
                 }
-                attempts.entry(r.get::<_, i64>(0)? as u64).or_default().push(a);
+                attempts
+                    .entry(r.get::<_, i64>(0)? as u64)
+                    .or_default()
+                    .push(a);
             }
         }
         let mut upstream_ids: Vec<u64> = Vec::new();
@@ -457,8 +508,10 @@ impl Store for SqliteStore {
             }
         }
         // Upstream runs outside the loaded DAG runs (`--after` links).
-        let loaded: std::collections::HashSet<u64> =
-            dag_runs.iter().flat_map(|d| d.runs.iter().map(|r| r.id.0)).collect();
+        let loaded: std::collections::HashSet<u64> = dag_runs
+            .iter()
+            .flat_map(|d| d.runs.iter().map(|r| r.id.0))
+            .collect();
         let mut external = Vec::new();
         for u in upstream_ids {
             if !loaded.contains(&u)
@@ -469,11 +522,13 @@ impl Store for SqliteStore {
         }
         let paused: Vec<String> = {
             let mut stmt = self.conn.prepare("SELECT dag FROM paused")?;
-            stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?
         };
         let cron_marks: HashMap<String, i64> = {
             let mut stmt = self.conn.prepare("SELECT dag, last_slot FROM cron_marks")?;
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?
         };
         Ok(Loaded {
             dag_runs,
@@ -491,7 +546,12 @@ impl Store for SqliteStore {
         let before = q.before.map(|b| b as i64).unwrap_or(i64::MAX);
         let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id < ?1");
         if !q.states.is_empty() {
-            let list = q.states.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(",");
+            let list = q
+                .states
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(",");
             sql.push_str(&format!(" AND state IN ({list})"));
         }
         if q.dag.is_some() {
@@ -556,7 +616,9 @@ impl Store for SqliteStore {
     }
 
     fn integrity_check(&mut self) -> Result<String, StoreError> {
-        Ok(self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
+        Ok(self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
     }
 
     fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError> {
@@ -565,7 +627,11 @@ impl Store for SqliteStore {
             .prepare_cached("SELECT s.spec FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE d.id = ?1")?
             .query_row([dag_run as i64], |r| r.get(0))
             .optional()?;
-        text.map(|t| serde_json::from_str(&t).map(Arc::new).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map(Arc::new)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))
+        })
+        .transpose()
     }
 }

@@ -185,15 +185,48 @@ fn main() -> ExitCode {
                 Command::Status => Remote::Status,
                 Command::Ls { state, dag, limit } => Remote::Ls { state, dag, limit },
                 Command::Show { run } => Remote::Show { run },
-                Command::Logs { run, attempt, follow } => Remote::Logs { run, attempt, follow },
+                Command::Logs {
+                    run,
+                    attempt,
+                    follow,
+                } => Remote::Logs {
+                    run,
+                    attempt,
+                    follow,
+                },
                 Command::Dags => Remote::Dags,
                 Command::Trigger { dag } => Remote::Trigger { dag },
-                Command::Submit { name, priority, pool, timeout, retries, heartbeat, after, unique, unique_for, file, command } => {
+                Command::Submit {
+                    name,
+                    priority,
+                    pool,
+                    timeout,
+                    retries,
+                    heartbeat,
+                    after,
+                    unique,
+                    unique_for,
+                    file,
+                    command,
+                } => {
                     if file.is_none() && command.is_empty() {
-                        let _ = writeln!(err, "ax submit: give a command after `--`, or -f FILE.toml");
+                        let _ =
+                            writeln!(err, "ax submit: give a command after `--`, or -f FILE.toml");
                         return ExitCode::from(exit::USAGE as u8);
                     }
-                    Remote::Submit(SubmitOpts { name, priority, pool, timeout, retries, heartbeat, after, unique, unique_for, file, command })
+                    Remote::Submit(SubmitOpts {
+                        name,
+                        priority,
+                        pool,
+                        timeout,
+                        retries,
+                        heartbeat,
+                        after,
+                        unique,
+                        unique_for,
+                        file,
+                        command,
+                    })
                 }
                 Command::Cancel { runs } => Remote::Cancel { runs },
                 Command::Retry { runs } => Remote::Retry { runs },
@@ -204,8 +237,14 @@ fn main() -> ExitCode {
                 Command::Heartbeat { progress, message } => Remote::Heartbeat { message, progress },
                 Command::Validate { .. } | Command::Cron { .. } => unreachable!("handled above"),
             };
-            let socket = cli.socket.clone().unwrap_or_else(ax_shared::client::default_socket);
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let socket = cli
+                .socket
+                .clone()
+                .unwrap_or_else(ax_shared::client::default_socket);
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = writeln!(err, "ax: {e}");

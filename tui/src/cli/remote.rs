@@ -30,19 +30,46 @@ pub struct SubmitOpts {
 #[derive(Debug, Clone)]
 pub enum Remote {
     Status,
-    Ls { state: Option<String>, dag: Option<String>, limit: u32 },
-    Show { run: u64 },
-    Logs { run: u64, attempt: Option<u32>, follow: bool },
+    Ls {
+        state: Option<String>,
+        dag: Option<String>,
+        limit: u32,
+    },
+    Show {
+        run: u64,
+    },
+    Logs {
+        run: u64,
+        attempt: Option<u32>,
+        follow: bool,
+    },
     Dags,
-    Trigger { dag: String },
+    Trigger {
+        dag: String,
+    },
     Submit(SubmitOpts),
-    Cancel { runs: Vec<u64> },
-    Retry { runs: Vec<u64> },
-    Pause { dag: Option<String>, all: bool },
-    Resume { dag: Option<String>, all: bool },
+    Cancel {
+        runs: Vec<u64>,
+    },
+    Retry {
+        runs: Vec<u64>,
+    },
+    Pause {
+        dag: Option<String>,
+        all: bool,
+    },
+    Resume {
+        dag: Option<String>,
+        all: bool,
+    },
     Reload,
-    Events { follow: bool },
-    Heartbeat { message: Option<String>, progress: Option<f64> },
+    Events {
+        follow: bool,
+    },
+    Heartbeat {
+        message: Option<String>,
+        progress: Option<f64>,
+    },
 }
 
 struct Out<'a> {
@@ -52,7 +79,13 @@ struct Out<'a> {
 }
 
 /// Runs one remote command; returns the exit code of SPEC §6.
-pub async fn run(socket: &Path, json: bool, cmd: Remote, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+pub async fn run(
+    socket: &Path,
+    json: bool,
+    cmd: Remote,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let mut o = Out { out, err, json };
     let mut client = match Client::connect(socket, "ax").await {
         Ok(c) => c,
@@ -74,7 +107,9 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
     if o.json {
         let doc = match &e {
             ClientError::Rpc(r) => json!({"error": {"code": r.kind(), "message": r.message}}),
-            other => json!({"error": {"code": if code == exit::UNREACHABLE { "unreachable" } else { "failed" }, "message": other.to_string()}}),
+            other => {
+                json!({"error": {"code": if code == exit::UNREACHABLE { "unreachable" } else { "failed" }, "message": other.to_string()}})
+            }
         };
         let _ = writeln!(o.err, "{doc}");
     } else {
@@ -84,7 +119,10 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
         };
         let _ = writeln!(o.err, "ax: {msg}");
         if code == exit::UNREACHABLE {
-            let _ = writeln!(o.err, "ax: is axd running? start it with `axd --config PATH`, or pass --socket");
+            let _ = writeln!(
+                o.err,
+                "ax: is axd running? start it with `axd --config PATH`, or pass --socket"
+            );
         }
     }
     code
@@ -94,12 +132,16 @@ fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ClientError> {
     serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("unexpected answer: {e}")))
 }
 
-
 fn age(created: &Option<String>) -> String {
-    let Some(t) = created.as_deref().and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok()) else {
+    let Some(t) = created
+        .as_deref()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+    else {
         return "-".into();
     };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+        .num_seconds()
+        .max(0);
     match secs {
         0..=59 => format!("{secs}s"),
         60..=3599 => format!("{}m", secs / 60),
@@ -112,10 +154,12 @@ pub fn run_line(r: &RunView) -> String {
     let detail = r
         .why
         .clone()
-        .or_else(|| r.message.clone().map(|m| match r.progress {
-            Some(p) => format!("{:.0}% {m}", p * 100.0),
-            None => m,
-        }))
+        .or_else(|| {
+            r.message.clone().map(|m| match r.progress {
+                Some(p) => format!("{:.0}% {m}", p * 100.0),
+                None => m,
+            })
+        })
         .or_else(|| r.reason.clone())
         .unwrap_or_default();
     format!(
@@ -153,10 +197,18 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 return Ok(exit::OK);
             }
             let s: StatusView = parse(v)?;
-            let _ = writeln!(o.out, "axd {}  up {}s  max_concurrency {} (+{} burst, {} in use)", s.version, s.uptime_s, s.max_concurrency, s.burst_extra, s.burst_in_use);
+            let _ = writeln!(
+                o.out,
+                "axd {}  up {}s  max_concurrency {} (+{} burst, {} in use)",
+                s.version, s.uptime_s, s.max_concurrency, s.burst_extra, s.burst_in_use
+            );
             let _ = writeln!(o.out, "pools:");
             for p in &s.pools {
-                let _ = writeln!(o.out, "  {:<12} {:>4}/{:<4} running", p.name, p.running, p.slots);
+                let _ = writeln!(
+                    o.out,
+                    "  {:<12} {:>4}/{:<4} running",
+                    p.name, p.running, p.slots
+                );
             }
             let _ = writeln!(o.out, "runs:");
             for (state, n) in &s.runs {
@@ -184,7 +236,11 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 return Ok(exit::OK);
             }
             let runs: Vec<RunView> = parse(v)?;
-            let _ = writeln!(o.out, "{:>7}  {:<20} {:<16} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE", "ID", "DAG", "JOB", "STATE", "PRIO", "TRY", "POOL", "AGE");
+            let _ = writeln!(
+                o.out,
+                "{:>7}  {:<20} {:<16} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE",
+                "ID", "DAG", "JOB", "STATE", "PRIO", "TRY", "POOL", "AGE"
+            );
             for r in &runs {
                 let _ = writeln!(o.out, "{}", run_line(r));
             }
@@ -198,21 +254,46 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
             let r: RunView = parse(v)?;
             let w = &mut o.out;
-            let _ = writeln!(w, "run {}  {}/{}  (DAG run {})", r.id, r.dag, r.job, r.dag_run);
+            let _ = writeln!(
+                w,
+                "run {}  {}/{}  (DAG run {})",
+                r.id, r.dag, r.job, r.dag_run
+            );
             let _ = writeln!(w, "  state       {}", r.state);
             if let Some(why) = &r.why {
                 let _ = writeln!(w, "  why         {why}");
             }
-            let _ = writeln!(w, "  priority    {} (effective {})", r.priority, r.effective_priority);
+            let _ = writeln!(
+                w,
+                "  priority    {} (effective {})",
+                r.priority, r.effective_priority
+            );
             let _ = writeln!(w, "  pool        {}", r.pool);
-            let _ = writeln!(w, "  attempts    {} of at most {}", r.attempts.len(), r.retries + 1);
-            for (k, t) in [("created", &r.created_at), ("ready", &r.ready_at), ("started", &r.started_at), ("finished", &r.finished_at), ("next", &r.next_at)] {
+            let _ = writeln!(
+                w,
+                "  attempts    {} of at most {}",
+                r.attempts.len(),
+                r.retries + 1
+            );
+            for (k, t) in [
+                ("created", &r.created_at),
+                ("ready", &r.ready_at),
+                ("started", &r.started_at),
+                ("finished", &r.finished_at),
+                ("next", &r.next_at),
+            ] {
                 if let Some(t) = t {
                     let _ = writeln!(w, "  {k:<11} {t}");
                 }
             }
             if let Some(m) = &r.message {
-                let _ = writeln!(w, "  message     {m}{}", r.progress.map(|p| format!(" ({:.0}%)", p * 100.0)).unwrap_or_default());
+                let _ = writeln!(
+                    w,
+                    "  message     {m}{}",
+                    r.progress
+                        .map(|p| format!(" ({:.0}%)", p * 100.0))
+                        .unwrap_or_default()
+                );
             }
             if let Some(reason) = &r.reason {
                 let _ = writeln!(w, "  reason      {reason}");
@@ -226,7 +307,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     a.started_at.as_deref().unwrap_or("-"),
                     a.finished_at.as_deref().unwrap_or("running"),
                     a.outcome.as_deref().unwrap_or(""),
-                    a.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default(),
+                    a.exit_code
+                        .map(|c| format!(" exit {c}"))
+                        .unwrap_or_default(),
                     a.signal.map(|s| format!(" signal {s}")).unwrap_or_default()
                 );
             }
@@ -236,7 +319,11 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
             Ok(exit::OK)
         }
-        Remote::Logs { run, attempt, follow } => {
+        Remote::Logs {
+            run,
+            attempt,
+            follow,
+        } => {
             let mut offset = 0u64;
             loop {
                 let mut p = json!({"run": run, "offset": offset, "follow": follow});
@@ -263,14 +350,21 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 return Ok(exit::OK);
             }
             let dags: Vec<DagView> = parse(v)?;
-            let _ = writeln!(o.out, "{:<24} {:<16} {:<22} {:<7} {:<10} ERROR", "DAG", "SCHEDULE", "NEXT FIRE", "PAUSED", "LAST RUN");
+            let _ = writeln!(
+                o.out,
+                "{:<24} {:<16} {:<22} {:<7} {:<10} ERROR",
+                "DAG", "SCHEDULE", "NEXT FIRE", "PAUSED", "LAST RUN"
+            );
             for d in &dags {
                 let _ = writeln!(
                     o.out,
                     "{:<24} {:<16} {:<22} {:<7} {:<10} {}",
                     truncate(&d.name, 24),
                     d.schedule.as_deref().unwrap_or("-"),
-                    d.next_fire.as_deref().map(|t| &t[..t.len().min(19)]).unwrap_or("-"),
+                    d.next_fire
+                        .as_deref()
+                        .map(|t| &t[..t.len().min(19)])
+                        .unwrap_or("-"),
                     if d.paused { "yes" } else { "no" },
                     d.last_run_state.as_deref().unwrap_or("-"),
                     d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
@@ -285,7 +379,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
         Remote::Submit(opts) => {
             let mut p = json!({});
             if let Some(f) = &opts.file {
-                let text = std::fs::read_to_string(f).map_err(|e| ClientError::Protocol(format!("cannot read {}: {e}", f.display())))?;
+                let text = std::fs::read_to_string(f).map_err(|e| {
+                    ClientError::Protocol(format!("cannot read {}: {e}", f.display()))
+                })?;
                 let name = opts
                     .name
                     .clone()
@@ -328,15 +424,51 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             let _ = writeln!(o.err, "ax: name a DAG or give --all");
             Ok(exit::USAGE)
         }
-        Remote::Pause { dag, all } => simple(c, o, "pause", if all { json!({"all": true}) } else { json!({"dag": dag}) }).await,
-        Remote::Resume { dag, all } => simple(c, o, "resume", if all { json!({"all": true}) } else { json!({"dag": dag}) }).await,
+        Remote::Pause { dag, all } => {
+            simple(
+                c,
+                o,
+                "pause",
+                if all {
+                    json!({"all": true})
+                } else {
+                    json!({"dag": dag})
+                },
+            )
+            .await
+        }
+        Remote::Resume { dag, all } => {
+            simple(
+                c,
+                o,
+                "resume",
+                if all {
+                    json!({"all": true})
+                } else {
+                    json!({"dag": dag})
+                },
+            )
+            .await
+        }
         Remote::Reload => simple(c, o, "reload", Value::Null).await,
         Remote::Heartbeat { message, progress } => {
-            let Some(run) = std::env::var("AX_RUN_ID").ok().and_then(|s| s.parse::<u64>().ok()) else {
-                let _ = writeln!(o.err, "ax heartbeat: $AX_RUN_ID is not set; run this from inside an ax job");
+            let Some(run) = std::env::var("AX_RUN_ID")
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+            else {
+                let _ = writeln!(
+                    o.err,
+                    "ax heartbeat: $AX_RUN_ID is not set; run this from inside an ax job"
+                );
                 return Ok(exit::USAGE);
             };
-            simple(c, o, "heartbeat", json!({"run": run, "message": message, "progress": progress})).await
+            simple(
+                c,
+                o,
+                "heartbeat",
+                json!({"run": run, "message": message, "progress": progress}),
+            )
+            .await
         }
         Remote::Events { follow } => {
             let mut after = 0i64;
@@ -345,7 +477,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 c.call("subscribe", Value::Null).await?;
             }
             loop {
-                let v = c.call("events", json!({"after": after, "limit": 5000})).await?;
+                let v = c
+                    .call("events", json!({"after": after, "limit": 5000}))
+                    .await?;
                 let events: Vec<EventView> = parse(v)?;
                 if events.is_empty() {
                     break;
@@ -362,7 +496,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 let (method, params) = c.next_notification().await?;
                 if method == "lagged" {
                     c.call("subscribe", Value::Null).await?;
-                    let v = c.call("events", json!({"after": after, "limit": 5000})).await?;
+                    let v = c
+                        .call("events", json!({"after": after, "limit": 5000}))
+                        .await?;
                     for e in parse::<Vec<EventView>>(v)? {
                         after = e.seq;
                         print_event(o, &e);
@@ -401,7 +537,10 @@ pub fn event_line(e: &EventView) -> String {
         (None, Some(t)) => format!("→ {t}"),
         _ => String::new(),
     };
-    format!("{:>6} {} {subject:<12} {change:<22} {} [{}]", e.seq, e.time, e.reason, e.actor)
+    format!(
+        "{:>6} {} {subject:<12} {change:<22} {} [{}]",
+        e.seq, e.time, e.reason, e.actor
+    )
 }
 
 fn print_submit(o: &mut Out<'_>, v: Value) -> Result<i32, ClientError> {
@@ -417,12 +556,22 @@ fn print_submit(o: &mut Out<'_>, v: Value) -> Result<i32, ClientError> {
         let _ = writeln!(o.out, "{}", r.dag_run);
     }
     if r.deduplicated {
-        let _ = writeln!(o.err, "ax: deduplicated: an unfinished run with this key exists (DAG run {}, runs {})", r.dag_run, ids.join(" "));
+        let _ = writeln!(
+            o.err,
+            "ax: deduplicated: an unfinished run with this key exists (DAG run {}, runs {})",
+            r.dag_run,
+            ids.join(" ")
+        );
     }
     Ok(exit::OK)
 }
 
-async fn simple(c: &mut Client, o: &mut Out<'_>, method: &str, params: Value) -> Result<i32, ClientError> {
+async fn simple(
+    c: &mut Client,
+    o: &mut Out<'_>,
+    method: &str,
+    params: Value,
+) -> Result<i32, ClientError> {
     let v = c.call(method, params).await?;
     if o.json {
         let _ = writeln!(o.out, "{v}");
@@ -430,7 +579,13 @@ async fn simple(c: &mut Client, o: &mut Out<'_>, method: &str, params: Value) ->
     Ok(exit::OK)
 }
 
-async fn each(c: &mut Client, o: &mut Out<'_>, method: &str, past: &str, runs: Vec<u64>) -> Result<i32, ClientError> {
+async fn each(
+    c: &mut Client,
+    o: &mut Out<'_>,
+    method: &str,
+    past: &str,
+    runs: Vec<u64>,
+) -> Result<i32, ClientError> {
     let mut worst = exit::OK;
     let mut results = Vec::new();
     for id in runs {
@@ -446,7 +601,14 @@ async fn each(c: &mut Client, o: &mut Out<'_>, method: &str, past: &str, runs: V
                 worst = worst.max(code);
                 results.push(json!({"id": id, "ok": false, "error": e.to_string()}));
                 if !o.json {
-                    let _ = writeln!(o.err, "ax: run {id}: {}", match &e { ClientError::Rpc(r) => r.message.clone(), other => other.to_string() });
+                    let _ = writeln!(
+                        o.err,
+                        "ax: run {id}: {}",
+                        match &e {
+                            ClientError::Rpc(r) => r.message.clone(),
+                            other => other.to_string(),
+                        }
+                    );
                 }
             }
         }

@@ -1,0 +1,335 @@
+//! The socket protocol against the real daemon: bad frames, big frames,
+//! clients that never read, and peers without the right to connect.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+fn line(stream: &mut BufReader<UnixStream>) -> Value {
+    let mut s = String::new();
+    stream.read_line(&mut s).unwrap();
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("bad reply {s:?}: {e}"))
+}
+
+fn raw(d: &Daemon) -> (UnixStream, BufReader<UnixStream>) {
+    let s = UnixStream::connect(&d.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let r = BufReader::new(s.try_clone().unwrap());
+    (s, r)
+}
+
+#[test]
+fn malformed_requests_get_error_replies_with_stable_codes() {
+    let d = Daemon::start(&[]);
+    let (mut w, mut r) = raw(&d);
+    for (frame, code) in [
+        ("{not json", "parse_error"),
+        ("[1,2,3]", "invalid_request"),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"status"}"#,
+            "invalid_request",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"status"}"#,
+            "hello_required",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"hello","params":{"protocol":99,"client":"t"}}"#,
+            "version_mismatch",
+        ),
+    ] {
+        writeln!(w, "{frame}").unwrap();
+        let reply = line(&mut r);
+        assert_eq!(reply["error"]["data"]["code"], code, "{frame}: {reply}");
+    }
+    writeln!(
+        w,
+        r#"{{"jsonrpc":"2.0","id":4,"method":"hello","params":{{"protocol":1,"client":"t"}}}}"#
+    )
+    .unwrap();
+    let hello = line(&mut r);
+    assert!(hello["error"].is_null(), "{hello}");
+    assert!(hello["result"]["version"].is_string());
+    for (frame, code) in [
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"no_such_method"}"#,
+            "method_not_found",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"get_run","params":{"id":424242}}"#,
+            "not_found",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"get_run","params":{"id":"x"}}"#,
+            "invalid_params",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"submit","params":{"command":"true","pool":"nope"}}"#,
+            "invalid_params",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"submit","params":{"toml":"[[job]]\nid = 1"}}"#,
+            "invalid_params",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":10,"method":"cancel","params":{"id":424242}}"#,
+            "not_found",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"list_runs","params":{"state":"sleeping"}}"#,
+            "invalid_params",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":12,"method":"trigger","params":{"dag":"ghost"}}"#,
+            "not_found",
+        ),
+    ] {
+        writeln!(w, "{frame}").unwrap();
+        let reply = line(&mut r);
+        assert_eq!(reply["error"]["data"]["code"], code, "{frame}: {reply}");
+    }
+    // the job-file error names line and column
+    writeln!(w, r#"{{"jsonrpc":"2.0","id":13,"method":"submit","params":{{"toml":"[[job]]\nid = \"a\"\ncommand = \"x\"\npriority = 500\n","name":"f"}}}}"#).unwrap();
+    let reply = line(&mut r);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("f:4:12: priority 500 out of range"),
+        "{reply}"
+    );
+}
+
+#[test]
+fn oversized_frame_closes_that_connection_only() {
+    let d = Daemon::start(&[]);
+    let (mut w, mut r) = raw(&d);
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{{\"pad\":\"{}\"}}}}\n",
+        "x".repeat(2 << 20)
+    );
+    let _ = w.write_all(big.as_bytes());
+    let reply = line(&mut r);
+    assert_eq!(reply["error"]["data"]["code"], "frame_too_large");
+    let mut rest = String::new();
+    assert_eq!(r.read_line(&mut rest).unwrap_or(0), 0, "closed");
+    // others are still served
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = d.client().await;
+        c.call("status", Value::Null).await.unwrap();
+    });
+}
+
+#[test]
+fn a_subscriber_that_never_reads_does_not_slow_others() {
+    let d = Daemon::start(&[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A subscriber that never reads its socket.
+    let (mut w, _r) = raw(&d);
+    writeln!(
+        w,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"sleepy"}}}}"#
+    )
+    .unwrap();
+    writeln!(w, r#"{{"jsonrpc":"2.0","id":2,"method":"subscribe"}}"#).unwrap();
+    rt.block_on(async {
+        let mut c = d.client().await;
+        // Idle latency first.
+        let mut idle = Vec::new();
+        for _ in 0..50 {
+            let t = Instant::now();
+            c.call("status", Value::Null).await.unwrap();
+            idle.push(t.elapsed());
+        }
+        // Flood notifications: many runs changing state.
+        let mut ids = Vec::new();
+        for i in 0..300 {
+            let v = c
+                .call(
+                    "submit",
+                    json!({"command": "true", "name": format!("n{i}")}),
+                )
+                .await
+                .unwrap();
+            ids.push(v["runs"][0].as_u64().unwrap());
+        }
+        let mut busy = Vec::new();
+        for _ in 0..50 {
+            let t = Instant::now();
+            c.call("status", Value::Null).await.unwrap();
+            busy.push(t.elapsed());
+        }
+        for id in ids {
+            wait_state(&mut c, id, "success", 30).await;
+        }
+        idle.sort();
+        busy.sort();
+        // Generous bound: the point is that nothing blocks on the sleepy client.
+        assert!(
+            busy[49] < Duration::from_millis(500),
+            "p100 under load {:?} (idle {:?})",
+            busy[49],
+            idle[49]
+        );
+    });
+}
+
+#[test]
+fn lagging_subscriber_gets_a_lagged_notice() {
+    let d = Daemon::start(&[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut sub = d.client().await;
+        sub.call("subscribe", Value::Null).await.unwrap();
+        let mut c = d.client().await;
+        for i in 0..3000 {
+            c.call(
+                "submit",
+                json!({"command": "true", "name": format!("l{i}"), "pool": "one"}),
+            )
+            .await
+            .unwrap();
+        }
+        // The subscriber read nothing so far: it must see `lagged` (or have
+        // been fed everything, if the socket buffers held it all).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut lagged = false;
+        while Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_secs(5), sub.next_notification()).await {
+                Ok(Ok((method, _))) if method == "lagged" => {
+                    lagged = true;
+                    break;
+                }
+                Ok(Ok(_)) => continue,
+                _ => break,
+            }
+        }
+        assert!(lagged, "a client that does not read is told it lagged");
+    });
+}
+
+#[test]
+fn foreign_uid_is_refused_at_hello() {
+    if !nix::unistd::getuid().is_root()
+        || std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipped: needs root and setpriv to act as another uid");
+        return;
+    }
+    let d = Daemon::start(&[]);
+    // Open the path up so the connection reaches hello (the default modes
+    // would stop it at connect, which is the first line of defence).
+    for p in [d.dir.path().to_path_buf(), d.path("run"), d.socket.clone()] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let script = format!(
+        r#"use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => "{}") or die "connect: $!"; print $s qq({{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"intruder"}}}}\n); my $l = <$s>; print $l;"#,
+        d.socket.display()
+    );
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "perl",
+            "-e",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"forbidden\""),
+        "stdout {stdout} stderr {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("uid 65534"), "{stdout}");
+}
+
+#[test]
+fn socket_and_directory_modes_and_no_stealing() {
+    let d = Daemon::start(&[]);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.socket), 0o600);
+    assert_eq!(mode(&d.path("run")), 0o700);
+    // A second axd on the same state dir refuses to start, clearly.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_axd"))
+        .arg("--config")
+        .arg(&d.config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another axd"), "{err}");
+    // the live socket still works
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        d.client().await.call("status", Value::Null).await.unwrap();
+    });
+}
+
+#[test]
+fn bad_config_names_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("axd.toml");
+    std::fs::write(&cfg, "max_concurrency = 4\n[retry]\nrate = \"fast\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_axd"))
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 3") && err.contains("rate"), "{err}");
+}
+
+#[test]
+fn systemd_unit_verifies_where_systemd_analyze_exists() {
+    let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    };
+    if !out.status.success() {
+        return;
+    }
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/axd.service"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("axd.service");
+    std::fs::write(
+        &path,
+        unit.replace("/usr/local/bin/axd", env!("CARGO_BIN_EXE_axd")),
+    )
+    .unwrap();
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("axd.service:"), "{err}");
+}
