@@ -106,7 +106,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
     for dag in &loaded.paused {
-        engine.set_paused(dag, true);
+        engine.set_paused(now, dag, true);
     }
     let counts = store.state_counts()?;
     let mut stored_terminal = BTreeMap::new();
@@ -146,7 +146,19 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         stored_terminal,
     );
     let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.rescan_jobs(now, &watcher));
+    initial.extend(scheduler.rescan_jobs_with(now, &watcher, &loaded.cron_marks));
+
+    std::fs::create_dir_all(&cfg.jobs_dir)
+        .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
+    let _watch = {
+        let tx = std::sync::Mutex::new(tx.clone());
+        crate::watcher::watch(&cfg.jobs_dir, move || {
+            if let Ok(tx) = tx.lock() {
+                let _ = tx.send(Msg::Rescan);
+            }
+        })
+        .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?
+    };
 
     // 4. accept clients, dispatch
     let listener = bind(

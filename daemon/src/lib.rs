@@ -9,3 +9,4 @@ pub mod scheduler;
 pub mod server;
 pub mod store;
 pub mod time;
+pub mod watcher;

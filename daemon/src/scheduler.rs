@@ -55,6 +55,8 @@ pub enum Msg {
     Exec(ExecEvent),
     Shutdown,
     Reload,
+    /// The jobs folder changed.
+    Rescan,
 }
 
 type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
@@ -98,6 +100,7 @@ pub struct Scheduler {
     pending_dag_defs: Vec<Arc<DagSpec>>,
     pending_removed: Vec<String>,
     pending_paused: Vec<(String, bool)>,
+    start_marks: HashMap<String, i64>,
 }
 
 fn bad(msg: impl Into<String>) -> RpcError {
@@ -150,6 +153,7 @@ impl Scheduler {
             pending_dag_defs: Vec::new(),
             pending_removed: Vec::new(),
             pending_paused: Vec::new(),
+            start_marks: HashMap::new(),
         }
     }
 
@@ -157,7 +161,21 @@ impl Scheduler {
         self.cfg.pools.keys().cloned().collect()
     }
 
-    /// Scans the jobs folder (start-up and reload).
+    /// Scans the jobs folder (start-up, reload, watcher). `marks` are the
+    /// cron watermarks from the store, given at start-up only.
+    pub fn rescan_jobs_with(
+        &mut self,
+        now: Millis,
+        actor: &Arc<str>,
+        marks: &HashMap<String, i64>,
+    ) -> Vec<Effect> {
+        self.start_marks = marks.clone();
+        let e = self.rescan_jobs(now, actor);
+        self.start_marks.clear();
+        e
+    }
+
+    /// Scans the jobs folder (reload, watcher).
     pub fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
         let pools = self.pool_names();
         let before: BTreeMap<String, String> = self
@@ -178,6 +196,34 @@ impl Scheduler {
             }
         }
         let mut effects = Vec::new();
+        let changed: Vec<Arc<DagSpec>> = self
+            .dags
+            .iter()
+            .filter(|(name, entry)| before.get(*name) != Some(&entry.hash))
+            .filter_map(|(_, entry)| entry.spec.clone())
+            .collect();
+        for spec in changed {
+            let tz = spec
+                .timezone
+                .clone()
+                .unwrap_or_else(|| self.cfg.timezone.clone());
+            let zone = ax_shared::cron::parse_zone(&tz).unwrap_or(chrono_tz::UTC);
+            let watermark = self.start_marks.get(&spec.name).copied();
+            let name = spec.name.clone();
+            effects.extend(
+                self.engine
+                    .handle(
+                        now,
+                        Input::DefineDag {
+                            spec,
+                            zone,
+                            watermark,
+                        },
+                    )
+                    .effects,
+            );
+            let _ = name;
+        }
         for name in removed {
             tracing::info!(dag = %name, "DAG removed (file deleted)");
             effects.extend(
@@ -293,6 +339,10 @@ impl Scheduler {
                             effects.extend(self.engine.handle(now, Input::Shutdown).effects);
                         }
                     }
+                    Msg::Rescan => {
+                        let actor: Arc<str> = Arc::from("watcher");
+                        effects.extend(self.rescan_jobs(now, &actor));
+                    }
                     Msg::Reload => {
                         let actor: Arc<str> = Arc::from("signal SIGHUP");
                         effects.extend(self.reload(now, &actor));
@@ -343,8 +393,10 @@ impl Scheduler {
         let mut runs: BTreeSet<RunId> = BTreeSet::new();
         let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
         let mut events = Vec::new();
+        let mut cron_marks = Vec::new();
         for e in effects {
             match e {
+                Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
                 Effect::Event(ev) => {
                     if let Some(r) = ev.run {
                         runs.insert(r);
@@ -369,7 +421,7 @@ impl Scheduler {
             runs: runs.iter().filter_map(|r| self.engine.run(*r)).collect(),
             events,
             paused: std::mem::take(&mut self.pending_paused),
-            cron_marks: Vec::new(),
+            cron_marks,
             dag_defs: self
                 .pending_dag_defs
                 .iter()

@@ -19,6 +19,7 @@
 
 mod queue;
 mod table;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -335,6 +336,13 @@ pub enum Input {
     Resume {
         dag: String,
     },
+    /// A DAG definition from the jobs folder (new, changed, or at start-up
+    /// with the watermark the store remembers).
+    DefineDag {
+        spec: Arc<DagSpec>,
+        zone: chrono_tz::Tz,
+        watermark: Option<Millis>,
+    },
     /// The DAG's file was deleted: cancel its runs that have not started.
     RemoveDag {
         dag: String,
@@ -428,6 +436,11 @@ pub enum Effect {
         dag: Arc<str>,
         state: DagRunState,
     },
+    /// A DAG's cron watermark advanced to `slot` (commit with the runs).
+    CronMark {
+        dag: String,
+        slot: Millis,
+    },
 }
 
 /// Result of one `handle` call.
@@ -443,6 +456,8 @@ enum Timer {
     Timeout(RunId),
     Heartbeat(RunId),
     RetryBudget,
+    /// A DAG's next cron slot (by interned DAG key).
+    Cron(u32),
 }
 
 #[derive(Debug)]
@@ -537,6 +552,13 @@ pub struct Engine {
     effects: Vec<Effect>,
     /// The actor of the engine's own decisions, allocated once.
     scheduler: Arc<str>,
+    cron_actor: Arc<str>,
+    dags: HashMap<String, triggers::DagDef>,
+    dag_keys: HashMap<String, u32>,
+    dag_names: Vec<String>,
+    dag_timers: HashMap<u32, Millis>,
+    /// Unfinished DAG runs by DAG name (overlap policies).
+    active_dag_runs: HashMap<String, BTreeSet<DagRunId>>,
 }
 
 fn state_index(s: RunState) -> usize {
@@ -583,6 +605,12 @@ impl Engine {
             counts: [0; 8],
             effects: Vec::new(),
             scheduler: Arc::from(SCHEDULER),
+            cron_actor: Arc::from("cron"),
+            dags: HashMap::new(),
+            dag_keys: HashMap::new(),
+            dag_names: Vec::new(),
+            dag_timers: HashMap::new(),
+            active_dag_runs: HashMap::new(),
         }
     }
 
@@ -681,6 +709,12 @@ impl Engine {
             if let Some(k) = &d.unique_key {
                 self.unique.insert(k.clone(), d.id);
             }
+            if unfinished > 0 {
+                self.active_dag_runs
+                    .entry(dag.to_string())
+                    .or_default()
+                    .insert(d.id);
+            }
             self.dag_runs.insert(
                 d.id,
                 DagRun {
@@ -776,11 +810,11 @@ impl Engine {
     }
 
     /// Sets whether a DAG is paused (restored from the store at start-up).
-    pub fn set_paused(&mut self, dag: &str, paused: bool) {
+    pub fn set_paused(&mut self, now: Millis, dag: &str, paused: bool) {
         if paused {
             self.pause(dag);
         } else {
-            self.resume(0, dag);
+            self.resume(now, dag);
         }
     }
 
@@ -998,7 +1032,16 @@ impl Engine {
                 self.resume(now, &dag);
                 Ok(Reply::Done)
             }
+            Input::DefineDag {
+                spec,
+                zone,
+                watermark,
+            } => {
+                self.define_dag(now, spec, zone, watermark);
+                Ok(Reply::Done)
+            }
             Input::RemoveDag { dag, actor } => {
+                self.undefine_dag(&dag);
                 let ids: Vec<RunId> = self
                     .active_by_dag
                     .get(dag.as_str())
@@ -1183,6 +1226,10 @@ impl Engine {
         if let Some(u) = &s.unique {
             self.unique.insert(u.key.clone(), dag_run);
         }
+        self.active_dag_runs
+            .entry(spec.name.clone())
+            .or_default()
+            .insert(dag_run);
         self.event(
             now,
             None,
@@ -1406,6 +1453,10 @@ impl Engine {
         if dr.state != DagRunState::Active {
             dr.state = DagRunState::Active;
             dr.finished_at = None;
+            self.active_dag_runs
+                .entry(dr.dag.to_string())
+                .or_default()
+                .insert(dag_run);
             self.event(
                 now,
                 None,
@@ -1431,6 +1482,14 @@ impl Engine {
         if !self.paused.insert(dag.to_string()) {
             return;
         }
+        // No cron timer while paused; slots missed meanwhile follow
+        // `catchup` on resume.
+        if let Some(def) = self.dags.get_mut(dag) {
+            def.next_fire = None;
+            if let Some(old) = self.dag_timers.remove(&def.key) {
+                self.timers.remove(&(old, Timer::Cron(def.key)));
+            }
+        }
         let ids: Vec<RunId> = self
             .active_by_dag
             .get(dag)
@@ -1455,10 +1514,11 @@ impl Engine {
         }
     }
 
-    fn resume(&mut self, _now: Millis, dag: &str) {
+    fn resume(&mut self, now: Millis, dag: &str) {
         if !self.paused.remove(dag) {
             return;
         }
+        self.catch_up(now, dag);
         for id in self.held.remove(dag).unwrap_or_default() {
             let r = &self.runs[&id];
             let (p, at, pool) = (r.priority(), r.ready_at.unwrap_or(0), r.job().pool.clone());
@@ -1637,11 +1697,18 @@ impl Engine {
                 format!("DAG run finished: {state:?}").to_lowercase(),
                 &self.scheduler.clone(),
             );
+            if let Some(set) = self.active_dag_runs.get_mut(&*dag) {
+                set.remove(&dag_run);
+                if set.is_empty() {
+                    self.active_dag_runs.remove(&*dag);
+                }
+            }
             self.effects.push(Effect::DagRunFinished {
                 dag_run,
-                dag,
+                dag: dag.clone(),
                 state,
             });
+            self.on_dag_run_finished(now, &dag, dag_run, state);
         }
     }
 
@@ -1845,6 +1912,12 @@ impl Engine {
                     self.runs.get_mut(&id).expect("exists").timers.timeout = None;
                     if self.runs[&id].kill.is_none() {
                         self.kill(id, KillReason::Timeout);
+                    }
+                }
+                Timer::Cron(key) => {
+                    self.dag_timers.remove(&key);
+                    if let Some(name) = self.dag_name_of_key(key) {
+                        self.catch_up(now, &name);
                     }
                 }
                 Timer::Heartbeat(id) => {
