@@ -258,6 +258,13 @@ impl Scheduler {
                 ),
                 (w, None) => w,
             };
+            // Effects carried over (start-up, or a failed commit) are
+            // processed at once rather than after the next wakeup.
+            let wait = if carried.is_empty() {
+                wait
+            } else {
+                Some(Duration::ZERO)
+            };
             let first = match wait {
                 Some(w) => match rx.recv_timeout(w) {
                     Ok(m) => Some(m),
@@ -617,14 +624,8 @@ impl Scheduler {
         let tz = spec
             .and_then(|s| s.timezone.clone())
             .unwrap_or_else(|| self.cfg.timezone.clone());
-        let next_fire = spec.and_then(|s| s.schedule.as_deref()).and_then(|expr| {
-            let sched = ax_shared::cron::Schedule::parse(expr).ok()?;
-            let zone = ax_shared::cron::parse_zone(&tz).ok()?;
-            let from = chrono::DateTime::from_timestamp_millis(now)?;
-            sched
-                .next_after(from, &zone)
-                .map(|t| rfc3339(t.timestamp_millis()))
-        });
+        let _ = now;
+        let next_fire = self.engine.next_fire(name).map(rfc3339);
         DagView {
             name: name.into(),
             file: entry.file.display().to_string(),

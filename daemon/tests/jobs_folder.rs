@@ -1,0 +1,312 @@
+//! The jobs folder and cron through the real daemon (SPEC §5.4, §4.8).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ax_shared::api::DagView;
+use ax_shared::client::Client;
+use serde_json::{Value, json};
+use support::*;
+
+async fn dags(c: &mut Client) -> Vec<DagView> {
+    serde_json::from_value(c.call("list_dags", Value::Null).await.unwrap()).unwrap()
+}
+
+async fn wait_dag(c: &mut Client, secs: u64, pred: impl Fn(&[DagView]) -> bool) -> Vec<DagView> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let d = dags(c).await;
+        if pred(&d) {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "condition not reached: {d:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn loads(d: &Daemon, dag: &str) -> usize {
+    d.log().matches(&format!("DAG loaded dag={dag} ")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_changed_broken_fixed_and_deleted_files() {
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let jobs = d.path("jobs.d");
+    // a file dropped in becomes a DAG
+    let t = Instant::now();
+    std::fs::write(jobs.join("etl.toml"), "command = \"echo v1\"\n").unwrap();
+    wait_dag(&mut c, 5, |d| d.iter().any(|x| x.name == "etl")).await;
+    eprintln!("new file in force after {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // an atomic-rename save reloads once
+    std::fs::write(jobs.join(".etl.toml.swp"), "junk").unwrap();
+    std::fs::write(jobs.join("etl.toml.tmp"), "command = \"echo v2\"\n").unwrap();
+    std::fs::rename(jobs.join("etl.toml.tmp"), jobs.join("etl.toml")).unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        loads(&d, "etl"),
+        2,
+        "one reload for a rename save:\n{}",
+        d.log()
+    );
+    // an in-place save reloads once
+    std::fs::write(jobs.join("etl.toml"), "command = \"echo v3\"\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(loads(&d, "etl"), 3);
+    // a broken save keeps v3 and shows the error with its line
+    std::fs::write(
+        jobs.join("etl.toml"),
+        "command = \"echo v4\"\npriority = 500\n",
+    )
+    .unwrap();
+    let list = wait_dag(&mut c, 5, |d| {
+        d.iter().any(|x| x.name == "etl" && x.error.is_some())
+    })
+    .await;
+    let e = list
+        .iter()
+        .find(|x| x.name == "etl")
+        .unwrap()
+        .error
+        .clone()
+        .unwrap();
+    assert_eq!(e.line, Some(2));
+    assert!(e.message.contains("priority 500"), "{e:?}");
+    let status = c.call("status", Value::Null).await.unwrap();
+    assert!(
+        status["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("priority")
+    );
+    let id = trigger(&mut c, "etl").await[0];
+    wait_state(&mut c, id, "success", 10).await;
+    let log = c.call("logs", json!({"run": id})).await.unwrap();
+    assert_eq!(log["data"], "v3\n", "the last good version still runs");
+    // fixing it takes effect
+    std::fs::write(jobs.join("etl.toml"), "command = \"echo v5\"\n").unwrap();
+    wait_dag(&mut c, 5, |d| {
+        d.iter().any(|x| x.name == "etl" && x.error.is_none())
+    })
+    .await;
+    let id = trigger(&mut c, "etl").await[0];
+    wait_state(&mut c, id, "success", 10).await;
+    assert_eq!(
+        c.call("logs", json!({"run": id})).await.unwrap()["data"],
+        "v5\n"
+    );
+
+    // deleting cancels queued runs of that DAG only
+    std::fs::write(
+        jobs.join("gone.toml"),
+        "command = \"true\"\npool = \"one\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        jobs.join("stays.toml"),
+        "command = \"true\"\npool = \"one\"\n",
+    )
+    .unwrap();
+    wait_dag(&mut c, 5, |d| {
+        d.iter().any(|x| x.name == "gone") && d.iter().any(|x| x.name == "stays")
+    })
+    .await;
+    let blocker = submit(&mut c, json!({"command": "sleep 1", "pool": "one"})).await[0];
+    wait_state(&mut c, blocker, "running", 5).await;
+    let gone = trigger(&mut c, "gone").await[0];
+    let stays = trigger(&mut c, "stays").await[0];
+    std::fs::remove_file(jobs.join("gone.toml")).unwrap();
+    let r = wait_state(&mut c, gone, "cancelled", 5).await;
+    assert_eq!(r.reason.as_deref(), Some("definition removed"));
+    wait_state(&mut c, stays, "success", 10).await;
+    assert!(!dags(&mut c).await.iter().any(|x| x.name == "gone"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_files_at_once_all_load() {
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let dir = d.path("jobs.d/bulk");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..1000 {
+        std::fs::write(
+            dir.join(format!("job{i:04}.toml")),
+            format!("command = \"echo {i}\"\n"),
+        )
+        .unwrap();
+    }
+    let list = wait_dag(&mut c, 10, |d| d.len() == 1000).await;
+    assert!(list.iter().all(|x| x.error.is_none()));
+    assert!(list.iter().any(|x| x.name == "bulk/job0999"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_files_get_errors_and_do_not_disturb_others() {
+    let d = Daemon::start(&[("good.toml", "command = \"true\"\n")]);
+    let mut c = d.client().await;
+    let jobs = d.path("jobs.d");
+    std::fs::write(jobs.join("binary.toml"), [0xffu8, 0x00, 0xfe, 0x41]).unwrap();
+    std::fs::write(jobs.join("empty.toml"), "").unwrap();
+    let huge = std::fs::File::create(jobs.join("huge.toml")).unwrap();
+    huge.set_len(50 << 20).unwrap();
+    std::os::unix::fs::symlink(d.path("nowhere.toml"), jobs.join("dangling.toml")).unwrap();
+    let list = wait_dag(&mut c, 5, |d| {
+        d.iter().filter(|x| x.error.is_some()).count() == 4
+    })
+    .await;
+    let err = |n: &str| {
+        list.iter()
+            .find(|x| x.name == n)
+            .unwrap()
+            .error
+            .clone()
+            .unwrap()
+            .message
+    };
+    assert!(err("binary").contains("not UTF-8"));
+    assert!(err("empty").contains("empty file"));
+    assert!(err("huge").contains("limited to"));
+    assert!(err("dangling").contains("cannot read"));
+    let id = trigger(&mut c, "good").await[0];
+    wait_state(&mut c, id, "success", 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_second_schedule_fires_once_per_second_and_stops_when_paused() {
+    let d = Daemon::start(&[(
+        "tick.toml",
+        "schedule = \"* * * * * *\"\ncommand = \"true\"\noverlap = \"allow\"\n",
+    )]);
+    let mut c = d.client().await;
+    tokio::time::sleep(Duration::from_millis(3300)).await;
+    c.call("pause", json!({"dag": "tick"})).await.unwrap();
+    let runs: Vec<ax_shared::api::RunView> = serde_json::from_value(
+        c.call("list_runs", json!({"dag": "tick", "limit": 100}))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        (3..=4).contains(&runs.len()),
+        "{} runs in 3.3 s",
+        runs.len()
+    );
+    let mut created: Vec<i64> = runs.iter().map(|r| ms(&r.created_at)).collect();
+    created.sort();
+    for w in created.windows(2) {
+        let gap = w[1] - w[0];
+        assert!((900..=1100).contains(&gap), "one per second: {created:?}");
+    }
+    for t in &created {
+        assert!(t % 1000 < 100, "fires close to the slot: {created:?}");
+    }
+    let paused_count = runs.len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let runs = c
+        .call("list_runs", json!({"dag": "tick", "limit": 100}))
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.as_array().unwrap().len(),
+        paused_count,
+        "paused: no new runs"
+    );
+    let list = dags(&mut c).await;
+    assert!(list[0].paused);
+    assert_eq!(list[0].next_fire, None);
+}
+
+/// (slot key, created_at) of every cron-created DAG run, oldest first.
+fn slots_in_db(d: &Daemon) -> Vec<(String, i64)> {
+    let db = rusqlite::Connection::open(d.path("state/ax.db")).unwrap();
+    let mut stmt = db
+        .prepare(
+            "SELECT unique_key, created_at FROM dag_runs WHERE unique_key IS NOT NULL ORDER BY id",
+        )
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catchup_after_a_stop_and_no_slot_fires_twice() {
+    for (policy, all) in [("latest", false), ("all", true)] {
+        let job = format!(
+            "schedule = \"* * * * * *\"\ncatchup = \"{policy}\"\noverlap = \"allow\"\ncommand = \"true\"\n"
+        );
+        let mut d = Daemon::start(&[("c.toml", &job)]);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(d.term(), Some(0));
+        let before = slots_in_db(&d);
+        tokio::time::sleep(Duration::from_millis(2600)).await; // at least two slots pass
+        d.spawn();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(d.client().await);
+        d.kill9();
+        let after = slots_in_db(&d);
+        let mut keys: Vec<&String> = after.iter().map(|(k, _)| k).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            after.len(),
+            "a slot never fires twice: {after:?}"
+        );
+        // The catch-up is one step at start-up: its DAG runs share one
+        // creation instant.
+        let first_new = &after[before.len()];
+        let batch = after[before.len()..]
+            .iter()
+            .filter(|(_, t)| *t == first_new.1)
+            .count();
+        if all {
+            assert!(
+                batch >= 2,
+                "catchup = all runs every missed slot: {after:?}"
+            );
+        } else {
+            assert_eq!(batch, 1, "catchup = latest runs one: {after:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_skip_records_skipped_slots_and_after_chains_run_in_order() {
+    let d = Daemon::start(&[
+        (
+            "slow.toml",
+            "schedule = \"* * * * * *\"\ncommand = \"sleep 2.5\"\noverlap = \"skip\"\n",
+        ),
+        ("first.toml", "command = \"sleep 0.2\"\n"),
+        ("second.toml", "after = [\"first\"]\ncommand = \"true\"\n"),
+    ]);
+    let mut c = d.client().await;
+    let first = trigger(&mut c, "first").await[0];
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    c.call("pause", json!({"dag": "slow"})).await.unwrap();
+    let events: Vec<ax_shared::api::EventView> = serde_json::from_value(
+        c.call("events", json!({"after": 0, "limit": 10000}))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let skipped = events
+        .iter()
+        .filter(|e| e.reason.contains("skipped") && e.reason.contains("overlap = skip"))
+        .count();
+    assert!(skipped >= 1, "skipped slots are recorded as events");
+    let f = wait_state(&mut c, first, "success", 10).await;
+    let seconds: Vec<ax_shared::api::RunView> =
+        serde_json::from_value(c.call("list_runs", json!({"dag": "second"})).await.unwrap())
+            .unwrap();
+    assert_eq!(seconds.len(), 1, "after-trigger fired once");
+    let s = wait_state(&mut c, seconds[0].id, "success", 10).await;
+    assert!(
+        ms(&s.created_at) >= ms(&f.finished_at),
+        "second runs after first"
+    );
+}
