@@ -871,6 +871,7 @@ impl Scheduler {
                 Ok(json!(events))
             }
             "subscribe" => Ok(json!({"status": self.status()})),
+            "get_dag_run" => self.get_dag_run(now, params),
             other => Err(RpcError::new(
                 codes::METHOD_NOT_FOUND,
                 format!("unknown method {other:?}"),
@@ -907,6 +908,40 @@ impl Scheduler {
         let views = self.store.list_runs(&q).map_err(store_err)?;
         let views: Vec<RunView> = views.into_iter().map(|v| self.live(v, now)).collect();
         Ok(json!(views))
+    }
+
+    /// A DAG run with its jobs' deps and states (for drawing it).
+    fn get_dag_run(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {
+        let id = id_param(params, "id")?;
+        let (spec, state, runs): (Arc<DagSpec>, String, Vec<RunView>) = match self.engine.dag_run(DagRunId(id)) {
+            Some(dr) => {
+                let views = dr
+                    .runs
+                    .iter()
+                    .map(|r| self.live(RunView { id: r.0, ..RunView::default() }, now))
+                    .collect();
+                (dr.spec.clone(), format!("{:?}", dr.state).to_lowercase(), views)
+            }
+            None => {
+                let spec = self
+                    .store
+                    .dag_run_spec(id)
+                    .map_err(store_err)?
+                    .ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG run {id} not found")))?;
+                let q = RunQuery { dag_run: Some(id), limit: 10_000, ..RunQuery::default() };
+                let views = self.store.list_runs(&q).map_err(store_err)?;
+                (spec, "finished".into(), views)
+            }
+        };
+        let jobs: Vec<Value> = spec
+            .jobs
+            .iter()
+            .map(|j| {
+                let run = runs.iter().find(|r| r.job == j.id);
+                json!({"id": j.id, "deps": j.deps, "run": run.map(|r| r.id), "state": run.map(|r| r.state.clone())})
+            })
+            .collect();
+        Ok(json!({"id": id, "dag": spec.name, "state": state, "jobs": jobs}))
     }
 
     fn get_run(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {

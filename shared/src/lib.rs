@@ -4,6 +4,7 @@
 pub mod api;
 pub mod client;
 pub mod cron;
+pub mod dagdraw;
 pub mod duration;
 pub mod jobfile;
 pub mod model;

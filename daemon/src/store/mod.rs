@@ -63,6 +63,7 @@ pub struct Loaded {
 pub struct RunQuery {
     pub states: Vec<RunState>,
     pub dag: Option<String>,
+    pub dag_run: Option<u64>,
     /// Only runs with an id below this (paging, newest first).
     pub before: Option<u64>,
     pub limit: usize,

@@ -557,6 +557,9 @@ impl Store for SqliteStore {
         if q.dag.is_some() {
             sql.push_str(" AND dag = ?3");
         }
+        if let Some(dr) = q.dag_run {
+            sql.push_str(&format!(" AND dag_run = {dr}"));
+        }
         sql.push_str(" ORDER BY id DESC LIMIT ?2");
         match &q.dag {
             Some(d) => self.run_views(&sql, &[&before, &limit, d]),

@@ -70,6 +70,13 @@ enum Command {
     },
     /// DAGs: schedule, next fire, last run state, load error.
     Dags,
+    /// The DAG drawn as text; with --run, each node's state.
+    Dag {
+        dag: String,
+        /// A DAG run id: show its runs' states.
+        #[arg(long)]
+        run: Option<u64>,
+    },
     /// Start a DAG run now; prints its id.
     Trigger { dag: String },
     /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
@@ -195,6 +202,11 @@ fn main() -> ExitCode {
                     follow,
                 },
                 Command::Dags => Remote::Dags,
+                Command::Dag { dag, run } => Remote::Dag {
+                    dag,
+                    run,
+                    colour: std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+                },
                 Command::Trigger { dag } => Remote::Trigger { dag },
                 Command::Submit {
                     name,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ax_shared::api::{DagView, EventView, LogChunk, RunView, StatusView, SubmitResult};
 use ax_shared::client::{Client, ClientError};
+use ax_shared::dagdraw::{DagNode, LEGEND, layout, render_text, state_ansi, state_mark};
 use ax_shared::protocol::codes;
 use serde_json::{Value, json};
 
@@ -44,6 +45,11 @@ pub enum Remote {
         follow: bool,
     },
     Dags,
+    Dag {
+        dag: String,
+        run: Option<u64>,
+        colour: bool,
+    },
     Trigger {
         dag: String,
     },
@@ -369,6 +375,43 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     d.last_run_state.as_deref().unwrap_or("-"),
                     d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
                 );
+            }
+            Ok(exit::OK)
+        }
+        Remote::Dag { dag, run, colour } => {
+            let (nodes, states): (Vec<DagNode>, Vec<Option<String>>) = match run {
+                None => {
+                    let v: DagView = parse(c.call("get_dag", json!({"name": dag})).await?)?;
+                    let nodes = v.jobs.iter().map(|j| DagNode { id: j.clone(), deps: v.deps.get(j).cloned().unwrap_or_default() }).collect();
+                    (nodes, vec![None; v.jobs.len()])
+                }
+                Some(id) => {
+                    let v = c.call("get_dag_run", json!({"id": id})).await?;
+                    if v["dag"] != dag.as_str() {
+                        let _ = writeln!(o.err, "ax: DAG run {id} belongs to DAG {}, not {dag:?}", v["dag"]);
+                        return Ok(exit::NOT_FOUND);
+                    }
+                    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+                    let nodes = jobs
+                        .iter()
+                        .map(|j| DagNode {
+                            id: j["id"].as_str().unwrap_or_default().into(),
+                            deps: j["deps"].as_array().map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_string)).collect()).unwrap_or_default(),
+                        })
+                        .collect();
+                    (nodes, jobs.iter().map(|j| j["state"].as_str().map(str::to_string)).collect())
+                }
+            };
+            let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));
+            if o.json {
+                let _ = writeln!(o.out, "{}", json!({"dag": dag, "run": run, "lines": grid.lines()}));
+                return Ok(exit::OK);
+            }
+            let colour_of = |i: usize| state_ansi(states[i].as_deref());
+            let text = render_text(&grid, if colour && run.is_some() { Some(&colour_of) } else { None });
+            let _ = write!(o.out, "{text}");
+            if run.is_some() {
+                let _ = writeln!(o.out, "\n{LEGEND}");
             }
             Ok(exit::OK)
         }
