@@ -324,7 +324,12 @@ async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, Rpc
         None if attempts == 0 => return Ok(json!(log_chunk(run, 0, 0, b"", true))),
         None => attempts,
     };
-    let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let mut offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    // `tail: N`: the last N bytes (the console's log tail).
+    if let Some(tail) = params.get("tail").and_then(Value::as_u64) {
+        let len = std::fs::metadata(crate::executor::log_path(&handle.log_dir, crate::engine::RunId(run), attempt)).map(|m| m.len()).unwrap_or(0);
+        offset = len.saturating_sub(tail);
+    }
     let max = params
         .get("max")
         .and_then(Value::as_u64)

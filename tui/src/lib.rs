@@ -1,3 +1,4 @@
 //! The `ax` CLI and the `ax-tui` console.
 
 pub mod cli;
+pub mod console;

@@ -64,6 +64,8 @@ pub struct RunQuery {
     pub states: Vec<RunState>,
     pub dag: Option<String>,
     pub dag_run: Option<u64>,
+    /// Substring of the DAG or job name.
+    pub text: Option<String>,
     /// Only runs with an id below this (paging, newest first).
     pub before: Option<u64>,
     pub limit: usize,

@@ -560,10 +560,16 @@ impl Store for SqliteStore {
         if let Some(dr) = q.dag_run {
             sql.push_str(&format!(" AND dag_run = {dr}"));
         }
+        let pattern = q.text.as_ref().map(|t| format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+        if pattern.is_some() {
+            sql.push_str(" AND (dag LIKE ?4 ESCAPE '\\' OR job LIKE ?4 ESCAPE '\\')");
+        }
         sql.push_str(" ORDER BY id DESC LIMIT ?2");
-        match &q.dag {
-            Some(d) => self.run_views(&sql, &[&before, &limit, d]),
-            None => self.run_views(&sql, &[&before, &limit]),
+        let dag = q.dag.clone().unwrap_or_default();
+        match (&q.dag, &pattern) {
+            (Some(d), None) => self.run_views(&sql, &[&before, &limit, d]),
+            (None, None) => self.run_views(&sql, &[&before, &limit]),
+            (_, Some(p)) => self.run_views(&sql, &[&before, &limit, &dag, p]),
         }
     }
 

@@ -1,0 +1,92 @@
+//! Key bindings as data: the dispatcher and the help screen both read this
+//! table, so they cannot disagree.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::state::{Action, Mode};
+
+/// Where a binding applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Main screen.
+    Main,
+    /// DAG view.
+    Dag,
+    /// Full-screen log.
+    Log,
+    /// Everywhere (unless typing a filter or answering y/n).
+    Global,
+}
+
+pub struct Binding {
+    pub keys: &'static [KeyCode],
+    pub label: &'static str,
+    pub action: Action,
+    pub scope: Scope,
+    pub help: &'static str,
+}
+
+use KeyCode::*;
+
+pub const KEYMAP: &[Binding] = &[
+    Binding { keys: &[Up, Char('k')], label: "↑/k", action: Action::Up, scope: Scope::Global, help: "move up / scroll" },
+    Binding { keys: &[Down, Char('j')], label: "↓/j", action: Action::Down, scope: Scope::Global, help: "move down / scroll" },
+    Binding { keys: &[Left, Char('h')], label: "←/h", action: Action::Left, scope: Scope::Dag, help: "scroll left" },
+    Binding { keys: &[Right], label: "→", action: Action::Right, scope: Scope::Dag, help: "scroll right" },
+    Binding { keys: &[PageUp], label: "PgUp", action: Action::PageUp, scope: Scope::Global, help: "page up" },
+    Binding { keys: &[PageDown], label: "PgDn", action: Action::PageDown, scope: Scope::Global, help: "page down" },
+    Binding { keys: &[Enter], label: "Enter", action: Action::Detail, scope: Scope::Main, help: "detail of the selected run" },
+    Binding { keys: &[Tab], label: "Tab", action: Action::NextPane, scope: Scope::Main, help: "switch pane (runs / detail)" },
+    Binding { keys: &[Char('1')], label: "1", action: Action::SelectTab(0), scope: Scope::Main, help: "tab: all runs" },
+    Binding { keys: &[Char('2')], label: "2", action: Action::SelectTab(1), scope: Scope::Main, help: "tab: running" },
+    Binding { keys: &[Char('3')], label: "3", action: Action::SelectTab(2), scope: Scope::Main, help: "tab: queued (waiting, delayed, ready)" },
+    Binding { keys: &[Char('4')], label: "4", action: Action::SelectTab(3), scope: Scope::Main, help: "tab: failed (failed, timed out, cancelled)" },
+    Binding { keys: &[Char('5')], label: "5", action: Action::SelectTab(4), scope: Scope::Main, help: "tab: succeeded" },
+    Binding { keys: &[Char('/')], label: "/", action: Action::StartFilter, scope: Scope::Main, help: "filter by DAG or job name" },
+    Binding { keys: &[Char('c')], label: "c", action: Action::AskCancel, scope: Scope::Main, help: "cancel the selected run (asks y/n)" },
+    Binding { keys: &[Char('r')], label: "r", action: Action::Retry, scope: Scope::Main, help: "retry the selected run" },
+    Binding { keys: &[Char('t')], label: "t", action: Action::Trigger, scope: Scope::Main, help: "trigger the selected run's DAG" },
+    Binding { keys: &[Char('p')], label: "p", action: Action::TogglePause, scope: Scope::Main, help: "pause / resume the selected run's DAG" },
+    Binding { keys: &[Char('g')], label: "g", action: Action::OpenDag, scope: Scope::Main, help: "DAG view of the selected run's DAG run" },
+    Binding { keys: &[Char('l')], label: "l", action: Action::OpenLog, scope: Scope::Main, help: "full log of the selected run (follows)" },
+    Binding { keys: &[Char('f')], label: "f", action: Action::ToggleFollow, scope: Scope::Log, help: "follow the log on/off" },
+    Binding { keys: &[Char('?')], label: "?", action: Action::Help, scope: Scope::Global, help: "this help" },
+    Binding { keys: &[Esc], label: "Esc", action: Action::Back, scope: Scope::Global, help: "back / clear filter" },
+    Binding { keys: &[Char('q')], label: "q", action: Action::Quit, scope: Scope::Global, help: "quit (back from a sub-view)" },
+];
+
+/// The action for a key in a mode, if any. Typing a filter and answering
+/// the cancel question are handled before the table.
+pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == Char('c') {
+        return Some(Action::Quit);
+    }
+    match mode {
+        Mode::Filter => {
+            return Some(match key.code {
+                Enter => Action::FilterDone,
+                Esc => Action::FilterCancel,
+                Backspace => Action::FilterBackspace,
+                Char(c) => Action::FilterInput(c),
+                _ => return None,
+            });
+        }
+        Mode::ConfirmCancel(_) => {
+            return Some(match key.code {
+                Char('y') | Char('Y') => Action::Confirm(true),
+                _ => Action::Confirm(false),
+            });
+        }
+        _ => {}
+    }
+    let scope = match mode {
+        Mode::Dag => Scope::Dag,
+        Mode::Log => Scope::Log,
+        _ => Scope::Main,
+    };
+    KEYMAP
+        .iter()
+        .filter(|b| b.scope == scope || b.scope == Scope::Global)
+        .find(|b| b.keys.contains(&key.code))
+        .map(|b| b.action)
+}
