@@ -64,14 +64,14 @@ pub fn state_mark(state: Option<&str>) -> char {
         Some("running") => '▶',
         Some("success") => '✓',
         Some("failed") => '✗',
-        Some("timed_out") => '⌛',
+        Some("timed_out") => '⊗',
         Some("cancelled") => '⊘',
         _ => '·',
     }
 }
 
 /// Legend of the marks, one line.
-pub const LEGEND: &str = "○ waiting  ◷ delayed  ◌ ready  ▶ running  ✓ success  ✗ failed  ⌛ timed out  ⊘ cancelled";
+pub const LEGEND: &str = "○ waiting  ◷ delayed  ◌ ready  ▶ running  ✓ success  ✗ failed  ⊗ timed out  ⊘ cancelled";
 
 // Connection bits of a cell.
 const UP: u8 = 1;

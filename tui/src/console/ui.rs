@@ -74,7 +74,7 @@ pub fn render(f: &mut Frame, app: &App) {
         Mode::Dag => render_dag(f, app, body),
         Mode::Log => render_log(f, app, body),
         _ => {
-            if body.width >= 120 {
+            if body.width >= 140 {
                 let [left, right] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(body);
                 render_runs(f, app, left);
                 render_detail(f, app, right);
@@ -239,13 +239,13 @@ fn render_runs(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let widths = [
         Constraint::Length(6),
-        Constraint::Length(22),
+        Constraint::Fill(2),
         Constraint::Length(9),
-        Constraint::Length(6),
         Constraint::Length(5),
-        Constraint::Length(8),
-        Constraint::Length(6),
-        Constraint::Min(10),
+        Constraint::Length(4),
+        Constraint::Length(7),
+        Constraint::Length(5),
+        Constraint::Fill(3),
     ];
     let focused = app.focus == Pane::Runs;
     let table = Table::new(rows, widths)
