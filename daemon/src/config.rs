@@ -286,7 +286,10 @@ impl Config {
             message,
         };
         let raw: Raw = toml::from_str(text).map_err(|e| invalid(describe_toml_error(text, &e)))?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        // Relative paths are relative to the config file's folder, made
+        // absolute: jobs get AX_SOCKET and run in other directories.
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
         Config::from_raw(raw, Some(&base)).map_err(invalid)
     }
 

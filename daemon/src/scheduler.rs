@@ -898,6 +898,12 @@ impl Scheduler {
             .get("dag")
             .and_then(Value::as_str)
             .map(str::to_string);
+        q.text = params
+            .get("filter")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        q.dag_run = params.get("dag_run").and_then(Value::as_u64);
         if let Some(l) = params.get("limit") {
             q.limit = l
                 .as_u64()
@@ -913,26 +919,45 @@ impl Scheduler {
     /// A DAG run with its jobs' deps and states (for drawing it).
     fn get_dag_run(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {
         let id = id_param(params, "id")?;
-        let (spec, state, runs): (Arc<DagSpec>, String, Vec<RunView>) = match self.engine.dag_run(DagRunId(id)) {
-            Some(dr) => {
-                let views = dr
-                    .runs
-                    .iter()
-                    .map(|r| self.live(RunView { id: r.0, ..RunView::default() }, now))
-                    .collect();
-                (dr.spec.clone(), format!("{:?}", dr.state).to_lowercase(), views)
-            }
-            None => {
-                let spec = self
-                    .store
-                    .dag_run_spec(id)
-                    .map_err(store_err)?
-                    .ok_or_else(|| RpcError::new(codes::NOT_FOUND, format!("DAG run {id} not found")))?;
-                let q = RunQuery { dag_run: Some(id), limit: 10_000, ..RunQuery::default() };
-                let views = self.store.list_runs(&q).map_err(store_err)?;
-                (spec, "finished".into(), views)
-            }
-        };
+        let (spec, state, runs): (Arc<DagSpec>, String, Vec<RunView>) =
+            match self.engine.dag_run(DagRunId(id)) {
+                Some(dr) => {
+                    let views = dr
+                        .runs
+                        .iter()
+                        .map(|r| {
+                            self.live(
+                                RunView {
+                                    id: r.0,
+                                    ..RunView::default()
+                                },
+                                now,
+                            )
+                        })
+                        .collect();
+                    (
+                        dr.spec.clone(),
+                        format!("{:?}", dr.state).to_lowercase(),
+                        views,
+                    )
+                }
+                None => {
+                    let spec =
+                        self.store
+                            .dag_run_spec(id)
+                            .map_err(store_err)?
+                            .ok_or_else(|| {
+                                RpcError::new(codes::NOT_FOUND, format!("DAG run {id} not found"))
+                            })?;
+                    let q = RunQuery {
+                        dag_run: Some(id),
+                        limit: 10_000,
+                        ..RunQuery::default()
+                    };
+                    let views = self.store.list_runs(&q).map_err(store_err)?;
+                    (spec, "finished".into(), views)
+                }
+            };
         let jobs: Vec<Value> = spec
             .jobs
             .iter()

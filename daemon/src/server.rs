@@ -49,7 +49,7 @@ pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixLi
         path: path.display().to_string(),
         source,
     };
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(io)?;
             let mode = if with_groups { 0o750 } else { 0o700 };
@@ -327,7 +327,13 @@ async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, Rpc
     let mut offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
     // `tail: N`: the last N bytes (the console's log tail).
     if let Some(tail) = params.get("tail").and_then(Value::as_u64) {
-        let len = std::fs::metadata(crate::executor::log_path(&handle.log_dir, crate::engine::RunId(run), attempt)).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::metadata(crate::executor::log_path(
+            &handle.log_dir,
+            crate::engine::RunId(run),
+            attempt,
+        ))
+        .map(|m| m.len())
+        .unwrap_or(0);
         offset = len.saturating_sub(tail);
     }
     let max = params

@@ -2,7 +2,10 @@
 use ax_shared::dagdraw::{DagNode, layout};
 
 fn main() {
-    let n = |id: &str, deps: &[&str]| DagNode { id: id.into(), deps: deps.iter().map(|d| d.to_string()).collect() };
+    let n = |id: &str, deps: &[&str]| DagNode {
+        id: id.into(),
+        deps: deps.iter().map(|d| d.to_string()).collect(),
+    };
     let weekly = vec![
         n("fetch_sales", &[]),
         n("fetch_stock", &[]),
@@ -11,6 +14,13 @@ fn main() {
         n("email", &["calc_report"]),
     ];
     println!("{}\n", layout(&weekly, &|_| '○').lines().join("\n"));
-    let mixed = vec![n("a", &[]), n("b", &["a"]), n("c", &["b"]), n("d", &["a", "c"]), n("e", &["a"]), n("f", &["e", "b"])];
+    let mixed = vec![
+        n("a", &[]),
+        n("b", &["a"]),
+        n("c", &["b"]),
+        n("d", &["a", "c"]),
+        n("e", &["a"]),
+        n("f", &["e", "b"]),
+    ];
     println!("{}", layout(&mixed, &|_| '✓').lines().join("\n"));
 }

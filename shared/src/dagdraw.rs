@@ -48,7 +48,9 @@ impl Grid {
     pub fn lines(&self) -> Vec<String> {
         (0..self.height)
             .map(|y| {
-                let s: String = self.cells[y * self.width..(y + 1) * self.width].iter().collect();
+                let s: String = self.cells[y * self.width..(y + 1) * self.width]
+                    .iter()
+                    .collect();
                 s.trim_end().to_string()
             })
             .collect()
@@ -71,7 +73,8 @@ pub fn state_mark(state: Option<&str>) -> char {
 }
 
 /// Legend of the marks, one line.
-pub const LEGEND: &str = "○ waiting  ◷ delayed  ◌ ready  ▶ running  ✓ success  ✗ failed  ⊗ timed out  ⊘ cancelled";
+pub const LEGEND: &str =
+    "○ waiting  ◷ delayed  ◌ ready  ▶ running  ✓ success  ✗ failed  ⊗ timed out  ⊘ cancelled";
 
 // Connection bits of a cell.
 const UP: u8 = 1;
@@ -101,10 +104,19 @@ fn bits_char(b: u8) -> char {
 /// arbitrarily rather than looping.
 pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     let n = nodes.len();
-    let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, d)| (d.id.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.id.as_str(), i))
+        .collect();
     let deps: Vec<Vec<usize>> = nodes
         .iter()
-        .map(|d| d.deps.iter().filter_map(|x| index.get(x.as_str()).copied()).collect())
+        .map(|d| {
+            d.deps
+                .iter()
+                .filter_map(|x| index.get(x.as_str()).copied())
+                .collect()
+        })
         .collect();
 
     // 1. layers by longest path (iterative, bounded against cycles)
@@ -168,14 +180,22 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     reindex(&rows, &mut pos);
     for sweep in 0..8 {
         let down = sweep % 2 == 0;
-        let order: Vec<usize> = if down { (1..depth).collect() } else { (0..depth.saturating_sub(1)).rev().collect() };
+        let order: Vec<usize> = if down {
+            (1..depth).collect()
+        } else {
+            (0..depth.saturating_sub(1)).rev().collect()
+        };
         for l in order {
             let neighbours = if down { &ups } else { &downs };
             let mut keyed: Vec<(f64, f64, usize)> = rows[l]
                 .iter()
                 .map(|&v| {
                     let ns = &neighbours[v];
-                    let bc = if ns.is_empty() { pos[v] } else { ns.iter().map(|u| pos[*u]).sum::<f64>() / ns.len() as f64 };
+                    let bc = if ns.is_empty() {
+                        pos[v]
+                    } else {
+                        ns.iter().map(|u| pos[*u]).sum::<f64>() / ns.len() as f64
+                    };
                     (bc, pos[v], v)
                 })
                 .collect();
@@ -198,7 +218,11 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
             let desired = if l == 0 || ups[v].is_empty() {
                 next_free
             } else {
-                let mid = ups[v].iter().map(|u| vx[*u] + v_width[*u] / 2).sum::<usize>() / ups[v].len();
+                let mid = ups[v]
+                    .iter()
+                    .map(|u| vx[*u] + v_width[*u] / 2)
+                    .sum::<usize>()
+                    / ups[v].len();
                 mid.saturating_sub(v_width[v] / 2)
             };
             vx[v] = desired.max(next_free);
@@ -209,7 +233,11 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     for x in &mut vx {
         *x -= left;
     }
-    let width = (0..nv).map(|v| vx[v] + v_width[v]).max().unwrap_or(0).max(1);
+    let width = (0..nv)
+        .map(|v| vx[v] + v_width[v])
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let center = |v: usize| vx[v] + v_width[v] / 2;
 
     // 5. tracks per gap, then rows
@@ -260,7 +288,11 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     let mut owner = vec![None; width * height];
     let mut set_bits = |x: usize, y: usize, b: u8, bits: &mut Vec<u8>| bits[y * width + x] |= b;
     // vertical line helper: from y0 to y1 inclusive at x
-    let vline = |x: usize, y0: usize, y1: usize, bits: &mut Vec<u8>, set: &mut dyn FnMut(usize, usize, u8, &mut Vec<u8>)| {
+    let vline = |x: usize,
+                 y0: usize,
+                 y1: usize,
+                 bits: &mut Vec<u8>,
+                 set: &mut dyn FnMut(usize, usize, u8, &mut Vec<u8>)| {
         for y in y0..=y1 {
             let mut b = 0;
             if y > y0 {
@@ -282,7 +314,11 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
             vline(sx, top, bottom, &mut bits, &mut set_bits);
             set_bits(sx, top, UP, &mut bits);
         } else {
-            let t = gap_tracks[l].iter().find(|(x, y, _)| *x == a && *y == b).map(|g| g.2).unwrap_or(0);
+            let t = gap_tracks[l]
+                .iter()
+                .find(|(x, y, _)| *x == a && *y == b)
+                .map(|g| g.2)
+                .unwrap_or(0);
             let ty = top + 1 + t;
             vline(sx, top, ty, &mut bits, &mut set_bits);
             set_bits(sx, top, UP, &mut bits);
@@ -328,7 +364,14 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
         }
         boxes.push((vx[i], y, v_width[i]));
     }
-    Grid { width, height, cells, owner, boxes, layers: layer }
+    Grid {
+        width,
+        height,
+        cells,
+        owner,
+        boxes,
+        layers: layer,
+    }
 }
 
 /// The grid as text; with `colour`, node boxes get the ANSI colour that

@@ -5,7 +5,10 @@ use ax_shared::dagdraw::{DagNode, Grid, layout, state_mark};
 use proptest::prelude::*;
 
 fn node(id: &str, deps: &[&str]) -> DagNode {
-    DagNode { id: id.into(), deps: deps.iter().map(|d| d.to_string()).collect() }
+    DagNode {
+        id: id.into(),
+        deps: deps.iter().map(|d| d.to_string()).collect(),
+    }
 }
 
 fn weekly() -> Vec<DagNode> {
@@ -69,7 +72,11 @@ fn check(nodes: &[DagNode]) -> Grid {
     for (i, a) in g.boxes.iter().enumerate() {
         for b in &g.boxes[i + 1..] {
             let overlap = a.1 == b.1 && a.0 < b.0 + b.2 && b.0 < a.0 + a.2;
-            assert!(!overlap, "boxes overlap: {a:?} {b:?}\n{}", g.lines().join("\n"));
+            assert!(
+                !overlap,
+                "boxes overlap: {a:?} {b:?}\n{}",
+                g.lines().join("\n")
+            );
         }
     }
     // layer order respects deps, every edge drawn
@@ -78,7 +85,12 @@ fn check(nodes: &[DagNode]) -> Grid {
             let j = nodes.iter().position(|x| &x.id == d).unwrap();
             assert!(g.layers[j] < g.layers[i], "{d} above {}", n.id);
             assert!(g.boxes[j].1 < g.boxes[i].1);
-            assert!(connected(&g, j, i), "edge {d} -> {} not drawn\n{}", n.id, g.lines().join("\n"));
+            assert!(
+                connected(&g, j, i),
+                "edge {d} -> {} not drawn\n{}",
+                n.id,
+                g.lines().join("\n")
+            );
         }
     }
     g
@@ -99,8 +111,17 @@ fn weekly_report_is_a_diamond() {
 fn insta_like_snapshot(text: &str) {
     // Three fetches on the first row, the report below them, mail last.
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].contains("fetch_sales") && lines[0].contains("fetch_stock") && lines[0].contains("fetch_ads"), "{text}");
-    assert_eq!(text.matches('▼').count(), 2, "one arrow into calc_report and one into email:\n{text}");
+    assert!(
+        lines[0].contains("fetch_sales")
+            && lines[0].contains("fetch_stock")
+            && lines[0].contains("fetch_ads"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches('▼').count(),
+        2,
+        "one arrow into calc_report and one into email:\n{text}"
+    );
 }
 
 #[test]
@@ -111,7 +132,14 @@ fn fifty_nodes_stay_readable() {
             0..=4 => vec![],
             _ => vec![format!("n{}", i - 5), format!("n{}", (i * 7) % i)],
         };
-        nodes.push(DagNode { id: format!("n{i}"), deps: { let mut d = deps; d.dedup(); d } });
+        nodes.push(DagNode {
+            id: format!("n{i}"),
+            deps: {
+                let mut d = deps;
+                d.dedup();
+                d
+            },
+        });
     }
     let g = check(&nodes);
     assert!(g.width < 200, "width {}", g.width);
@@ -119,12 +147,26 @@ fn fifty_nodes_stay_readable() {
 
 #[test]
 fn long_edges_pass_through_dummy_columns() {
-    check(&[node("a", &[]), node("b", &["a"]), node("c", &["b"]), node("d", &["a", "c"])]);
+    check(&[
+        node("a", &[]),
+        node("b", &["a"]),
+        node("c", &["b"]),
+        node("d", &["a", "c"]),
+    ]);
 }
 
 #[test]
 fn marks_are_distinct() {
-    let states = ["waiting", "delayed", "ready", "running", "success", "failed", "timed_out", "cancelled"];
+    let states = [
+        "waiting",
+        "delayed",
+        "ready",
+        "running",
+        "success",
+        "failed",
+        "timed_out",
+        "cancelled",
+    ];
     let mut marks: Vec<char> = states.iter().map(|s| state_mark(Some(s))).collect();
     marks.sort();
     marks.dedup();

@@ -10,7 +10,9 @@ use ratatui::backend::TestBackend;
 use serde_json::json;
 
 fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").unwrap().with_timezone(&Utc)
+    DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 fn t(s: &str) -> Option<String> {
@@ -44,7 +46,11 @@ fn flaky() -> RunView {
         signal: None,
     };
     RunView {
-        attempts: vec![a(1, "11:59:00", "11:59:10", "failed"), a(2, "11:59:12", "11:59:22", "timed_out"), a(3, "11:59:26", "11:59:40", "failed")],
+        attempts: vec![
+            a(1, "11:59:00", "11:59:10", "failed"),
+            a(2, "11:59:12", "11:59:22", "timed_out"),
+            a(3, "11:59:26", "11:59:40", "failed"),
+        ],
         retries: 3,
         next_at: t("12:00:08"),
         why: Some("backoff until 12:00:08 UTC".into()),
@@ -57,21 +63,43 @@ fn status() -> StatusView {
     StatusView {
         version: "0.1.0".into(),
         uptime_s: 3725,
-        pools: vec![PoolView { name: "default".into(), slots: 8, running: 3 }, PoolView { name: "io".into(), slots: 40, running: 40 }],
+        pools: vec![
+            PoolView {
+                name: "default".into(),
+                slots: 8,
+                running: 3,
+            },
+            PoolView {
+                name: "io".into(),
+                slots: 40,
+                running: 40,
+            },
+        ],
         max_concurrency: 8,
         burst_in_use: 1,
         burst_extra: 3,
-        runs: [("waiting", 4), ("delayed", 1), ("ready", 2), ("running", 3), ("success", 120), ("failed", 2), ("timed_out", 0), ("cancelled", 1)]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        runs: [
+            ("waiting", 4),
+            ("delayed", 1),
+            ("ready", 2),
+            ("running", 3),
+            ("success", 120),
+            ("failed", 2),
+            ("timed_out", 0),
+            ("cancelled", 1),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
         errors: vec![],
     }
 }
 
 fn app() -> App {
     let mut app = App::new(now(), false);
-    app.on_daemon(DaemonEvent::Connected { version: "0.1.0".into() });
+    app.on_daemon(DaemonEvent::Connected {
+        version: "0.1.0".into(),
+    });
     app.on_daemon(DaemonEvent::Status(status()));
     for i in 0..30u64 {
         let mut s = status();
@@ -85,7 +113,14 @@ fn app() -> App {
     let mut r = run(6, "etl-nightly", "extract", "success");
     r.started_at = t("11:58:00");
     r.finished_at = t("11:58:42");
-    r.attempts = vec![AttemptView { n: 1, started_at: t("11:58:00"), finished_at: t("11:58:42"), outcome: Some("success".into()), exit_code: Some(0), signal: None }];
+    r.attempts = vec![AttemptView {
+        n: 1,
+        started_at: t("11:58:00"),
+        finished_at: t("11:58:42"),
+        outcome: Some("success".into()),
+        exit_code: Some(0),
+        signal: None,
+    }];
     runs.push(r);
     let mut w = run(5, "weekly-report", "email", "waiting");
     w.why = Some("waiting for calc_report (running)".into());
@@ -102,7 +137,10 @@ fn app() -> App {
     runs.push(b);
     app.on_daemon(DaemonEvent::Window(runs));
     app.on_daemon(DaemonEvent::Detail(Box::new(flaky())));
-    app.on_daemon(DaemonEvent::LogTail { run: 7, text: "transform attempt 3\nupstream API returned 503\n".into() });
+    app.on_daemon(DaemonEvent::LogTail {
+        run: 7,
+        text: "transform attempt 3\nupstream API returned 503\n".into(),
+    });
     app
 }
 
@@ -132,7 +170,9 @@ fn help_screen() {
 #[test]
 fn disconnected_state() {
     let mut a = app();
-    a.on_daemon(DaemonEvent::Disconnected { reason: "cannot reach axd at /run/ax/axd.sock: Connection refused".into() });
+    a.on_daemon(DaemonEvent::Disconnected {
+        reason: "cannot reach axd at /run/ax/axd.sock: Connection refused".into(),
+    });
     insta::assert_snapshot!(draw(&a, 80, 24).backend());
 }
 
@@ -149,7 +189,11 @@ fn dag_view_of_the_weekly_report() {
         (s("fetch_sales"), vec![], "success"),
         (s("fetch_stock"), vec![], "running"),
         (s("fetch_ads"), vec![], "failed"),
-        (s("calc_report"), vec![s("fetch_sales"), s("fetch_stock"), s("fetch_ads")], "waiting"),
+        (
+            s("calc_report"),
+            vec![s("fetch_sales"), s("fetch_stock"), s("fetch_ads")],
+            "waiting",
+        ),
         (s("email"), vec![s("calc_report")], "waiting"),
     ])));
     insta::assert_snapshot!(draw(&a, 100, 26).backend());
@@ -161,8 +205,16 @@ fn dag_view_of_fifty_nodes_scrolls() {
     a.update(Action::OpenDag);
     let jobs = (0..50)
         .map(|i| {
-            let deps = if i < 5 { vec![] } else { vec![format!("n{}", i - 5)] };
-            (format!("n{i}"), deps, if i % 3 == 0 { "success" } else { "waiting" })
+            let deps = if i < 5 {
+                vec![]
+            } else {
+                vec![format!("n{}", i - 5)]
+            };
+            (
+                format!("n{i}"),
+                deps,
+                if i % 3 == 0 { "success" } else { "waiting" },
+            )
         })
         .collect();
     a.on_daemon(DaemonEvent::DagRun(dag_json(jobs)));
@@ -186,7 +238,10 @@ fn update_moves_and_switches() {
     assert_eq!(a.selected, 3);
     a.update(Action::PageUp);
     assert_eq!(a.selected, 0);
-    assert!(a.update(Action::Up).is_empty(), "at the top nothing happens");
+    assert!(
+        a.update(Action::Up).is_empty(),
+        "at the top nothing happens"
+    );
     a.update(Action::NextPane);
     assert_eq!(a.focus, Pane::Detail);
     a.update(Action::Down);
@@ -196,7 +251,9 @@ fn update_moves_and_switches() {
     assert_eq!(a.update(Action::Detail), vec![Command::FetchDetail(7)]);
     assert_eq!(a.focus, Pane::Detail);
     match a.update(Action::SelectTab(3)).as_slice() {
-        [Command::FetchWindow { states, .. }] => assert_eq!(states, &vec!["failed", "timed_out", "cancelled"]),
+        [Command::FetchWindow { states, .. }] => {
+            assert_eq!(states, &vec!["failed", "timed_out", "cancelled"])
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(a.tab, 3);
@@ -222,7 +279,10 @@ fn update_filter() {
     a.update(Action::StartFilter);
     a.update(Action::FilterInput('x'));
     a.update(Action::FilterCancel);
-    assert_eq!((a.mode.clone(), a.filter.clone()), (Mode::Main, String::new()));
+    assert_eq!(
+        (a.mode.clone(), a.filter.clone()),
+        (Mode::Main, String::new())
+    );
 }
 
 #[test]
@@ -240,16 +300,31 @@ fn update_cancel_asks_first() {
     assert!(a.update(Action::AskCancel).is_empty());
     assert!(a.status_line.as_ref().unwrap().1, "shown as an error");
     // the daemon's answer goes to the status line
-    a.on_daemon(DaemonEvent::ActionResult { ok: false, message: "cancel 7: run 7 already ended".into() });
-    assert_eq!(a.status_line, Some(("cancel 7: run 7 already ended".into(), true)));
+    a.on_daemon(DaemonEvent::ActionResult {
+        ok: false,
+        message: "cancel 7: run 7 already ended".into(),
+    });
+    assert_eq!(
+        a.status_line,
+        Some(("cancel 7: run 7 already ended".into(), true))
+    );
 }
 
 #[test]
 fn update_retry_trigger_pause() {
     let mut a = app();
     assert_eq!(a.update(Action::Retry), vec![Command::Retry(7)]);
-    assert_eq!(a.update(Action::Trigger), vec![Command::Trigger("etl-nightly".into())]);
-    assert_eq!(a.update(Action::TogglePause), vec![Command::Pause { dag: "etl-nightly".into(), pause: true }]);
+    assert_eq!(
+        a.update(Action::Trigger),
+        vec![Command::Trigger("etl-nightly".into())]
+    );
+    assert_eq!(
+        a.update(Action::TogglePause),
+        vec![Command::Pause {
+            dag: "etl-nightly".into(),
+            pause: true
+        }]
+    );
 }
 
 #[test]
@@ -262,11 +337,26 @@ fn update_views_and_quit() {
     assert_eq!(a.scroll, (1, 4));
     a.update(Action::Left);
     assert_eq!(a.scroll, (1, 0));
-    assert!(a.update(Action::Quit).is_empty(), "q leaves a sub-view first");
+    assert!(
+        a.update(Action::Quit).is_empty(),
+        "q leaves a sub-view first"
+    );
     assert_eq!(a.mode, Mode::Main);
-    assert_eq!(a.update(Action::OpenLog), vec![Command::FetchLog { run: 7, attempt: None, offset: 0 }]);
+    assert_eq!(
+        a.update(Action::OpenLog),
+        vec![Command::FetchLog {
+            run: 7,
+            attempt: None,
+            offset: 0
+        }]
+    );
     assert_eq!(a.mode, Mode::Log);
-    a.on_daemon(DaemonEvent::Log { run: 7, offset: 6, data: "hello\n".into(), eof: false });
+    a.on_daemon(DaemonEvent::Log {
+        run: 7,
+        offset: 6,
+        data: "hello\n".into(),
+        eof: false,
+    });
     assert_eq!(a.log, "hello\n");
     a.update(Action::ToggleFollow);
     assert!(!a.follow);
@@ -286,23 +376,46 @@ fn daemon_events_keep_the_selection_and_refetch() {
     let mut runs = a.runs.clone();
     runs.insert(0, run(8, "new", "job", "ready"));
     a.on_daemon(DaemonEvent::Window(runs));
-    assert_eq!(a.selected_run().unwrap().id, 6, "selection follows the run, not the row");
-    let cmds = a.on_daemon(DaemonEvent::Changed { status: None, runs_changed: vec![6] });
+    assert_eq!(
+        a.selected_run().unwrap().id,
+        6,
+        "selection follows the run, not the row"
+    );
+    let cmds = a.on_daemon(DaemonEvent::Changed {
+        status: None,
+        runs_changed: vec![6],
+    });
     assert!(cmds.contains(&Command::FetchDetail(6)));
     a.on_daemon(DaemonEvent::Disconnected { reason: "x".into() });
     assert!(matches!(a.conn, Conn::Disconnected { .. }));
-    let cmds = a.on_daemon(DaemonEvent::Connected { version: "0.1.0".into() });
-    assert!(matches!(cmds[0], Command::FetchWindow { .. }), "reconnect refetches the window");
+    let cmds = a.on_daemon(DaemonEvent::Connected {
+        version: "0.1.0".into(),
+    });
+    assert!(
+        matches!(cmds[0], Command::FetchWindow { .. }),
+        "reconnect refetches the window"
+    );
 }
 
 #[test]
 fn timeline_shows_attempts_gaps_and_countdown() {
     let a = app();
     let lines = ui::timeline(&a, &flaky(), 70);
-    let bar: String = lines[0].spans.iter().map(|s| s.content.to_string()).collect();
+    let bar: String = lines[0]
+        .spans
+        .iter()
+        .map(|s| s.content.to_string())
+        .collect();
     assert_eq!(bar.chars().count(), 70);
-    assert!(bar.contains('█') && bar.contains('·') && bar.ends_with('▷'), "{bar}");
-    let legend: String = lines[1].spans.iter().map(|s| s.content.to_string()).collect();
+    assert!(
+        bar.contains('█') && bar.contains('·') && bar.ends_with('▷'),
+        "{bar}"
+    );
+    let legend: String = lines[1]
+        .spans
+        .iter()
+        .map(|s| s.content.to_string())
+        .collect();
     assert!(legend.contains("#2 timed_out 10s"), "{legend}");
     assert!(legend.contains("next retry in 8s"), "{legend}");
 }

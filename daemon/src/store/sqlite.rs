@@ -560,7 +560,14 @@ impl Store for SqliteStore {
         if let Some(dr) = q.dag_run {
             sql.push_str(&format!(" AND dag_run = {dr}"));
         }
-        let pattern = q.text.as_ref().map(|t| format!("%{}%", t.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+        let pattern = q.text.as_ref().map(|t| {
+            format!(
+                "%{}%",
+                t.replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_")
+            )
+        });
         if pattern.is_some() {
             sql.push_str(" AND (dag LIKE ?4 ESCAPE '\\' OR job LIKE ?4 ESCAPE '\\')");
         }

@@ -33,7 +33,10 @@ struct Demo {
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         for _ in 0..200 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
                 break;
@@ -79,7 +82,12 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
         ),
     )?;
     let log = std::fs::File::create(dir.join("axd.log"))?;
-    let child = std::process::Command::new(&axd).arg("--config").arg(&config).stderr(log).spawn().with_context(|| format!("starting {}", axd.display()))?;
+    let child = std::process::Command::new(&axd)
+        .arg("--config")
+        .arg(&config)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {}", axd.display()))?;
     let socket = dir.join("axd.sock");
     let demo = Demo { child, dir };
     for _ in 0..400 {
@@ -88,7 +96,10 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    bail!("the demo daemon did not start; see {}", demo.dir.join("axd.log").display())
+    bail!(
+        "the demo daemon did not start; see {}",
+        demo.dir.join("axd.log").display()
+    )
 }
 
 async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
@@ -97,9 +108,17 @@ async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
     for dag in ["weekly-report", "etl-nightly", "disk-usage"] {
         c.call("trigger", json!({"dag": dag})).await?;
     }
-    c.call("submit", json!({"name": "flaky-upload", "command": "echo uploading; sleep 1; exit 1", "retries": 3})).await?;
+    c.call(
+        "submit",
+        json!({"name": "flaky-upload", "command": "echo uploading; sleep 1; exit 1", "retries": 3}),
+    )
+    .await?;
     c.call("submit", json!({"name": "long-backfill", "command": "for i in $(seq 1 600); do ax heartbeat --progress 0.$((i % 10)) \"chunk $i\"; echo chunk $i; sleep 1; done", "pool": "io"})).await?;
-    c.call("submit", json!({"name": "urgent-fix", "command": "sleep 5; echo fixed", "priority": 95})).await?;
+    c.call(
+        "submit",
+        json!({"name": "urgent-fix", "command": "sleep 5; echo fixed", "priority": 95}),
+    )
+    .await?;
     Ok(())
 }
 
@@ -109,7 +128,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         seed_demo(&s).await?;
         (Some(d), s)
     } else {
-        (None, args.socket.unwrap_or_else(ax_shared::client::default_socket))
+        (
+            None,
+            args.socket
+                .unwrap_or_else(ax_shared::client::default_socket),
+        )
     };
     let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
@@ -151,7 +174,11 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("ax-tui: {e}");

@@ -205,7 +205,8 @@ fn main() -> ExitCode {
                 Command::Dag { dag, run } => Remote::Dag {
                     dag,
                     run,
-                    colour: std::io::IsTerminal::is_terminal(&std::io::stdout()) && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+                    colour: std::io::IsTerminal::is_terminal(&std::io::stdout())
+                        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
                 },
                 Command::Trigger { dag } => Remote::Trigger { dag },
                 Command::Submit {

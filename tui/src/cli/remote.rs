@@ -382,13 +382,24 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             let (nodes, states): (Vec<DagNode>, Vec<Option<String>>) = match run {
                 None => {
                     let v: DagView = parse(c.call("get_dag", json!({"name": dag})).await?)?;
-                    let nodes = v.jobs.iter().map(|j| DagNode { id: j.clone(), deps: v.deps.get(j).cloned().unwrap_or_default() }).collect();
+                    let nodes = v
+                        .jobs
+                        .iter()
+                        .map(|j| DagNode {
+                            id: j.clone(),
+                            deps: v.deps.get(j).cloned().unwrap_or_default(),
+                        })
+                        .collect();
                     (nodes, vec![None; v.jobs.len()])
                 }
                 Some(id) => {
                     let v = c.call("get_dag_run", json!({"id": id})).await?;
                     if v["dag"] != dag.as_str() {
-                        let _ = writeln!(o.err, "ax: DAG run {id} belongs to DAG {}, not {dag:?}", v["dag"]);
+                        let _ = writeln!(
+                            o.err,
+                            "ax: DAG run {id} belongs to DAG {}, not {dag:?}",
+                            v["dag"]
+                        );
                         return Ok(exit::NOT_FOUND);
                     }
                     let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
@@ -396,19 +407,42 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                         .iter()
                         .map(|j| DagNode {
                             id: j["id"].as_str().unwrap_or_default().into(),
-                            deps: j["deps"].as_array().map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_string)).collect()).unwrap_or_default(),
+                            deps: j["deps"]
+                                .as_array()
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(|d| d.as_str().map(str::to_string))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
                         })
                         .collect();
-                    (nodes, jobs.iter().map(|j| j["state"].as_str().map(str::to_string)).collect())
+                    (
+                        nodes,
+                        jobs.iter()
+                            .map(|j| j["state"].as_str().map(str::to_string))
+                            .collect(),
+                    )
                 }
             };
             let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));
             if o.json {
-                let _ = writeln!(o.out, "{}", json!({"dag": dag, "run": run, "lines": grid.lines()}));
+                let _ = writeln!(
+                    o.out,
+                    "{}",
+                    json!({"dag": dag, "run": run, "lines": grid.lines()})
+                );
                 return Ok(exit::OK);
             }
             let colour_of = |i: usize| state_ansi(states[i].as_deref());
-            let text = render_text(&grid, if colour && run.is_some() { Some(&colour_of) } else { None });
+            let text = render_text(
+                &grid,
+                if colour && run.is_some() {
+                    Some(&colour_of)
+                } else {
+                    None
+                },
+            );
             let _ = write!(o.out, "{text}");
             if run.is_some() {
                 let _ = writeln!(o.out, "\n{LEGEND}");

@@ -34,12 +34,19 @@ async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
                 let version = c.server["version"].as_str().unwrap_or("?").to_string();
                 match c.call("subscribe", Value::Null).await {
                     Ok(snapshot) => {
-                        if let Ok(s) = serde_json::from_value::<StatusView>(snapshot["status"].clone()) {
+                        if let Ok(s) =
+                            serde_json::from_value::<StatusView>(snapshot["status"].clone())
+                        {
                             send(&events, DaemonEvent::Status(s));
                         }
                         send(&events, DaemonEvent::Connected { version });
                     }
-                    Err(e) => send(&events, DaemonEvent::Disconnected { reason: e.to_string() }),
+                    Err(e) => send(
+                        &events,
+                        DaemonEvent::Disconnected {
+                            reason: e.to_string(),
+                        },
+                    ),
                 }
                 loop {
                     match c.next_notification().await {
@@ -49,20 +56,41 @@ async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
                                 .as_array()
                                 .map(|a| a.iter().filter_map(|e| e["run"].as_u64()).collect())
                                 .unwrap_or_default();
-                            runs.extend(params["progress"].as_array().map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>()).unwrap_or_default());
-                            send(&events, DaemonEvent::Changed { status, runs_changed: runs });
+                            runs.extend(
+                                params["progress"]
+                                    .as_array()
+                                    .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
+                                    .unwrap_or_default(),
+                            );
+                            send(
+                                &events,
+                                DaemonEvent::Changed {
+                                    status,
+                                    runs_changed: runs,
+                                },
+                            );
                         }
                         // Too slow: resubscribe (a new connection) and refetch.
                         Ok((method, _)) if method == "lagged" => break,
                         Ok(_) => {}
                         Err(e) => {
-                            send(&events, DaemonEvent::Disconnected { reason: e.to_string() });
+                            send(
+                                &events,
+                                DaemonEvent::Disconnected {
+                                    reason: e.to_string(),
+                                },
+                            );
                             break;
                         }
                     }
                 }
             }
-            Err(e) => send(&events, DaemonEvent::Disconnected { reason: e.to_string() }),
+            Err(e) => send(
+                &events,
+                DaemonEvent::Disconnected {
+                    reason: e.to_string(),
+                },
+            ),
         }
         tokio::time::sleep(RETRY).await;
     }
@@ -89,7 +117,11 @@ fn coalesce(batch: Vec<Command>) -> Vec<Command> {
     out
 }
 
-async fn requests(socket: PathBuf, mut rx: UnboundedReceiver<Command>, events: UnboundedSender<Event>) {
+async fn requests(
+    socket: PathBuf,
+    mut rx: UnboundedReceiver<Command>,
+    events: UnboundedSender<Event>,
+) {
     let mut client: Option<Client> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -105,12 +137,23 @@ async fn requests(socket: PathBuf, mut rx: UnboundedReceiver<Command>, events: U
             }
             let Some(c) = client.as_mut() else {
                 if is_action(&cmd) {
-                    send(&events, DaemonEvent::ActionResult { ok: false, message: "axd is unreachable".into() });
+                    send(
+                        &events,
+                        DaemonEvent::ActionResult {
+                            ok: false,
+                            message: "axd is unreachable".into(),
+                        },
+                    );
                 }
                 continue;
             };
             if let Err(e) = execute(c, &cmd, &events).await {
-                if matches!(e, ClientError::Closed | ClientError::Protocol(_) | ClientError::Unreachable { .. }) {
+                if matches!(
+                    e,
+                    ClientError::Closed
+                        | ClientError::Protocol(_)
+                        | ClientError::Unreachable { .. }
+                ) {
                     client = None;
                 }
                 if is_action(&cmd) {
@@ -126,7 +169,10 @@ async fn requests(socket: PathBuf, mut rx: UnboundedReceiver<Command>, events: U
 }
 
 fn is_action(c: &Command) -> bool {
-    matches!(c, Command::Cancel(_) | Command::Retry(_) | Command::Trigger(_) | Command::Pause { .. })
+    matches!(
+        c,
+        Command::Cancel(_) | Command::Retry(_) | Command::Trigger(_) | Command::Pause { .. }
+    )
 }
 
 fn action_name(c: &Command) -> String {
@@ -134,14 +180,24 @@ fn action_name(c: &Command) -> String {
         Command::Cancel(id) => format!("cancel {id}"),
         Command::Retry(id) => format!("retry {id}"),
         Command::Trigger(d) => format!("trigger {d}"),
-        Command::Pause { dag, pause } => format!("{} {dag}", if *pause { "pause" } else { "resume" }),
+        Command::Pause { dag, pause } => {
+            format!("{} {dag}", if *pause { "pause" } else { "resume" })
+        }
         _ => String::new(),
     }
 }
 
-async fn execute(c: &mut Client, cmd: &Command, events: &UnboundedSender<Event>) -> Result<(), ClientError> {
+async fn execute(
+    c: &mut Client,
+    cmd: &Command,
+    events: &UnboundedSender<Event>,
+) -> Result<(), ClientError> {
     match cmd {
-        Command::FetchWindow { states, filter, limit } => {
+        Command::FetchWindow {
+            states,
+            filter,
+            limit,
+        } => {
             let mut p = json!({"limit": limit});
             if !states.is_empty() {
                 p["state"] = json!(states);
@@ -149,14 +205,20 @@ async fn execute(c: &mut Client, cmd: &Command, events: &UnboundedSender<Event>)
             if !filter.is_empty() {
                 p["filter"] = json!(filter);
             }
-            let runs: Vec<RunView> = serde_json::from_value(c.call("list_runs", p).await?).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let runs: Vec<RunView> = serde_json::from_value(c.call("list_runs", p).await?)
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
             send(events, DaemonEvent::Window(runs));
         }
         Command::FetchDetail(id) => {
-            let r: RunView = serde_json::from_value(c.call("get_run", json!({"id": id})).await?).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let r: RunView = serde_json::from_value(c.call("get_run", json!({"id": id})).await?)
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
             send(events, DaemonEvent::Detail(Box::new(r)));
         }
-        Command::FetchLog { run, attempt, offset } => {
+        Command::FetchLog {
+            run,
+            attempt,
+            offset,
+        } => {
             let mut p = json!({"run": run});
             if let Some(a) = attempt {
                 p["attempt"] = json!(a);
@@ -171,7 +233,13 @@ async fn execute(c: &mut Client, cmd: &Command, events: &UnboundedSender<Event>)
                     Some(i) if data.len() as u64 >= TAIL_BYTES => &data[i + 1..],
                     _ => data,
                 };
-                send(events, DaemonEvent::LogTail { run: *run, text: text.to_string() });
+                send(
+                    events,
+                    DaemonEvent::LogTail {
+                        run: *run,
+                        text: text.to_string(),
+                    },
+                );
             } else {
                 p["offset"] = json!(offset);
                 let chunk = c.call("logs", p).await?;
@@ -192,19 +260,44 @@ async fn execute(c: &mut Client, cmd: &Command, events: &UnboundedSender<Event>)
         }
         Command::Cancel(id) => {
             c.call("cancel", json!({"id": id})).await?;
-            send(events, DaemonEvent::ActionResult { ok: true, message: format!("cancel {id}: ok") });
+            send(
+                events,
+                DaemonEvent::ActionResult {
+                    ok: true,
+                    message: format!("cancel {id}: ok"),
+                },
+            );
         }
         Command::Retry(id) => {
             c.call("retry", json!({"id": id})).await?;
-            send(events, DaemonEvent::ActionResult { ok: true, message: format!("retry {id}: ok") });
+            send(
+                events,
+                DaemonEvent::ActionResult {
+                    ok: true,
+                    message: format!("retry {id}: ok"),
+                },
+            );
         }
         Command::Trigger(dag) => {
             let v = c.call("trigger", json!({"dag": dag})).await?;
-            send(events, DaemonEvent::ActionResult { ok: true, message: format!("trigger {dag}: DAG run {}", v["dag_run"]) });
+            send(
+                events,
+                DaemonEvent::ActionResult {
+                    ok: true,
+                    message: format!("trigger {dag}: DAG run {}", v["dag_run"]),
+                },
+            );
         }
         Command::Pause { dag, pause } => {
-            c.call(if *pause { "pause" } else { "resume" }, json!({"dag": dag})).await?;
-            send(events, DaemonEvent::ActionResult { ok: true, message: format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }) });
+            c.call(if *pause { "pause" } else { "resume" }, json!({"dag": dag}))
+                .await?;
+            send(
+                events,
+                DaemonEvent::ActionResult {
+                    ok: true,
+                    message: format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
+                },
+            );
         }
         Command::Quit => {}
     }

@@ -21,18 +21,36 @@ pub enum Event {
 /// What the daemon tasks report.
 #[derive(Clone, Debug)]
 pub enum DaemonEvent {
-    Connected { version: String },
-    Disconnected { reason: String },
+    Connected {
+        version: String,
+    },
+    Disconnected {
+        reason: String,
+    },
     /// A change notification (with the daemon's status).
-    Changed { status: Option<StatusView>, runs_changed: Vec<u64> },
+    Changed {
+        status: Option<StatusView>,
+        runs_changed: Vec<u64>,
+    },
     Status(StatusView),
     Window(Vec<RunView>),
     Detail(Box<RunView>),
-    LogTail { run: u64, text: String },
-    Log { run: u64, offset: u64, data: String, eof: bool },
+    LogTail {
+        run: u64,
+        text: String,
+    },
+    Log {
+        run: u64,
+        offset: u64,
+        data: String,
+        eof: bool,
+    },
     DagRun(Value),
     /// The daemon's answer to an action.
-    ActionResult { ok: bool, message: String },
+    ActionResult {
+        ok: bool,
+        message: String,
+    },
 }
 
 /// User intents (from the keymap) and daemon events, in one enum.
@@ -68,14 +86,25 @@ pub enum Action {
 /// Requests for the daemon tasks.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    FetchWindow { states: Vec<&'static str>, filter: String, limit: u32 },
+    FetchWindow {
+        states: Vec<&'static str>,
+        filter: String,
+        limit: u32,
+    },
     FetchDetail(u64),
-    FetchLog { run: u64, attempt: Option<u32>, offset: u64 },
+    FetchLog {
+        run: u64,
+        attempt: Option<u32>,
+        offset: u64,
+    },
     FetchDagRun(u64),
     Cancel(u64),
     Retry(u64),
     Trigger(String),
-    Pause { dag: String, pause: bool },
+    Pause {
+        dag: String,
+        pause: bool,
+    },
     Quit,
 }
 
@@ -209,7 +238,10 @@ impl App {
                 self.conn = Conn::Disconnected { reason };
                 vec![]
             }
-            DaemonEvent::Changed { status, runs_changed } => {
+            DaemonEvent::Changed {
+                status,
+                runs_changed,
+            } => {
                 if let Some(s) = status {
                     self.status = Some(s);
                 }
@@ -229,7 +261,11 @@ impl App {
                     && let Some(run) = self.log_run
                     && (runs_changed.is_empty() || runs_changed.contains(&run) || !self.log_eof)
                 {
-                    c.push(Command::FetchLog { run, attempt: None, offset: self.log_offset });
+                    c.push(Command::FetchLog {
+                        run,
+                        attempt: None,
+                        offset: self.log_offset,
+                    });
                 }
                 c
             }
@@ -256,7 +292,11 @@ impl App {
                 let attempt = r.attempts.len() as u32;
                 self.detail = Some(*r);
                 if attempt > 0 {
-                    vec![Command::FetchLog { run, attempt: Some(attempt), offset: u64::MAX }]
+                    vec![Command::FetchLog {
+                        run,
+                        attempt: Some(attempt),
+                        offset: u64::MAX,
+                    }]
                 } else {
                     self.log_tail.clear();
                     vec![]
@@ -268,7 +308,12 @@ impl App {
                 }
                 vec![]
             }
-            DaemonEvent::Log { run, offset, data, eof } => {
+            DaemonEvent::Log {
+                run,
+                offset,
+                data,
+                eof,
+            } => {
                 if self.log_run == Some(run) {
                     self.log.push_str(&data);
                     self.log_offset = offset;
@@ -298,7 +343,8 @@ impl App {
             if self.history.len() == HISTORY {
                 self.history.pop_front();
             }
-            self.history.push_back([n("waiting"), n("delayed"), n("ready"), n("running")]);
+            self.history
+                .push_back([n("waiting"), n("delayed"), n("ready"), n("running")]);
         }
         vec![]
     }
@@ -325,7 +371,11 @@ impl App {
                 vec![]
             }
             Action::Help => {
-                self.mode = if self.mode == Mode::Help { Mode::Main } else { Mode::Help };
+                self.mode = if self.mode == Mode::Help {
+                    Mode::Main
+                } else {
+                    Mode::Help
+                };
                 vec![]
             }
             Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
@@ -375,7 +425,11 @@ impl App {
                 self.detail_commands()
             }
             Action::NextPane => {
-                self.focus = if self.focus == Pane::Runs { Pane::Detail } else { Pane::Runs };
+                self.focus = if self.focus == Pane::Runs {
+                    Pane::Detail
+                } else {
+                    Pane::Runs
+                };
                 self.scroll = (0, 0);
                 vec![]
             }
@@ -407,7 +461,10 @@ impl App {
                 vec![self.window_command()]
             }
             Action::AskCancel => match self.selected_run().cloned() {
-                Some(r) if !["success", "failed", "timed_out", "cancelled"].contains(&r.state.as_str()) => {
+                Some(r)
+                    if !["success", "failed", "timed_out", "cancelled"]
+                        .contains(&r.state.as_str()) =>
+                {
                     let id = r.id;
                     self.mode = Mode::ConfirmCancel(id);
                     self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
@@ -421,7 +478,9 @@ impl App {
                 None => vec![],
             },
             Action::Confirm(yes) => {
-                let Mode::ConfirmCancel(id) = self.mode else { return vec![] };
+                let Mode::ConfirmCancel(id) = self.mode else {
+                    return vec![];
+                };
                 self.mode = Mode::Main;
                 if yes {
                     self.say(format!("cancelling run {id}…"), false);
@@ -451,7 +510,10 @@ impl App {
                 Some(r) => {
                     let dag = r.dag.clone();
                     let paused = r.why.as_deref() == Some("DAG paused");
-                    vec![Command::Pause { dag, pause: !paused }]
+                    vec![Command::Pause {
+                        dag,
+                        pause: !paused,
+                    }]
                 }
                 None => vec![],
             },
@@ -473,7 +535,11 @@ impl App {
                     self.log_run = Some(id);
                     self.follow = true;
                     self.scroll = (u16::MAX, 0);
-                    vec![Command::FetchLog { run: id, attempt: None, offset: 0 }]
+                    vec![Command::FetchLog {
+                        run: id,
+                        attempt: None,
+                        offset: 0,
+                    }]
                 }
                 None => vec![],
             },
@@ -482,7 +548,11 @@ impl App {
                 if self.follow {
                     self.scroll.0 = u16::MAX;
                     if let Some(run) = self.log_run {
-                        return vec![Command::FetchLog { run, attempt: None, offset: self.log_offset }];
+                        return vec![Command::FetchLog {
+                            run,
+                            attempt: None,
+                            offset: self.log_offset,
+                        }];
                     }
                 }
                 vec![]

@@ -1,0 +1,202 @@
+//! ax-tui in a real terminal (tmux): see the jobs, open the DAG view, cancel
+//! a running job with `c` `y`, retry a failed one with `r`, quit with `q`
+//! and leave the terminal clean. Checks the daemon's side with `ax`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+fn tmux(args: &[&str]) -> String {
+    let out = Command::new("tmux").args(args).output().expect("tmux runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn axd_binary() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_ax-tui")).with_file_name("axd");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "ax-daemon", "--bin", "axd"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    path
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = f() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Cleanup {
+    session: String,
+    daemon: Child,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        tmux(&["kill-session", "-t", &self.session]);
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+fn ax_json(socket: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_ax"))
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+fn console_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs.d");
+    std::fs::create_dir_all(&jobs).unwrap();
+    std::fs::write(
+        jobs.join("e2e.toml"),
+        "[[job]]\nid = \"slow\"\ncommand = \"sleep 1000\"\n[[job]]\nid = \"bad\"\ncommand = \"echo failing; exit 3\"\n[[job]]\nid = \"after_bad\"\ncommand = \"true\"\ndeps = [\"bad\"]\n",
+    )
+    .unwrap();
+    let config = dir.path().join("axd.toml");
+    std::fs::write(&config, "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 4\n").unwrap();
+    let socket = dir.path().join("axd.sock");
+    let daemon = Command::new(axd_binary())
+        .arg("--config")
+        .arg(&config)
+        .stderr(std::fs::File::create(dir.path().join("axd.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let session = format!("ax-e2e-{}", std::process::id());
+    let _cleanup = Cleanup {
+        session: session.clone(),
+        daemon,
+    };
+    wait_for("axd", 20, || {
+        std::os::unix::net::UnixStream::connect(&socket)
+            .ok()
+            .map(|_| String::new())
+    });
+    let triggered = ax_json(&socket, &["trigger", "e2e"]);
+    let runs: Vec<u64> = triggered["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let (slow, bad, after_bad) = (runs[0], runs[1], runs[2]);
+    wait_for("bad to fail", 20, || {
+        (ax_json(&socket, &["show", &bad.to_string()])["state"] == "failed").then(String::new)
+    });
+
+    let cmd = format!(
+        "{} --socket {}; echo AX-TUI-EXITED; sleep 60",
+        env!("CARGO_BIN_EXE_ax-tui"),
+        socket.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
+    let send = |keys: &[&str]| {
+        for k in keys {
+            tmux(&["send-keys", "-t", &session, k]);
+            std::thread::sleep(Duration::from_millis(80));
+        }
+    };
+    // the jobs are on screen
+    wait_for("runs on screen", 20, || {
+        let s = capture();
+        (s.contains("e2e/slow") && s.contains("running") && s.contains("e2e/bad")).then_some(s)
+    });
+    // the DAG view
+    send(&["/", "s", "l", "o", "w", "Enter"]);
+    wait_for("filtered to slow", 10, || {
+        let s = capture();
+        (s.contains("runs (1)") && s.contains("e2e/slow")).then_some(s)
+    });
+    send(&["g"]);
+    let dag = wait_for("DAG view", 10, || {
+        let s = capture();
+        (s.contains("[▶ slow]") && s.contains("[✗ bad]") && s.contains("after_bad]")).then_some(s)
+    });
+    assert!(dag.contains('▼'), "{dag}");
+    send(&["q"]);
+    // cancel the running job with c, y
+    send(&["c"]);
+    wait_for("the question", 10, || {
+        capture().contains("y/n").then(String::new)
+    });
+    send(&["y"]);
+    wait_for("slow cancelled in the daemon", 20, || {
+        (ax_json(&socket, &["show", &slow.to_string()])["state"] == "cancelled").then(String::new)
+    });
+    wait_for("cancel result in the status line", 10, || {
+        capture()
+            .contains(&format!("cancel {slow}: ok"))
+            .then(String::new)
+    });
+    // retry the failed one with r
+    send(&["Escape", "/", "b", "a", "d", "Enter"]);
+    wait_for("filtered to bad", 10, || {
+        let s = capture();
+        (s.contains("runs (2)") || s.contains("runs (1)")).then_some(s)
+    });
+    // newest first: after_bad (cancelled) is above bad; move to bad
+    let screen = capture();
+    if screen.find("e2e/after_bad").unwrap_or(usize::MAX) < screen.find("e2e/bad ").unwrap_or(0) {
+        send(&["j"]);
+    }
+    send(&["r"]);
+    wait_for("bad retried", 20, || {
+        let v = ax_json(&socket, &["show", &bad.to_string()]);
+        (v["attempts"].as_array().map(|a| a.len()) == Some(2)).then(String::new)
+    });
+    let revived = ax_json(&socket, &["show", &after_bad.to_string()]);
+    let events = revived["events"].as_array().cloned().unwrap_or_default();
+    assert!(
+        events.iter().any(|e| e["reason"] == "upstream bad retried"),
+        "downstream revived by the retry: {events:?}"
+    );
+    // quit leaves the terminal clean
+    send(&["Escape", "q"]);
+    let after = wait_for("ax-tui to exit", 10, || {
+        let s = capture();
+        s.contains("AX-TUI-EXITED").then_some(s)
+    });
+    assert!(
+        !after.contains("runs ("),
+        "the console's screen is gone:\n{after}"
+    );
+    assert_eq!(
+        tmux(&["display-message", "-p", "-t", &session, "#{alternate_on}"]).trim(),
+        "0",
+        "alternate screen left"
+    );
+}
