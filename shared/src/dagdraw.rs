@@ -286,13 +286,9 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     let mut bits = vec![0u8; width * height];
     let mut cells = vec![' '; width * height];
     let mut owner = vec![None; width * height];
-    let mut set_bits = |x: usize, y: usize, b: u8, bits: &mut Vec<u8>| bits[y * width + x] |= b;
-    // vertical line helper: from y0 to y1 inclusive at x
-    let vline = |x: usize,
-                 y0: usize,
-                 y1: usize,
-                 bits: &mut Vec<u8>,
-                 set: &mut dyn FnMut(usize, usize, u8, &mut Vec<u8>)| {
+    let set_bits = |x: usize, y: usize, b: u8, bits: &mut Vec<u8>| bits[y * width + x] |= b;
+    // A vertical line from y0 to y1 inclusive at x.
+    let vline = |x: usize, y0: usize, y1: usize, bits: &mut Vec<u8>| {
         for y in y0..=y1 {
             let mut b = 0;
             if y > y0 {
@@ -301,7 +297,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
             if y < y1 {
                 b |= DOWN;
             }
-            set(x, y, b, bits);
+            set_bits(x, y, b, bits);
         }
     };
     let mut arrows = Vec::new();
@@ -311,7 +307,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
         let bottom = row_y[l + 1] - 1;
         let (sx, tx) = (center(a), center(b));
         if sx == tx {
-            vline(sx, top, bottom, &mut bits, &mut set_bits);
+            vline(sx, top, bottom, &mut bits);
             set_bits(sx, top, UP, &mut bits);
         } else {
             let t = gap_tracks[l]
@@ -320,7 +316,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
                 .map(|g| g.2)
                 .unwrap_or(0);
             let ty = top + 1 + t;
-            vline(sx, top, ty, &mut bits, &mut set_bits);
+            vline(sx, top, ty, &mut bits);
             set_bits(sx, top, UP, &mut bits);
             let (lo, hi) = (sx.min(tx), sx.max(tx));
             for x in lo..=hi {
@@ -333,7 +329,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
                 }
                 set_bits(x, ty, b, &mut bits);
             }
-            vline(tx, ty, bottom, &mut bits, &mut set_bits);
+            vline(tx, ty, bottom, &mut bits);
         }
         if b < n {
             arrows.push((tx, bottom));
