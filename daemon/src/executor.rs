@@ -168,7 +168,7 @@ pub fn start(
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(tokio::process::Command, OwnedFd, std::fs::File), String> {
+) -> Result<(tokio::process::Command, OwnedFd, LazyLog), String> {
     let job = order.job();
     let mut command = match &job.exec {
         Exec::Shell(s) => {
@@ -231,9 +231,31 @@ fn prepare(
             Ok(())
         });
     }
-    let log = std::fs::File::create(log_path(&cfg.log_dir, order.run, order.attempt))
-        .map_err(|e| format!("cannot create log in {}: {e}", cfg.log_dir.display()))?;
+    let log = LazyLog { path: log_path(&cfg.log_dir, order.run, order.attempt), file: None };
     Ok((command, read_end, log))
+}
+
+/// An attempt's log file, created at the first byte of output: creating a
+/// file per attempt costs more than spawning a no-op job on ext4, and a
+/// silent job's log is simply absent (read as empty).
+pub struct LazyLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl Write for LazyLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.file.is_none() {
+            self.file = Some(std::fs::File::create(&self.path)?);
+        }
+        self.file.as_mut().expect("just created").write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The start time of a process in clock ticks since boot (field 22 of
@@ -292,7 +314,7 @@ async fn supervise(
     order: SpawnOrder,
     child_rx: oneshot::Receiver<std::io::Result<(tokio::process::Child, OwnedFd)>>,
     mut kill_rx: mpsc::UnboundedReceiver<i64>,
-    mut log: std::fs::File,
+    mut log: LazyLog,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
     done: mpsc::UnboundedSender<ExecCmd>,
 ) {
@@ -400,7 +422,7 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 /// heartbeats, at most one per second.
 async fn read_output(
     read_end: OwnedFd,
-    mut log: std::fs::File,
+    mut log: LazyLog,
     max_bytes: u64,
     run: RunId,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,

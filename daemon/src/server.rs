@@ -14,7 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ax_shared::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, Request, RpcError, codes};
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
+
+/// Requests of one connection in flight at once.
+const MAX_INFLIGHT: usize = 4096;
 use serde_json::{Value, json};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast;
@@ -144,9 +149,21 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
     let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME));
     let mut peer: Option<Peer> = None;
     let mut subscription: Option<broadcast::Receiver<Arc<str>>> = None;
+    // Requests of one connection are pipelined: they go to the scheduler
+    // without waiting for each other (so one client's batch shares one
+    // commit), and their answers are written back in request order.
+    let mut inflight: FuturesOrdered<BoxFuture<'static, Option<Message>>> = FuturesOrdered::new();
     loop {
         let frame = tokio::select! {
-            frame = framed.next() => frame,
+            frame = framed.next(), if inflight.len() < MAX_INFLIGHT => frame,
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                if let Some(msg) = done
+                    && !send(&mut framed, &msg).await
+                {
+                    return;
+                }
+                continue;
+            }
             note = recv_opt(&mut subscription) => {
                 match note {
                     Ok(line) => {
@@ -215,6 +232,25 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             }
         };
         let id = request.id.clone().unwrap_or(Value::Null);
+        if let (Some(p), false) = (&peer, ["hello", "subscribe", "logs"].contains(&request.method.as_str())) {
+            let (handle, p, method, params, wants_answer) = (handle.clone(), p.clone(), request.method.clone(), request.params.clone(), request.id.is_some());
+            inflight.push_back(Box::pin(async move {
+                let answer = handle.call(&p, &method, params).await;
+                wants_answer.then(|| match answer {
+                    Ok(v) => Message::result(id, v),
+                    Err(e) => Message::error(Some(id), e),
+                })
+            }));
+            continue;
+        }
+        // Everything else is answered in order after what is in flight.
+        while let Some(done) = inflight.next().await {
+            if let Some(msg) = done
+                && !send(&mut framed, &msg).await
+            {
+                return;
+            }
+        }
         let answer = match (request.method.as_str(), &peer) {
             ("hello", _) => hello(&request.params, role, uid).map(|(p, v)| {
                 peer = Some(p);
@@ -234,7 +270,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 snapshot
             }
             ("logs", Some(p)) => logs(&handle, p, &request.params).await,
-            (method, Some(p)) => handle.call(p, method, request.params.clone()).await,
+            (_, Some(_)) => unreachable!("pipelined above"),
         };
         if request.id.is_none() {
             continue; // a notification from the client: no answer
