@@ -6,8 +6,8 @@
 //!   the same concurrency (the machine's limit);
 //! * pueue: when `pueued`/`pueue` are found (PATH or $AX_BENCH_PUEUE_DIR).
 //!
-//!     cargo build --release && cargo run --release -p ax-bench -- all
-//!     cargo run --release -p ax-bench -- all --quick     # CI smoke sizes
+//! Run: `cargo build --release && cargo run --release -p ax-bench -- all`
+//! (`--quick` for the CI smoke sizes).
 //!
 //! Prints a table of medians (min–max) and ratios, and writes JSON to
 //! `bench-results.json` (or `--json PATH`).
@@ -71,7 +71,10 @@ struct Daemon {
 fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let p = std::env::current_exe()?.with_file_name(name);
     if !p.exists() {
-        bail!("{} not found: run `cargo build --release` first", p.display());
+        bail!(
+            "{} not found: run `cargo build --release` first",
+            p.display()
+        );
     }
     Ok(p)
 }
@@ -92,7 +95,12 @@ impl Daemon {
             ),
         )?;
         let socket = dir.path().join("axd.sock");
-        let mut d = Daemon { dir, child: None, socket, config };
+        let mut d = Daemon {
+            dir,
+            child: None,
+            socket,
+            config,
+        };
         d.spawn()?;
         Ok(d)
     }
@@ -119,7 +127,10 @@ impl Daemon {
 
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
             let _ = c.wait();
         }
     }
@@ -138,7 +149,11 @@ impl Drop for Daemon {
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -152,14 +167,22 @@ struct Conn {
 impl Conn {
     fn open(socket: &Path) -> anyhow::Result<Conn> {
         let s = UnixStream::connect(socket)?;
-        let mut c = Conn { r: BufReader::new(s.try_clone()?), w: s, id: 0 };
+        let mut c = Conn {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            id: 0,
+        };
         c.call("hello", json!({"protocol": 1, "client": "ax-bench"}))?;
         Ok(c)
     }
 
     fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         self.id += 1;
-        writeln!(self.w, "{}", json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params}))?;
+        writeln!(
+            self.w,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params})
+        )?;
         let mut line = String::new();
         loop {
             line.clear();
@@ -175,7 +198,12 @@ impl Conn {
     }
 
     /// Sends `n` requests before reading any answer (batches of `batch`).
-    fn pipeline(&mut self, n: usize, batch: usize, make: &dyn Fn(usize) -> (String, Value)) -> anyhow::Result<()> {
+    fn pipeline(
+        &mut self,
+        n: usize,
+        batch: usize,
+        make: &dyn Fn(usize) -> (String, Value),
+    ) -> anyhow::Result<()> {
         let mut sent = 0;
         while sent < n {
             let k = batch.min(n - sent);
@@ -183,7 +211,9 @@ impl Conn {
             for i in sent..sent + k {
                 self.id += 1;
                 let (m, p) = make(i);
-                buf.push_str(&json!({"jsonrpc": "2.0", "id": self.id, "method": m, "params": p}).to_string());
+                buf.push_str(
+                    &json!({"jsonrpc": "2.0", "id": self.id, "method": m, "params": p}).to_string(),
+                );
                 buf.push('\n');
             }
             self.w.write_all(buf.as_bytes())?;
@@ -201,7 +231,9 @@ impl Conn {
     }
 
     fn count(&mut self, state: &str) -> anyhow::Result<u64> {
-        Ok(self.call("status", json!({}))?["runs"][state].as_u64().unwrap_or(0))
+        Ok(self.call("status", json!({}))?["runs"][state]
+            .as_u64()
+            .unwrap_or(0))
     }
 
     fn wait_count(&mut self, state: &str, n: u64, limit: Duration) -> anyhow::Result<()> {
@@ -220,7 +252,11 @@ impl Conn {
 
 /// The physical limit: spawn and reap `true` with tokio at `conc` concurrency.
 fn raw_spawn_rate(n: usize, conc: usize) -> f64 {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(conc));
         let t = Instant::now();
@@ -228,7 +264,11 @@ fn raw_spawn_rate(n: usize, conc: usize) -> f64 {
         for _ in 0..n {
             let permit = sem.clone().acquire_owned().await.unwrap();
             handles.push(tokio::spawn(async move {
-                let _ = tokio::process::Command::new("/bin/sh").arg("-c").arg("true").status().await;
+                let _ = tokio::process::Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg("true")
+                    .status()
+                    .await;
                 drop(permit);
             }));
         }
@@ -245,15 +285,27 @@ fn ax_noop_rate(n: usize, slots: u32) -> anyhow::Result<f64> {
     let d = Daemon::start(slots, &[])?;
     let mut c = Conn::open(&d.socket)?;
     let t = Instant::now();
-    c.pipeline(n, 1000, &|i| ("submit".into(), json!({"command": "true", "name": format!("n{i}")})))?;
+    c.pipeline(n, 1000, &|i| {
+        (
+            "submit".into(),
+            json!({"command": "true", "name": format!("n{i}")}),
+        )
+    })?;
     c.wait_count("success", n as u64, Duration::from_secs(600))?;
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
 fn pueue_dir() -> Option<PathBuf> {
     let from_env = std::env::var_os("AX_BENCH_PUEUE_DIR").map(PathBuf::from);
-    let candidates = [from_env, Some(PathBuf::from("/work/pueue-cache/bin")), Some(PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cargo/bin"))];
-    candidates.into_iter().flatten().find(|d| d.join("pueued").exists() && d.join("pueue").exists())
+    let candidates = [
+        from_env,
+        Some(PathBuf::from("/work/pueue-cache/bin")),
+        Some(PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cargo/bin")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("pueued").exists() && d.join("pueue").exists())
 }
 
 /// pueue at `parallel`: `n` no-op tasks added, time until all are done.
@@ -267,8 +319,21 @@ fn pueue_rate(dir: &Path, n: usize, parallel: u32) -> anyhow::Result<f64> {
             tmp.path().display()
         ),
     )?;
-    let mut daemon = Command::new(dir.join("pueued")).arg("-c").arg(&cfg).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
-    let pueue = |args: &[&str]| Command::new(dir.join("pueue")).arg("-c").arg(&cfg).args(args).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let mut daemon = Command::new(dir.join("pueued"))
+        .arg("-c")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pueue = |args: &[&str]| {
+        Command::new(dir.join("pueue"))
+            .arg("-c")
+            .arg(&cfg)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+    };
     let t0 = Instant::now();
     while !tmp.path().join("pueue.sock").exists() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
@@ -281,10 +346,19 @@ fn pueue_rate(dir: &Path, n: usize, parallel: u32) -> anyhow::Result<f64> {
     let t = Instant::now();
     pueue(&["start"])?;
     let done = || -> bool {
-        let out = Command::new(dir.join("pueue")).arg("-c").arg(&cfg).args(["status", "--json"]).output();
+        let out = Command::new(dir.join("pueue"))
+            .arg("-c")
+            .arg(&cfg)
+            .args(["status", "--json"])
+            .output();
         out.ok()
             .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
-            .map(|v| v["tasks"].as_object().map(|t| t.values().all(|x| x["status"].get("Done").is_some())).unwrap_or(false))
+            .map(|v| {
+                v["tasks"]
+                    .as_object()
+                    .map(|t| t.values().all(|x| x["status"].get("Done").is_some()))
+                    .unwrap_or(false)
+            })
             .unwrap_or(false)
     };
     while !done() {
@@ -305,7 +379,10 @@ fn latency_idle(samples: usize) -> anyhow::Result<(f64, f64)> {
     let mut c = Conn::open(&d.socket)?;
     let mut lat = Vec::new();
     for i in 0..samples {
-        let r = c.call("submit", json!({"command": "true", "name": format!("l{i}")}))?;
+        let r = c.call(
+            "submit",
+            json!({"command": "true", "name": format!("l{i}")}),
+        )?;
         let id = r["runs"][0].as_u64().unwrap_or(0);
         let run = loop {
             let v = c.call("get_run", json!({"id": id}))?;
@@ -314,10 +391,17 @@ fn latency_idle(samples: usize) -> anyhow::Result<(f64, f64)> {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        let ms = |k: &str| chrono::DateTime::parse_from_rfc3339(run[k].as_str().unwrap_or_default()).map(|t| t.timestamp_millis()).unwrap_or(0);
+        let ms = |k: &str| {
+            chrono::DateTime::parse_from_rfc3339(run[k].as_str().unwrap_or_default())
+                .map(|t| t.timestamp_millis())
+                .unwrap_or(0)
+        };
         lat.push((ms("started_at") - ms("created_at")) as f64);
     }
-    Ok((percentile(&mut lat.clone(), 0.5), percentile(&mut lat, 0.99)))
+    Ok((
+        percentile(&mut lat.clone(), 0.5),
+        percentile(&mut lat, 0.99),
+    ))
 }
 
 /// `ax submit` as separate processes: per-call ms over `n` calls.
@@ -327,7 +411,12 @@ fn ax_submit_calls(n: usize) -> anyhow::Result<(f64, f64)> {
     let mut times = Vec::with_capacity(n);
     for i in 0..n {
         let t = Instant::now();
-        let st = Command::new(&ax).arg("--socket").arg(&d.socket).args(["submit", "--name", &format!("s{i}"), "--", "true"]).stdout(Stdio::null()).status()?;
+        let st = Command::new(&ax)
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["submit", "--name", &format!("s{i}"), "--", "true"])
+            .stdout(Stdio::null())
+            .status()?;
         if !st.success() {
             bail!("ax submit failed");
         }
@@ -355,11 +444,20 @@ fn queued_memory_restart_console(n: usize, report: &mut Report) -> anyhow::Resul
     let per_run = (after.saturating_sub(before)) as f64 * 1024.0 / n as f64;
     report.add(
         &format!("pipelined triggers, {n} runs over one connection (durable)"),
-        format!("{:.2} s ({:.0} runs/s)", submit_secs, n as f64 / submit_secs),
+        format!(
+            "{:.2} s ({:.0} runs/s)",
+            submit_secs,
+            n as f64 / submit_secs
+        ),
         "target ≤ 1 s per 100k".into(),
         json!({"runs": n, "seconds": submit_secs}),
     );
-    report.add(&format!("daemon RSS growth per queued run ({n} queued)"), format!("{per_run:.0} B"), "target ≤ 1 KB".into(), json!({"bytes_per_run": per_run, "rss_before_kib": before, "rss_after_kib": after}));
+    report.add(
+        &format!("daemon RSS growth per queued run ({n} queued)"),
+        format!("{per_run:.0} B"),
+        "target ≤ 1 KB".into(),
+        json!({"bytes_per_run": per_run, "rss_before_kib": before, "rss_after_kib": after}),
+    );
     let db = d.dir.path().join("state/ax.db");
     let wal = d.dir.path().join("state/ax.db-wal");
     // the console: the window it asks for, and a frame
@@ -369,38 +467,78 @@ fn queued_memory_restart_console(n: usize, report: &mut Report) -> anyhow::Resul
         c.call("list_runs", json!({"limit": 50}))?;
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    let (p50, p99) = (percentile(&mut lat.clone(), 0.5), percentile(&mut lat, 0.99));
-    report.add(&format!("list_runs limit 50 with {n} runs (p50 / p99)"), format!("{p50:.2} / {p99:.2} ms"), "target ≤ 20 ms".into(), json!({"p50_ms": p50, "p99_ms": p99}));
+    let (p50, p99) = (
+        percentile(&mut lat.clone(), 0.5),
+        percentile(&mut lat, 0.99),
+    );
+    report.add(
+        &format!("list_runs limit 50 with {n} runs (p50 / p99)"),
+        format!("{p50:.2} / {p99:.2} ms"),
+        "target ≤ 20 ms".into(),
+        json!({"p50_ms": p50, "p99_ms": p99}),
+    );
     let ax = sibling("ax")?;
     let mut ls = Vec::new();
     for _ in 0..10 {
         let t = Instant::now();
-        Command::new(&ax).arg("--socket").arg(&d.socket).args(["ls", "--limit", "50"]).stdout(Stdio::null()).status()?;
+        Command::new(&ax)
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(["ls", "--limit", "50"])
+            .stdout(Stdio::null())
+            .status()?;
         ls.push(t.elapsed().as_secs_f64() * 1000.0);
     }
-    report.add(&format!("`ax ls --limit 50` process with {n} runs"), fmt3f(stats(ls.clone()), " ms"), "target ≤ 20 ms".into(), json!({"ms": ls}));
-    let window: Vec<ax_shared::api::RunView> = serde_json::from_value(c.call("list_runs", json!({"limit": 80}))?)?;
+    report.add(
+        &format!("`ax ls --limit 50` process with {n} runs"),
+        fmt3f(stats(ls.clone()), " ms"),
+        "target ≤ 20 ms".into(),
+        json!({"ms": ls}),
+    );
+    let window: Vec<ax_shared::api::RunView> =
+        serde_json::from_value(c.call("list_runs", json!({"limit": 80}))?)?;
     let status: ax_shared::api::StatusView = serde_json::from_value(c.call("status", json!({}))?)?;
     let frame = render_frames(window, status);
-    report.add(&format!("console frame render (window of 80 runs, {n} in the daemon)"), fmt3f(stats(frame.clone()), " ms"), "target ≤ 5 ms".into(), json!({"ms": frame}));
+    report.add(
+        &format!("console frame render (window of 80 runs, {n} in the daemon)"),
+        fmt3f(stats(frame.clone()), " ms"),
+        "target ≤ 5 ms".into(),
+        json!({"ms": frame}),
+    );
     drop(c);
     // restart with them in the store
     d.stop();
-    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0) + std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    report.add(&format!("store size per run ({n} runs, incl. indexes and events)"), format!("{:.0} B", size as f64 / n as f64), "target ≤ 1 KB".into(), json!({"bytes": size}));
+    let size = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0)
+        + std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    report.add(
+        &format!("store size per run ({n} runs, incl. indexes and events)"),
+        format!("{:.0} B", size as f64 / n as f64),
+        "target ≤ 1 KB".into(),
+        json!({"bytes": size}),
+    );
     let mut restarts = Vec::new();
     for _ in 0..3 {
         restarts.push(d.spawn()?.as_secs_f64() * 1000.0);
         d.stop();
     }
-    report.add(&format!("restart → first answered request ({n} queued runs in the store)"), fmt3(stats(restarts.clone()), " ms"), "target ≤ 150 ms at 100k".into(), json!({"ms": restarts}));
+    report.add(
+        &format!("restart → first answered request ({n} queued runs in the store)"),
+        fmt3(stats(restarts.clone()), " ms"),
+        "target ≤ 150 ms at 100k".into(),
+        json!({"ms": restarts}),
+    );
     Ok(())
 }
 
-fn render_frames(window: Vec<ax_shared::api::RunView>, status: ax_shared::api::StatusView) -> Vec<f64> {
+fn render_frames(
+    window: Vec<ax_shared::api::RunView>,
+    status: ax_shared::api::StatusView,
+) -> Vec<f64> {
     use ax_tui::console::state::{App, DaemonEvent};
     let mut app = App::new(chrono::Utc::now(), true);
-    app.on_daemon(DaemonEvent::Connected { version: status.version.clone() });
+    app.on_daemon(DaemonEvent::Connected {
+        version: status.version.clone(),
+    });
     app.on_daemon(DaemonEvent::Status(status));
     for _ in 0..180 {
         app.on_tick(chrono::Utc::now());
@@ -446,23 +584,65 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(2);
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let reps = args.iter().position(|a| a == "--reps").and_then(|i| args.get(i + 1)).and_then(|s| s.parse().ok()).unwrap_or(if quick { 1 } else { 3 });
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("bench-results.json"));
-    let o = Opts { quick, reps, json: json_path };
+    let reps = args
+        .iter()
+        .position(|a| a == "--reps")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if quick { 1 } else { 3 });
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("bench-results.json"));
+    let o = Opts {
+        quick,
+        reps,
+        json: json_path,
+    };
     let mut report = Report::default();
     println!("{:<58} {:<34} note", "scenario", "median (min–max)");
 
-    let n = if o.quick { 300 } else { 10_000 };
+    // Sizes; each can be overridden (AX_BENCH_N, AX_BENCH_PUEUE_N,
+    // AX_BENCH_CALLS, AX_BENCH_DAG=a,b, AX_BENCH_QUEUED=a,b).
+    let env_n = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let env_list = |k: &str, d: Vec<usize>| {
+        std::env::var(k)
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or(d)
+    };
+    let n = env_n("AX_BENCH_N", if o.quick { 300 } else { 10_000 });
     for slots in [8u32, 64] {
-        let raw: Vec<f64> = (0..o.reps).map(|_| raw_spawn_rate(n, slots as usize)).collect();
-        let ax: Vec<f64> = (0..o.reps).map(|_| ax_noop_rate(n, slots)).collect::<anyhow::Result<_>>()?;
+        let raw: Vec<f64> = (0..o.reps)
+            .map(|_| raw_spawn_rate(n, slots as usize))
+            .collect();
+        let ax: Vec<f64> = (0..o.reps)
+            .map(|_| ax_noop_rate(n, slots))
+            .collect::<anyhow::Result<_>>()?;
         let (rs, xs) = (stats(raw.clone()), stats(ax.clone()));
-        report.add(&format!("raw tokio spawn+reap `sh -c true`, {n} at {slots}"), fmt3(rs, " /s"), "the machine's limit".into(), json!({"runs_per_s": raw}));
-        report.add(&format!("axd no-op throughput, {n} runs at {slots} slots"), fmt3(xs, " /s"), format!("{:.0}% of raw (target ≥ 80%)", 100.0 * xs.0 / rs.0), json!({"runs_per_s": ax}));
+        report.add(
+            &format!("raw tokio spawn+reap `sh -c true`, {n} at {slots}"),
+            fmt3(rs, " /s"),
+            "the machine's limit".into(),
+            json!({"runs_per_s": raw}),
+        );
+        report.add(
+            &format!("axd no-op throughput, {n} runs at {slots} slots"),
+            fmt3(xs, " /s"),
+            format!("{:.0}% of raw (target ≥ 80%)", 100.0 * xs.0 / rs.0),
+            json!({"runs_per_s": ax}),
+        );
         if slots == 8 {
             match pueue_dir() {
                 Some(dir) => {
-                    let pn = if o.quick { 50 } else { 500 };
+                    let pn = env_n("AX_BENCH_PUEUE_N", if o.quick { 50 } else { 500 });
                     let p: Vec<f64> = (0..o.reps).map(|_| pueue_rate(&dir, pn, slots)).collect::<anyhow::Result<_>>()?;
                     let ps = stats(p.clone());
                     report.add(&format!("pueue no-op throughput, {pn} tasks at {slots} parallel"), fmt3f(ps, " /s"), format!("ax is {:.0}× pueue (target ≥ 50×)", xs.0 / ps.0), json!({"runs_per_s": p}));
@@ -472,18 +652,50 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let (p50, p99) = latency_idle(if o.quick { 20 } else { 300 })?;
-    report.add("submit→started, idle daemon (p50 / p99, 1 ms resolution)", format!("{p50:.0} / {p99:.0} ms"), "target p50 ≤ 2 ms, p99 ≤ 10 ms".into(), json!({"p50_ms": p50, "p99_ms": p99}));
-    let calls = if o.quick { 40 } else { 10_000 };
+    report.add(
+        "submit→started, idle daemon (p50 / p99, 1 ms resolution)",
+        format!("{p50:.0} / {p99:.0} ms"),
+        "target p50 ≤ 2 ms, p99 ≤ 10 ms".into(),
+        json!({"p50_ms": p50, "p99_ms": p99}),
+    );
+    let calls = env_n("AX_BENCH_CALLS", if o.quick { 40 } else { 10_000 });
     let (first, last) = ax_submit_calls(calls)?;
-    report.add(&format!("`ax submit` per call, first vs last 100 of {calls}"), format!("{first:.2} / {last:.2} ms"), format!("last/first {:.2} (target ≤ 1.2)", last / first), json!({"first_ms": first, "last_ms": last}));
-    for size in if o.quick { vec![200] } else { vec![10_000, 100_000] } {
+    report.add(
+        &format!("`ax submit` per call, first vs last 100 of {calls}"),
+        format!("{first:.2} / {last:.2} ms"),
+        format!("last/first {:.2} (target ≤ 1.2)", last / first),
+        json!({"first_ms": first, "last_ms": last}),
+    );
+    for size in env_list(
+        "AX_BENCH_DAG",
+        if o.quick {
+            vec![200]
+        } else {
+            vec![10_000, 100_000]
+        },
+    ) {
         let indep = dag_scale(size, "independent")?;
         for shape in ["chain", "fanout", "fanin"] {
             let s = dag_scale(size, shape)?;
-            report.add(&format!("DAG of {size} no-op jobs: {shape}"), format!("{s:.2} s"), format!("{:.2}× independent ({indep:.2} s; target ≤ 1.2×)", s / indep), json!({"seconds": s, "independent": indep}));
+            report.add(
+                &format!("DAG of {size} no-op jobs: {shape}"),
+                format!("{s:.2} s"),
+                format!(
+                    "{:.2}× independent ({indep:.2} s; target ≤ 1.2×)",
+                    s / indep
+                ),
+                json!({"seconds": s, "independent": indep}),
+            );
         }
     }
-    for q in if o.quick { vec![2_000] } else { vec![100_000, 1_000_000] } {
+    for q in env_list(
+        "AX_BENCH_QUEUED",
+        if o.quick {
+            vec![2_000]
+        } else {
+            vec![100_000, 1_000_000]
+        },
+    ) {
         queued_memory_restart_console(q, &mut report)?;
     }
     std::fs::write(&o.json, serde_json::to_string_pretty(&report.json)?).context("writing JSON")?;

@@ -231,7 +231,10 @@ fn prepare(
             Ok(())
         });
     }
-    let log = LazyLog { path: log_path(&cfg.log_dir, order.run, order.attempt), file: None };
+    let log = LazyLog {
+        path: log_path(&cfg.log_dir, order.run, order.attempt),
+        file: None,
+    };
     Ok((command, read_end, log))
 }
 

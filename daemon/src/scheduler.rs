@@ -101,7 +101,13 @@ pub struct Scheduler {
     pending_removed: Vec<String>,
     pending_paused: Vec<(String, bool)>,
     start_marks: HashMap<String, i64>,
+    last_evict: Millis,
+    last_prune: Millis,
 }
+
+/// How long a finished DAG run stays in the engine's memory (the store
+/// keeps it; a retry loads it back).
+const EVICT_AFTER: Millis = 10 * 60_000;
 
 fn bad(msg: impl Into<String>) -> RpcError {
     RpcError::new(codes::INVALID_PARAMS, msg)
@@ -154,6 +160,8 @@ impl Scheduler {
             pending_removed: Vec::new(),
             pending_paused: Vec::new(),
             start_marks: HashMap::new(),
+            last_evict: now_ms(),
+            last_prune: 0,
         }
     }
 
@@ -258,6 +266,9 @@ impl Scheduler {
                 ),
                 (w, None) => w,
             };
+            let housekeeping =
+                Duration::from_millis((self.last_evict + 60_000 - now).max(0) as u64);
+            let wait = Some(wait.map_or(housekeeping, |w| w.min(housekeeping)));
             // Effects carried over (start-up, or a failed commit) are
             // processed at once rather than after the next wakeup.
             let wait = if carried.is_empty() {
@@ -379,6 +390,7 @@ impl Scheduler {
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
+            self.maintain(now_ms());
             if let Some(deadline) = self.shutdown_at {
                 let now = now_ms();
                 if self.engine.running_total() == 0 {
@@ -540,10 +552,62 @@ impl Scheduler {
 
     // ----- views -------------------------------------------------------------
 
+    /// Re-derives the count of finished runs held only by the store (after
+    /// pruning, or loading a DAG run back into the engine).
+    fn refresh_counts(&mut self) {
+        if let Ok(counts) = self.store.state_counts() {
+            for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
+                let total = counts.get(s.as_str()).copied().unwrap_or(0);
+                let held = self.engine.count(s) + self.engine.evicted_count(s);
+                self.stored_terminal.insert(s, total.saturating_sub(held));
+            }
+        }
+    }
+
+    /// Housekeeping, at most once a minute: finished DAG runs leave the
+    /// engine's memory after `EVICT_AFTER`; DAG runs, events and logs older
+    /// than `logs.retain` leave the store (hourly).
+    fn maintain(&mut self, now: Millis) {
+        if now - self.last_evict < 60_000 {
+            return;
+        }
+        self.last_evict = now;
+        let evicted = self.engine.evict_finished(now - EVICT_AFTER);
+        if evicted > 0 {
+            tracing::debug!("{evicted} finished DAG runs left memory");
+        }
+        if now - self.last_prune < 3_600_000 {
+            return;
+        }
+        self.last_prune = now;
+        let before = now - self.cfg.log_retain.as_millis() as Millis;
+        // Only DAG runs the engine no longer holds can be pruned.
+        let before = before.min(now - EVICT_AFTER);
+        match self.store.prune(before) {
+            Ok(logs) => {
+                let log_dir = self.cfg.state_dir.join("logs");
+                for (run, attempt) in &logs {
+                    let _ = std::fs::remove_file(crate::executor::log_path(
+                        &log_dir,
+                        RunId(*run),
+                        *attempt,
+                    ));
+                }
+                if !logs.is_empty() {
+                    tracing::info!("pruned {} attempts older than logs.retain", logs.len());
+                }
+                self.refresh_counts();
+            }
+            Err(e) => tracing::warn!("pruning old runs failed: {e}"),
+        }
+    }
+
     fn status(&self) -> StatusView {
         let mut runs: BTreeMap<String, u64> = BTreeMap::new();
         for s in RunState::ALL {
-            let n = self.engine.count(s) + self.stored_terminal.get(&s).copied().unwrap_or(0);
+            let n = self.engine.count(s)
+                + self.engine.evicted_count(s)
+                + self.stored_terminal.get(&s).copied().unwrap_or(0);
             runs.insert(s.as_str().into(), n);
         }
         StatusView {
@@ -766,15 +830,23 @@ impl Scheduler {
             "retry" => {
                 let id = id_param(params, "id")?;
                 if self.engine.run(RunId(id)).is_none() {
-                    return Err(match self.store.run_state(id).map_err(store_err)? {
-                        Some(_) => RpcError::new(
-                            codes::INVALID_STATE,
-                            format!(
-                                "run {id} belongs to a DAG run from an earlier daemon life; trigger its DAG again"
-                            ),
-                        ),
-                        None => RpcError::new(codes::NOT_FOUND, format!("run {id} not found")),
-                    });
+                    // A finished run the engine let go of: load its DAG run
+                    // back from the store, then retry it like any other.
+                    let view = self.store.get_run(id).map_err(store_err)?.ok_or_else(|| {
+                        RpcError::new(codes::NOT_FOUND, format!("run {id} not found"))
+                    })?;
+                    let dr = self
+                        .store
+                        .load_dag_run(view.dag_run)
+                        .map_err(store_err)?
+                        .ok_or_else(|| {
+                            RpcError::new(
+                                codes::NOT_FOUND,
+                                format!("DAG run {} not found", view.dag_run),
+                            )
+                        })?;
+                    effects.extend(self.engine.restore(now, vec![dr], 0, 0));
+                    self.refresh_counts();
                 }
                 let step = self.engine.handle(
                     now,

@@ -232,8 +232,17 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             }
         };
         let id = request.id.clone().unwrap_or(Value::Null);
-        if let (Some(p), false) = (&peer, ["hello", "subscribe", "logs"].contains(&request.method.as_str())) {
-            let (handle, p, method, params, wants_answer) = (handle.clone(), p.clone(), request.method.clone(), request.params.clone(), request.id.is_some());
+        if let (Some(p), false) = (
+            &peer,
+            ["hello", "subscribe", "logs"].contains(&request.method.as_str()),
+        ) {
+            let (handle, p, method, params, wants_answer) = (
+                handle.clone(),
+                p.clone(),
+                request.method.clone(),
+                request.params.clone(),
+                request.id.is_some(),
+            );
             inflight.push_back(Box::pin(async move {
                 let answer = handle.call(&p, &method, params).await;
                 wants_answer.then(|| match answer {

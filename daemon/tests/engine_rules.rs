@@ -860,3 +860,59 @@ fn next_wakeup_is_the_earliest_deadline() {
     sim.submit(dag("w", vec![j, h]));
     assert_eq!(sim.engine.next_wakeup(), Some(sim.now + 5_000));
 }
+
+// ---- memory: finished DAG runs leave the engine ---------------------------------------
+
+#[test]
+fn finished_dag_runs_are_evicted_and_can_be_loaded_back_for_a_retry() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let r = sim.submit(dag("old", vec![job("a")]))[0];
+    let dep = sim.submit_with(dag("next", vec![job("b")]), None, vec![r])[0];
+    sim.exit(r, 1);
+    assert_eq!(sim.state(dep), RunState::Cancelled);
+    let old_dr = sim.engine.run(r).unwrap().dag_run;
+    let snapshot = sim.engine.run(r).unwrap().clone();
+    sim.now += 1000;
+    assert_eq!(sim.engine.evict_finished(sim.now - 10_000), 0, "too recent");
+    assert_eq!(sim.engine.evict_finished(sim.now + 1), 2);
+    assert!(sim.engine.run(r).is_none());
+    assert_eq!(sim.engine.count(RunState::Failed), 0);
+    assert_eq!(sim.engine.evicted_count(RunState::Failed), 1);
+    // --after on the evicted run still resolves (its final state is kept)
+    let later = sim.submit_with(dag("later", vec![job("c")]), None, vec![r])[0];
+    assert_eq!(sim.state(later), RunState::Cancelled);
+    // load the DAG run back (as the daemon does from the store) and retry
+    let restored = RestoredDagRun {
+        id: old_dr,
+        spec: snapshot.spec.clone(),
+        state: DagRunState::Failed,
+        created_at: snapshot.created_at,
+        trigger: "test".into(),
+        unique_key: None,
+        runs: vec![RestoredRun {
+            id: r,
+            job_index: 0,
+            state: RunState::Failed,
+            attempts: snapshot.attempts.clone(),
+            counted_failures: 1,
+            created_at: snapshot.created_at,
+            ready_at: snapshot.ready_at,
+            started_at: snapshot.started_at,
+            finished_at: snapshot.finished_at,
+            next_at: None,
+            delay: None,
+            reason: snapshot.reason.clone(),
+            message: None,
+            progress: None,
+            upstream: vec![],
+        }],
+    };
+    sim.engine.restore(sim.now, vec![restored], 0, 0);
+    sim.input(Input::Retry {
+        run: r,
+        actor: actor(),
+    })
+    .unwrap();
+    assert_eq!(sim.state(r), RunState::Running);
+    assert_eq!(sim.engine.run(r).unwrap().attempts.len(), 2, "history kept");
+}

@@ -559,6 +559,9 @@ pub struct Engine {
     dag_timers: HashMap<u32, Millis>,
     /// Unfinished DAG runs by DAG name (overlap policies).
     active_dag_runs: HashMap<String, BTreeSet<DagRunId>>,
+    /// DAG runs in the order they finished, for eviction.
+    finished_order: VecDeque<(Millis, DagRunId)>,
+    evicted_counts: [u64; 8],
 }
 
 fn state_index(s: RunState) -> usize {
@@ -611,6 +614,8 @@ impl Engine {
             dag_names: Vec::new(),
             dag_timers: HashMap::new(),
             active_dag_runs: HashMap::new(),
+            finished_order: VecDeque::new(),
+            evicted_counts: [0; 8],
         }
     }
 
@@ -636,6 +641,50 @@ impl Engine {
     /// When `handle(_, Input::Tick)` must next be called, if ever.
     pub fn next_wakeup(&self) -> Option<Millis> {
         self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Forgets DAG runs that finished before `before`: they live on in the
+    /// store, and the engine's memory follows the work in flight rather
+    /// than the whole history. A run that unfinished runs depend on is
+    /// remembered by its final state only. Returns how many DAG runs went.
+    pub fn evict_finished(&mut self, before: Millis) -> usize {
+        let mut evicted = 0;
+        while let Some(&(at, id)) = self.finished_order.front() {
+            if at >= before {
+                break;
+            }
+            self.finished_order.pop_front();
+            let Some(dr) = self.dag_runs.get(&id) else {
+                continue;
+            };
+            // Reopened by a retry since: it is queued again when it ends.
+            if dr.state == DagRunState::Active || dr.finished_at != Some(at) {
+                continue;
+            }
+            let dr = self.dag_runs.remove(&id).expect("checked");
+            for r in &dr.runs {
+                if let Some(run) = self.runs.remove(r) {
+                    if !run.downstream.is_empty() {
+                        self.external.insert(run.id, run.state);
+                    }
+                    self.counts[state_index(run.state)] -= 1;
+                    self.evicted_counts[state_index(run.state)] += 1;
+                }
+            }
+            if let Some(k) = &dr.unique_key
+                && self.unique.get(k) == Some(&id)
+            {
+                self.unique.remove(k);
+            }
+            evicted += 1;
+        }
+        evicted
+    }
+
+    /// Finished runs evicted from memory during this life, by state (the
+    /// daemon adds them to what the store held at start-up).
+    pub fn evicted_count(&self, state: RunState) -> u64 {
+        self.evicted_counts[state_index(state)]
     }
 
     /// Records the final state of a run that lives only in the store, so
@@ -728,7 +777,7 @@ impl Engine {
                         d.state
                     },
                     created_at: d.created_at,
-                    finished_at: None,
+                    finished_at: if unfinished > 0 { None } else { Some(now) },
                     trigger: d.trigger,
                     unique_key: d.unique_key,
                     unfinished,
@@ -1201,11 +1250,11 @@ impl Engine {
         for &id in &ids {
             let ups = self.runs[&id].upstream.clone();
             for u in ups {
-                self.runs
-                    .get_mut(&u)
-                    .expect("upstream exists")
-                    .downstream
-                    .push(id);
+                // An upstream known only by its final state (evicted or from
+                // the store) needs no link: it will not change again.
+                if let Some(up) = self.runs.get_mut(&u) {
+                    up.downstream.push(id);
+                }
             }
         }
         self.dag_runs.insert(
@@ -1697,6 +1746,7 @@ impl Engine {
                 format!("DAG run finished: {state:?}").to_lowercase(),
                 &self.scheduler.clone(),
             );
+            self.finished_order.push_back((now, dag_run));
             if let Some(set) = self.active_dag_runs.get_mut(&*dag) {
                 set.remove(&dag_run);
                 if set.is_empty() {

@@ -86,6 +86,13 @@ pub trait Store: Send {
     /// State of the newest DAG run of each DAG.
     fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
     fn integrity_check(&mut self) -> Result<String, StoreError>;
+    /// One DAG run, finished or not, to load it back into the engine
+    /// (a retry of a run the engine no longer holds).
+    fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError>;
+    /// Deletes DAG runs that finished before `before` with their runs,
+    /// attempts and events; returns (run, attempt) of the deleted attempts
+    /// so their log files can go too.
+    fn prune(&mut self, before: i64) -> Result<Vec<(u64, u32)>, StoreError>;
     /// The spec a DAG run was created from.
     fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError>;
 }
