@@ -28,6 +28,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::{RunId, SpawnOrder};
 
+/// Threads that fork job processes.
+const SPAWNER_THREADS: usize = 4;
+
 /// What the executor reports to the scheduler.
 #[derive(Debug)]
 pub enum ExecEvent {
@@ -91,22 +94,32 @@ pub fn start(
     cfg: ExecConfig,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) -> mpsc::UnboundedSender<ExecCmd> {
-    let (spawn_tx, spawn_rx) = std::sync::mpsc::channel::<SpawnRequest>();
-    let handle = tokio::runtime::Handle::current();
-    std::thread::Builder::new()
-        .name("ax-spawner".into())
-        .spawn(move || {
-            // tokio needs its runtime to register the child for async wait.
-            let _guard = handle.enter();
-            for mut req in spawn_rx {
-                let result = req.command.spawn().map(|c| (c, req.read_end));
-                // Drop the parent's copies of the pipe's write end now, so
-                // the log reader sees EOF when the job's processes exit.
-                drop(req.command);
-                let _ = req.reply.send(result);
-            }
+    // Several spawner threads: a fork+exec blocks its thread until the
+    // child has exec'ed (~1 ms), so one thread would cap starts at about a
+    // thousand a second whatever the number of slots. They all live as long
+    // as the daemon, which is what PDEATHSIG needs.
+    let spawners: Vec<std::sync::mpsc::Sender<SpawnRequest>> = (0..SPAWNER_THREADS)
+        .map(|i| {
+            let (spawn_tx, spawn_rx) = std::sync::mpsc::channel::<SpawnRequest>();
+            let handle = tokio::runtime::Handle::current();
+            std::thread::Builder::new()
+                .name(format!("ax-spawner-{i}"))
+                .spawn(move || {
+                    // tokio needs its runtime to register the child for async wait.
+                    let _guard = handle.enter();
+                    for mut req in spawn_rx {
+                        let result = req.command.spawn().map(|c| (c, req.read_end));
+                        // Drop the parent's copies of the pipe's write end now, so
+                        // the log reader sees EOF when the job's processes exit.
+                        drop(req.command);
+                        let _ = req.reply.send(result);
+                    }
+                })
+                .expect("spawn a spawner thread");
+            spawn_tx
         })
-        .expect("spawn the spawner thread");
+        .collect();
+    let mut next_spawner = 0usize;
 
     let (tx, mut rx) = mpsc::unbounded_channel::<ExecCmd>();
     let self_tx = tx.clone();
@@ -134,7 +147,8 @@ pub fn start(
                         }
                         Ok((command, read_end, log)) => {
                             let (reply, child_rx) = oneshot::channel();
-                            let _ = spawn_tx.send(SpawnRequest {
+                            next_spawner = (next_spawner + 1) % spawners.len();
+                            let _ = spawners[next_spawner].send(SpawnRequest {
                                 command,
                                 reply,
                                 read_end,

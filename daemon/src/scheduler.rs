@@ -367,14 +367,27 @@ impl Scheduler {
                     }
                 }
             }
-            // Commit before anyone hears of it.
-            match self.commit(&effects) {
+            // Spawn and kill orders go out first, so processes start while
+            // the step is being made durable (the fsync is off the start
+            // path). A crash in that window leaves the store saying
+            // `ready`: the run is started again after the restart, as for
+            // any interrupted attempt, and the PDEATHSIG of the spawner
+            // thread has already killed the process. Clients hear of the
+            // step (answers, notifications) only after the commit.
+            self.execute(&effects);
+            let commit_started = crate::time::monotonic();
+            let committed = self.commit(&effects);
+            tracing::debug!(
+                effects = effects.len(),
+                "step committed in {:?}",
+                commit_started.elapsed()
+            );
+            match committed {
                 Ok(seqs) => {
                     for (reply, answer) in replies {
                         let _ = reply.send(answer);
                     }
                     self.announce(&effects, &seqs);
-                    self.execute(&effects);
                 }
                 Err(e) => {
                     tracing::error!("store commit failed: {e}");
@@ -384,9 +397,13 @@ impl Scheduler {
                             format!("not saved: {e}"),
                         )));
                     }
-                    // Nothing of this step was announced or started; its
-                    // effects are retried with the next step.
-                    carried = effects;
+                    // Nothing of this step was announced; its changes are
+                    // written with the next step (orders already sent are
+                    // not sent again).
+                    carried = effects
+                        .into_iter()
+                        .filter(|e| !matches!(e, Effect::Spawn(_) | Effect::Kill { .. }))
+                        .collect();
                     std::thread::sleep(Duration::from_millis(200));
                 }
             }
