@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use ax_shared::Exec;
@@ -83,8 +82,8 @@ pub fn log_path(log_dir: &Path, run: RunId, attempt: u32) -> PathBuf {
 }
 
 struct SpawnRequest {
-    command: tokio::process::Command,
-    reply: oneshot::Sender<std::io::Result<(tokio::process::Child, OwnedFd)>>,
+    plan: crate::spawn::Plan,
+    reply: oneshot::Sender<std::io::Result<(crate::spawn::Process, OwnedFd)>>,
     read_end: OwnedFd,
 }
 
@@ -107,11 +106,12 @@ pub fn start(
                 .spawn(move || {
                     // tokio needs its runtime to register the child for async wait.
                     let _guard = handle.enter();
-                    for mut req in spawn_rx {
-                        let result = req.command.spawn().map(|c| (c, req.read_end));
-                        // Drop the parent's copies of the pipe's write end now, so
-                        // the log reader sees EOF when the job's processes exit.
-                        drop(req.command);
+                    for req in spawn_rx {
+                        // The plan (and with it the parent's copy of the
+                        // pipe's write end) is dropped once the child has
+                        // exec'ed, so the log reader sees EOF when the
+                        // job's processes exit.
+                        let result = crate::spawn::spawn(req.plan).map(|c| (c, req.read_end));
                         let _ = req.reply.send(result);
                     }
                 })
@@ -145,11 +145,11 @@ pub fn start(
                                 attempt: order.attempt,
                             });
                         }
-                        Ok((command, read_end, log)) => {
+                        Ok((plan, read_end, log)) => {
                             let (reply, child_rx) = oneshot::channel();
                             next_spawner = (next_spawner + 1) % spawners.len();
                             let _ = spawners[next_spawner].send(SpawnRequest {
-                                command,
+                                plan,
                                 reply,
                                 read_end,
                             });
@@ -182,23 +182,17 @@ pub fn start(
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(tokio::process::Command, OwnedFd, LazyLog), String> {
+) -> Result<(crate::spawn::Plan, OwnedFd, LazyLog), String> {
     let job = order.job();
-    let mut command = match &job.exec {
-        Exec::Shell(s) => {
-            let mut c = tokio::process::Command::new("/bin/sh");
-            c.arg("-c").arg(s);
-            c
-        }
-        Exec::Argv(argv) => {
-            let mut c = tokio::process::Command::new(&argv[0]);
-            c.args(&argv[1..]);
-            c
-        }
+    let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
+        Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
+        Exec::Argv(argv) => (
+            argv[0].clone().into(),
+            argv[1..].iter().map(Into::into).collect(),
+        ),
     };
-    if let Some(cwd) = &job.cwd {
-        command.current_dir(cwd);
-    }
+    // The daemon's environment, then the job's, then the AX_* variables.
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
     // `ax heartbeat` inside jobs: make the ax next to axd findable.
     if let Ok(exe) = std::env::current_exe()
         && let Some(dir) = exe.parent()
@@ -209,47 +203,41 @@ fn prepare(
             parts.push(dir.to_path_buf());
         }
         if let Ok(joined) = std::env::join_paths(parts) {
-            command.env("PATH", joined);
+            env.push(("PATH".into(), joined));
         }
     }
-    command
-        .envs(&job.env)
-        .env("AX_RUN_ID", order.run.0.to_string())
-        .env("AX_DAG", &*order.dag)
-        .env("AX_JOB", &job.id)
-        .env("AX_ATTEMPT", order.attempt.to_string())
-        .env("AX_SOCKET", &cfg.socket)
-        .env("AX_SLOT", order.slot.to_string())
-        .stdin(Stdio::null())
-        .kill_on_drop(false);
+    for (k, v) in &job.env {
+        env.push((k.into(), v.into()));
+    }
+    for (k, v) in [
+        ("AX_RUN_ID", order.run.0.to_string()),
+        ("AX_DAG", order.dag.to_string()),
+        ("AX_JOB", job.id.clone()),
+        ("AX_ATTEMPT", order.attempt.to_string()),
+        ("AX_SOCKET", cfg.socket.display().to_string()),
+        ("AX_SLOT", order.slot.to_string()),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    // Later entries win: keep only the last value of each name.
+    let mut seen = std::collections::HashSet::new();
+    env.reverse();
+    env.retain(|(k, _)| seen.insert(k.clone()));
+    env.reverse();
     let (read_end, write_end) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let write_copy = write_end.try_clone().map_err(|e| format!("pipe: {e}"))?;
-    command
-        .stdout(Stdio::from(write_end))
-        .stderr(Stdio::from(write_copy));
-    let parent = std::process::id() as i32;
-    // SAFETY: only async-signal-safe libc calls between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The daemon may have died between fork and prctl.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    let plan = crate::spawn::Plan {
+        program,
+        args,
+        env,
+        cwd: job.cwd.clone(),
+        output: write_end,
+    };
     let log = LazyLog {
         path: log_path(&cfg.log_dir, order.run, order.attempt),
         file: None,
     };
-    Ok((command, read_end, log))
+    Ok((plan, read_end, log))
 }
 
 /// An attempt's log file, created at the first byte of output: creating a
@@ -329,7 +317,7 @@ pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
 async fn supervise(
     cfg: ExecConfig,
     order: SpawnOrder,
-    child_rx: oneshot::Receiver<std::io::Result<(tokio::process::Child, OwnedFd)>>,
+    child_rx: oneshot::Receiver<std::io::Result<(crate::spawn::Process, OwnedFd)>>,
     mut kill_rx: mpsc::UnboundedReceiver<i64>,
     mut log: LazyLog,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
@@ -339,7 +327,7 @@ async fn supervise(
     let finish = |done: &mpsc::UnboundedSender<ExecCmd>| {
         let _ = done.send(ExecCmd::Done { run, attempt });
     };
-    let (mut child, read_end) = match child_rx.await {
+    let (child, read_end) = match child_rx.await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             let _ = writeln!(log, "[ax] could not start: {e}");
@@ -361,7 +349,7 @@ async fn supervise(
             return;
         }
     };
-    let pid = child.id().unwrap_or(0);
+    let pid = child.pid;
     events(ExecEvent::Started {
         run,
         attempt,
@@ -412,13 +400,7 @@ async fn supervise(
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
     let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
-    let (code, signal) = match status {
-        Ok(s) => {
-            use std::os::unix::process::ExitStatusExt;
-            (s.code(), s.signal())
-        }
-        Err(_) => (None, None),
-    };
+    let (code, signal) = status.unwrap_or((None, None));
     events(ExecEvent::Exited {
         run,
         attempt,

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod executor;
 pub mod scheduler;
 pub mod server;
+pub mod spawn;
 pub mod store;
 pub mod time;
 pub mod watcher;

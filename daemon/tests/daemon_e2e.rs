@@ -353,3 +353,42 @@ async fn logs_are_captured_in_order_and_capped() {
         format!("{env} envjob envjob 1 0\n")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_errors_are_recorded_and_follow_the_retry_policy() {
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let missing = submit(
+        &mut c,
+        json!({"argv": ["/nonexistent/program", "x"], "retries": 1, "name": "missing"}),
+    )
+    .await[0];
+    let r = wait_state(&mut c, missing, "failed", 15).await;
+    assert_eq!(r.attempts.len(), 2, "retried once");
+    assert_eq!(r.attempts[0].outcome.as_deref(), Some("spawn_error"));
+    assert!(
+        r.reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("No such file"),
+        "{r:?}"
+    );
+    let bad_cwd = submit(
+        &mut c,
+        json!({"command": "true", "cwd": "/nonexistent/dir", "name": "badcwd"}),
+    )
+    .await[0];
+    let r = wait_state(&mut c, bad_cwd, "failed", 15).await;
+    assert_eq!(r.attempts[0].outcome.as_deref(), Some("spawn_error"));
+    // PATH lookup for argv programs, SIGPIPE back to default in jobs
+    let path = submit(
+        &mut c,
+        json!({"argv": ["sh", "-c", "yes | head -n 1 >/dev/null; echo ok"], "name": "pathjob"}),
+    )
+    .await[0];
+    wait_state(&mut c, path, "success", 15).await;
+    assert_eq!(
+        c.call("logs", json!({"run": path})).await.unwrap()["data"],
+        "ok\n"
+    );
+}
