@@ -1,47 +1,59 @@
-//! Runs stored by id in a dense vector.
+//! Runs stored by id in a dense ring of slots.
 //!
-//! Run ids are allocated by the engine in increasing order, so a vector
-//! indexed by `id - base` replaces a hash map: no hashing, and the runs of
-//! one DAG run sit next to each other. Slots hold boxes so that the holes
-//! left by evicted runs cost a pointer, and leading holes are dropped, so
-//! the table follows the window of runs the engine still holds.
+//! Run ids are allocated by the engine in increasing order, so a deque
+//! indexed by `id - base` replaces a hash map: no hashing, no pointer
+//! chasing, and the runs of one DAG run sit next to each other. Evicted
+//! runs leave holes; holes at the front are dropped, so the deque follows
+//! the window of runs the engine still holds. A run loaded back from far
+//! below the window (a retry of an old run) goes to a small side map rather
+//! than stretching the window over millions of empty slots.
 
+use std::collections::{HashMap, VecDeque};
 use std::ops::Index;
 
 use super::{Run, RunId};
 
+/// How far below the window a run may be and still join it.
+const NEAR: u64 = 4096;
+
 #[derive(Default)]
 pub struct RunTable {
     base: u64,
-    slots: std::collections::VecDeque<Option<Box<Run>>>,
+    slots: VecDeque<Option<Run>>,
+    far: HashMap<RunId, Run>,
     len: usize,
 }
 
 impl RunTable {
-    fn index_of(&self, id: RunId) -> Option<usize> {
-        id.0.checked_sub(self.base).map(|i| i as usize)
-    }
-
     pub fn get(&self, id: &RunId) -> Option<&Run> {
-        self.slots.get(self.index_of(*id)?)?.as_deref()
+        match id.0.checked_sub(self.base) {
+            Some(i) => self.slots.get(i as usize)?.as_ref(),
+            None => self.far.get(id),
+        }
     }
 
     pub fn get_mut(&mut self, id: &RunId) -> Option<&mut Run> {
-        let i = self.index_of(*id)?;
-        self.slots.get_mut(i)?.as_deref_mut()
+        match id.0.checked_sub(self.base) {
+            Some(i) => self.slots.get_mut(i as usize)?.as_mut(),
+            None => self.far.get_mut(id),
+        }
     }
 
     pub fn contains_key(&self, id: &RunId) -> bool {
         self.get(id).is_some()
     }
 
-    /// Inserts a run; ids below the current window (a DAG run loaded back
-    /// from the store) grow the window downwards.
     pub fn insert(&mut self, id: RunId, run: Run) {
         if self.slots.is_empty() {
             self.base = id.0;
         }
         if id.0 < self.base {
+            if self.base - id.0 > NEAR {
+                if self.far.insert(id, run).is_none() {
+                    self.len += 1;
+                }
+                return;
+            }
             for _ in id.0..self.base {
                 self.slots.push_front(None);
             }
@@ -51,24 +63,26 @@ impl RunTable {
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        if self.slots[i].replace(Box::new(run)).is_none() {
+        if self.slots[i].replace(run).is_none() {
             self.len += 1;
         }
     }
 
     pub fn remove(&mut self, id: &RunId) -> Option<Run> {
-        let i = self.index_of(*id)?;
-        let run = self.slots.get_mut(i)?.take()?;
+        let run = match id.0.checked_sub(self.base) {
+            Some(i) => self.slots.get_mut(i as usize)?.take()?,
+            None => self.far.remove(id)?,
+        };
         self.len -= 1;
         while matches!(self.slots.front(), Some(None)) {
             self.slots.pop_front();
             self.base += 1;
         }
-        Some(*run)
+        Some(run)
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Run> {
-        self.slots.iter().flatten().map(|b| &**b)
+        self.far.values().chain(self.slots.iter().flatten())
     }
 
     pub fn len(&self) -> usize {
