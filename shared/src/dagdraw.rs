@@ -57,6 +57,31 @@ impl Grid {
     }
 }
 
+/// Nodes and run states from a `get_dag_run` answer
+/// (`{"jobs": [{"id", "deps", "state"}…]}`).
+pub fn nodes_of_dag_run(v: &serde_json::Value) -> (Vec<DagNode>, Vec<Option<String>>) {
+    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+    let nodes = jobs
+        .iter()
+        .map(|j| DagNode {
+            id: j["id"].as_str().unwrap_or_default().into(),
+            deps: j["deps"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|d| d.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let states = jobs
+        .iter()
+        .map(|j| j["state"].as_str().map(str::to_string))
+        .collect();
+    (nodes, states)
+}
+
 /// The mark shown in a node for a run state (`None`: no run).
 pub fn state_mark(state: Option<&str>) -> char {
     match state {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use ax_shared::api::{DagView, EventView, LogChunk, RunView, StatusView, SubmitResult};
 use ax_shared::client::{Client, ClientError};
-use ax_shared::dagdraw::{DagNode, LEGEND, layout, render_text, state_ansi, state_mark};
+use ax_shared::dagdraw::{
+    DagNode, LEGEND, layout, nodes_of_dag_run, render_text, state_ansi, state_mark,
+};
 use ax_shared::protocol::codes;
 use serde_json::{Value, json};
 
@@ -402,27 +404,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                         );
                         return Ok(exit::NOT_FOUND);
                     }
-                    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
-                    let nodes = jobs
-                        .iter()
-                        .map(|j| DagNode {
-                            id: j["id"].as_str().unwrap_or_default().into(),
-                            deps: j["deps"]
-                                .as_array()
-                                .map(|a| {
-                                    a.iter()
-                                        .filter_map(|d| d.as_str().map(str::to_string))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
-                        })
-                        .collect();
-                    (
-                        nodes,
-                        jobs.iter()
-                            .map(|j| j["state"].as_str().map(str::to_string))
-                            .collect(),
-                    )
+                    nodes_of_dag_run(&v)
                 }
             };
             let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));

@@ -1,7 +1,7 @@
 //! Rendering: a pure function of `&App` (and the frame size).
 
 use ax_shared::api::RunView;
-use ax_shared::dagdraw::{DagNode, LEGEND, layout, state_mark};
+use ax_shared::dagdraw::{LEGEND, layout, nodes_of_dag_run, state_mark};
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -507,25 +507,7 @@ fn render_dag(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
-    let nodes: Vec<DagNode> = jobs
-        .iter()
-        .map(|j| DagNode {
-            id: j["id"].as_str().unwrap_or_default().into(),
-            deps: j["deps"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|d| d.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
-        .collect();
-    let states: Vec<Option<String>> = jobs
-        .iter()
-        .map(|j| j["state"].as_str().map(str::to_string))
-        .collect();
+    let (nodes, states) = nodes_of_dag_run(v);
     let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));
     let block = Block::default().borders(Borders::ALL).title(format!(
         " DAG {} · run {} · {} ",
