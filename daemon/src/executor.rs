@@ -206,9 +206,6 @@ fn prepare(
             env.push(("PATH".into(), joined));
         }
     }
-    for (k, v) in &job.env {
-        env.push((k.into(), v.into()));
-    }
     for (k, v) in [
         ("AX_RUN_ID", order.run.0.to_string()),
         ("AX_DAG", order.dag.to_string()),
@@ -217,6 +214,11 @@ fn prepare(
         ("AX_SOCKET", cfg.socket.display().to_string()),
         ("AX_SLOT", order.slot.to_string()),
     ] {
+        env.push((k.into(), v.into()));
+    }
+    // The job's own env comes last: it may set AX_* itself (hooks pass
+    // the finished DAG's name as AX_DAG this way).
+    for (k, v) in &job.env {
         env.push((k.into(), v.into()));
     }
     // Later entries win: keep only the last value of each name.

@@ -392,3 +392,30 @@ async fn spawn_errors_are_recorded_and_follow_the_retry_policy() {
         "ok\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_failure_hook_runs_with_the_dag_in_its_environment() {
+    let d = Daemon::start(&[(
+        "flaky.toml",
+        "on_failure = \"echo hook: $AX_DAG $AX_STATE $AX_FAILED_JOBS\"\ncommand = \"exit 1\"\n",
+    )]);
+    let mut c = d.client().await;
+    trigger(&mut c, "flaky").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let hook = loop {
+        let runs: Vec<ax_shared::api::RunView> = serde_json::from_value(
+            c.call("list_runs", json!({"dag": "flaky:on_failure"}))
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        if let Some(r) = runs.first() {
+            break r.id;
+        }
+        assert!(std::time::Instant::now() < deadline, "no hook run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    wait_state(&mut c, hook, "success", 15).await;
+    let log = c.call("logs", json!({"run": hook})).await.unwrap();
+    assert_eq!(log["data"], "hook: flaky failed flaky\n");
+}

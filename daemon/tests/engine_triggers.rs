@@ -320,3 +320,40 @@ fn dst_rules_through_the_engine() {
         ]
     );
 }
+
+#[test]
+fn hooks_run_as_recorded_dag_runs_with_the_result() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let mut d = DagSpec::adhoc("nightly", vec![job("load"), job("check")]);
+    d.on_failure = Some("notify failed".into());
+    d.on_success = Some("notify ok".into());
+    let d = Arc::new(d);
+    let r = sim.submit(d.clone());
+    sim.exit(r[0], 0);
+    sim.exit(r[1], 4);
+    let hook = sim
+        .engine
+        .dag_runs()
+        .find(|x| &*x.dag == "nightly:on_failure")
+        .expect("hook DAG run");
+    let run = sim.engine.run(hook.runs[0]).unwrap();
+    assert_eq!(run.job().exec, Exec::Shell("notify failed".into()));
+    assert_eq!(run.job().env["AX_DAG"], "nightly");
+    assert_eq!(run.job().env["AX_STATE"], "failed");
+    assert_eq!(run.job().env["AX_FAILED_JOBS"], "check");
+    assert_eq!(run.state, RunState::Running);
+    let ok = sim.submit(d);
+    sim.exit(ok[0], 0);
+    sim.exit(ok[1], 0);
+    assert!(
+        sim.engine
+            .dag_runs()
+            .any(|x| &*x.dag == "nightly:on_success")
+    );
+    assert!(
+        !sim.engine
+            .dag_runs()
+            .any(|x| &*x.dag == "nightly:on_success:on_success"),
+        "hooks have no hooks"
+    );
+}

@@ -328,6 +328,7 @@ impl Engine {
         dag_run: DagRunId,
         state: DagRunState,
     ) {
+        self.run_hook(now, dag, dag_run, state);
         let idle = self.active_dag_runs.get(dag).is_none_or(|s| s.is_empty());
         if idle
             && let Some(def) = self.dags.get_mut(dag)
@@ -376,6 +377,51 @@ impl Engine {
             }
             self.start_triggered(now, spec, format!("after {dag} (DAG run {dag_run})"), None);
         }
+    }
+
+    /// `on_success` / `on_failure` of the finished DAG run's spec, as a DAG
+    /// run of its own (`<dag>:on_failure`), so the hook's output and outcome
+    /// are recorded like any run's. The hook sees the DAG run's result in
+    /// `AX_DAG`, `AX_DAG_RUN`, `AX_STATE` and `AX_FAILED_JOBS`; its own
+    /// failure is only recorded.
+    fn run_hook(&mut self, now: Millis, dag: &str, dag_run: DagRunId, state: DagRunState) {
+        let Some(dr) = self.dag_runs.get(&dag_run) else {
+            return;
+        };
+        let (which, command) = match state {
+            DagRunState::Success => ("on_success", dr.spec.on_success.clone()),
+            DagRunState::Failed | DagRunState::Cancelled => {
+                ("on_failure", dr.spec.on_failure.clone())
+            }
+            DagRunState::Active => return,
+        };
+        let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
+            return;
+        };
+        let failed: Vec<String> = dr
+            .runs
+            .iter()
+            .filter_map(|r| self.runs.get(r))
+            .filter(|r| matches!(r.state, RunState::Failed | RunState::TimedOut))
+            .map(|r| r.job().id.clone())
+            .collect();
+        let mut job = ax_shared::JobSpec::new(which, ax_shared::Exec::Shell(command));
+        job.env.insert("AX_DAG".into(), dag.to_string());
+        job.env.insert("AX_DAG_RUN".into(), dag_run.0.to_string());
+        job.env
+            .insert("AX_STATE".into(), format!("{state:?}").to_lowercase());
+        job.env.insert("AX_FAILED_JOBS".into(), failed.join(","));
+        job.timeout = ax_shared::Timeout::After(std::time::Duration::from_secs(300));
+        if !self.pools.contains_key(&job.pool) {
+            return;
+        }
+        let spec = Arc::new(DagSpec::adhoc(format!("{dag}:{which}"), vec![job]));
+        self.start_triggered(
+            now,
+            spec,
+            format!("{which} hook of DAG run {dag_run}"),
+            None,
+        );
     }
 
     /// Next fire time of a DAG, if scheduled and armed.
