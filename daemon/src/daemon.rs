@@ -104,10 +104,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         .filter(|r| r.state == RunState::Running)
         .count();
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
-    let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
+    // Paused DAGs first: restoring dispatches, and a paused DAG's runs
+    // must stay held.
     for dag in &loaded.paused {
         engine.set_paused(now, dag, true);
     }
+    let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
     let counts = store.state_counts()?;
     let mut stored_terminal = BTreeMap::new();
     for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {

@@ -310,3 +310,23 @@ async fn overlap_skip_records_skipped_slots_and_after_chains_run_in_order() {
         "second runs after first"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_survives_a_restart_and_holds_queued_runs() {
+    let mut d = Daemon::start(&[("held.toml", "command = \"true\"\n")]);
+    let mut c = d.client().await;
+    c.call("pause", json!({"dag": "held"})).await.unwrap();
+    let id = trigger(&mut c, "held").await[0];
+    assert_eq!(get_run(&mut c, id).await.why.as_deref(), Some("DAG paused"));
+    drop(c);
+    assert_eq!(d.term(), Some(0));
+    d.spawn();
+    let mut c = d.client().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = get_run(&mut c, id).await;
+    assert_eq!(r.state, "ready", "still held after the restart: {r:?}");
+    assert_eq!(r.why.as_deref(), Some("DAG paused"));
+    assert!(dags(&mut c).await[0].paused);
+    c.call("resume", json!({"dag": "held"})).await.unwrap();
+    wait_state(&mut c, id, "success", 10).await;
+}
