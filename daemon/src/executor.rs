@@ -25,35 +25,14 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::{RunId, SpawnOrder};
+use crate::engine::{Input, RunId, SpawnOrder};
 
 /// Threads that fork job processes.
 const SPAWNER_THREADS: usize = 4;
 
-/// What the executor reports to the scheduler.
-#[derive(Debug)]
-pub enum ExecEvent {
-    Started {
-        run: RunId,
-        attempt: u32,
-        pid: u32,
-        pid_start: Option<u64>,
-    },
-    SpawnFailed {
-        run: RunId,
-        attempt: u32,
-        error: String,
-    },
-    Exited {
-        run: RunId,
-        attempt: u32,
-        code: Option<i32>,
-        signal: Option<i32>,
-    },
-    Output {
-        run: RunId,
-    },
-}
+/// What the executor reports to the scheduler: the engine's own inputs
+/// (`Started`, `SpawnFailed`, `Exited`, `Output`).
+pub type ExecEvent = Input;
 
 #[derive(Debug)]
 pub enum ExecCmd {
@@ -135,7 +114,7 @@ pub fn start(
                     let done = self_tx.clone();
                     match prepared {
                         Err(e) => {
-                            events(ExecEvent::SpawnFailed {
+                            events(Input::SpawnFailed {
                                 run: order.run,
                                 attempt: order.attempt,
                                 error: e,
@@ -333,7 +312,7 @@ async fn supervise(
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             let _ = writeln!(log, "[ax] could not start: {e}");
-            events(ExecEvent::SpawnFailed {
+            events(Input::SpawnFailed {
                 run,
                 attempt,
                 error: e.to_string(),
@@ -342,7 +321,7 @@ async fn supervise(
             return;
         }
         Err(_) => {
-            events(ExecEvent::SpawnFailed {
+            events(Input::SpawnFailed {
                 run,
                 attempt,
                 error: "spawner stopped".into(),
@@ -352,7 +331,7 @@ async fn supervise(
         }
     };
     let pid = child.pid;
-    events(ExecEvent::Started {
+    events(Input::Started {
         run,
         attempt,
         pid,
@@ -403,7 +382,7 @@ async fn supervise(
     // escaped the group with setsid could hold the pipe open forever).
     let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
     let (code, signal) = status.unwrap_or((None, None));
-    events(ExecEvent::Exited {
+    events(Input::Exited {
         run,
         attempt,
         code,
@@ -443,7 +422,7 @@ async fn read_output(
         let now = tokio::time::Instant::now();
         if last_beat.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
             last_beat = Some(now);
-            events(ExecEvent::Output { run });
+            events(Input::Output { run });
         }
         let room = max_bytes.saturating_sub(written);
         let keep = (n as u64).min(room) as usize;

@@ -309,43 +309,8 @@ impl Scheduler {
                         let answer = self.request(now, &peer, &method, &params, &mut effects);
                         replies.push((reply, answer));
                     }
-                    Msg::Exec(ev) => {
-                        let input = match ev {
-                            ExecEvent::Started {
-                                run,
-                                attempt,
-                                pid,
-                                pid_start,
-                            } => Input::Started {
-                                run,
-                                attempt,
-                                pid,
-                                pid_start,
-                            },
-                            ExecEvent::SpawnFailed {
-                                run,
-                                attempt,
-                                error,
-                            } => Input::SpawnFailed {
-                                run,
-                                attempt,
-                                error,
-                            },
-                            ExecEvent::Exited {
-                                run,
-                                attempt,
-                                code,
-                                signal,
-                            } => Input::Exited {
-                                run,
-                                attempt,
-                                code,
-                                signal,
-                            },
-                            ExecEvent::Output { run } => Input::Output { run },
-                        };
-                        let step = self.engine.handle(now, input);
-                        effects.extend(step.effects);
+                    Msg::Exec(input) => {
+                        effects.extend(self.engine.handle(now, input).effects);
                     }
                     Msg::Shutdown => {
                         if self.shutdown_at.is_none() {
