@@ -81,7 +81,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     let db = cfg.state_dir.join("ax.db");
     let mut store = SqliteStore::open(&db, cfg.synchronous_full)
         .with_context(|| format!("cannot open {}", db.display()))?;
+    let t_load = crate::time::monotonic();
     let loaded = store.load()?;
+    tracing::debug!("store load took {:?}", t_load.elapsed());
     // 2. processes of an earlier life die first
     let swept = loaded
         .orphans
@@ -110,7 +112,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         engine.set_paused(now, dag, true);
     }
     let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
+    tracing::debug!("restore done at {:?}", t_load.elapsed());
     let counts = store.state_counts()?;
+    tracing::debug!("state counts done at {:?}", t_load.elapsed());
     let mut stored_terminal = BTreeMap::new();
     for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
         let total = counts.get(s.as_str()).copied().unwrap_or(0);

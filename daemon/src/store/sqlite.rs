@@ -17,6 +17,9 @@ use super::{Commit, Loaded, RunQuery, Store, StoreError};
 use crate::engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId};
 use crate::time::rfc3339;
 
+/// Maps keyed by our own sequential ids: no need for SipHash.
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::engine::IdHasher>>;
+
 const MIGRATIONS: &[&str] = &[
     // 1: the initial schema
     r#"
@@ -551,7 +554,7 @@ impl SqliteStore {
                 })?;
         let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
         let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
-        let mut index: HashMap<u64, usize> = HashMap::new();
+        let mut index: IdMap<u64, usize> = IdMap::default();
         {
             let mut stmt = self.conn.prepare(&format!(
                 "SELECT d.id, d.spec_hash, s.spec, d.state, d.created_at, d.trigger, d.unique_key
@@ -559,10 +562,15 @@ impl SqliteStore {
             ))?;
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
-                let hash: String = r.get(1)?;
-                let spec = match specs.get(&hash) {
+                // Borrow the hash: one allocation per distinct spec, not per row.
+                let hash = r
+                    .get_ref(1)?
+                    .as_str()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let spec = match specs.get(hash) {
                     Some(s) => s.clone(),
                     None => {
+                        let hash = hash.to_string();
                         let text: String = r.get(2)?;
                         let spec: DagSpec = serde_json::from_str(&text)
                             .map_err(|e| StoreError::Corrupt(format!("spec {hash}: {e}")))?;
@@ -589,7 +597,7 @@ impl SqliteStore {
                 });
             }
         }
-        let mut attempts: HashMap<u64, Vec<Attempt>> = HashMap::new();
+        let mut attempts: IdMap<u64, Vec<Attempt>> = IdMap::default();
         let mut orphans = Vec::new();
         {
             let mut stmt = self.conn.prepare(&format!(
@@ -636,8 +644,17 @@ impl SqliteStore {
             while let Some(r) = rows.next()? {
                 let id = r.get::<_, i64>(0)? as u64;
                 let dag_run = r.get::<_, i64>(1)? as u64;
-                let upstream: Vec<RunId> = serde_json::from_str(&r.get::<_, String>(14)?)
-                    .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?;
+                // Most runs have no upstream: skip the JSON parser for "[]".
+                let text = r
+                    .get_ref(14)?
+                    .as_str()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let upstream: Vec<RunId> = if text == "[]" {
+                    Vec::new()
+                } else {
+                    serde_json::from_str(text)
+                        .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?
+                };
                 upstream_ids.extend(upstream.iter().map(|u| u.0));
                 let run = RestoredRun {
                     id: RunId(id),
