@@ -330,3 +330,110 @@ async fn a_pause_survives_a_restart_and_holds_queued_runs() {
     c.call("resume", json!({"dag": "held"})).await.unwrap();
     wait_state(&mut c, id, "success", 10).await;
 }
+
+/// Jobs-folder chaos: random atomic and in-place saves, torn writes,
+/// deletes, renames and symlink swaps; after the debounce, the loaded DAGs
+/// must equal a fresh parse of the folder, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folder_chaos_converges_to_a_fresh_parse() {
+    use ax_shared::jobfile::{ValidateOptions, load_file};
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let dir = d.path("jobs.d");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let valid = |k: u64| {
+        format!(
+            "[[job]]\nid = \"a{k}\"\ncommand = \"true\"\n[[job]]\nid = \"b\"\ncommand = \"true\"\ndeps = [\"a{k}\"]\n"
+        )
+    };
+    let names = ["one", "two", "three", "sub/four", "sub/five"];
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let opts = ValidateOptions {
+        pools: Some(vec!["default".into(), "one".into(), "two".into()]),
+    };
+    for trial in 0..8 {
+        for _ in 0..40 {
+            let name = names[rnd(names.len() as u64) as usize];
+            let path = dir.join(format!("{name}.toml"));
+            match rnd(7) {
+                0 => {
+                    // atomic save: temp file + rename
+                    let tmp = dir.join(format!(".{}.tmp", name.replace('/', "_")));
+                    std::fs::write(&tmp, valid(rnd(1000))).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+                1 => std::fs::write(&path, valid(rnd(1000))).unwrap(),
+                2 => {
+                    // torn write, completed later in the burst (or not)
+                    let text = valid(rnd(1000));
+                    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+                    if rnd(2) == 0 {
+                        std::fs::write(&path, text).unwrap();
+                    }
+                }
+                3 => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                4 => {
+                    let other =
+                        dir.join(format!("{}.toml", names[rnd(names.len() as u64) as usize]));
+                    if path.exists() && other != path {
+                        let _ = std::fs::rename(&path, &other);
+                    }
+                }
+                5 => {
+                    // symlink swap to a file outside the folder
+                    let target = d.path(&format!("target-{}.toml", rnd(3)));
+                    std::fs::write(&target, valid(rnd(1000))).unwrap();
+                    let _ = std::fs::remove_file(&path);
+                    std::os::unix::fs::symlink(&target, &path).unwrap();
+                }
+                _ => std::fs::write(
+                    &path,
+                    "[[job]]\nid = \"broken\"\npriority = 500\ncommand = \"x\"\n",
+                )
+                .unwrap(),
+            }
+        }
+        // debounce + 1 s
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        let loaded = dags(&mut c).await;
+        for name in names {
+            let path = dir.join(format!("{name}.toml"));
+            let got = loaded.iter().find(|v| v.name == name);
+            if std::fs::symlink_metadata(&path).is_err() {
+                assert!(
+                    got.is_none(),
+                    "trial {trial}: {name} was deleted but is loaded"
+                );
+                continue;
+            }
+            let got =
+                got.unwrap_or_else(|| panic!("trial {trial}: {name} exists but is not loaded"));
+            match load_file(&path, Some(&dir), &opts) {
+                Ok(fresh) => {
+                    let ids: Vec<String> = fresh.spec.jobs.iter().map(|j| j.id.clone()).collect();
+                    assert_eq!(
+                        got.jobs, ids,
+                        "trial {trial}: {name} differs from a fresh parse"
+                    );
+                    assert!(
+                        got.error.is_none(),
+                        "trial {trial}: {name}: {:?}",
+                        got.error
+                    );
+                }
+                Err(_) => assert!(
+                    got.error.is_some(),
+                    "trial {trial}: {name} is broken but shows no error"
+                ),
+            }
+        }
+    }
+}
