@@ -101,6 +101,8 @@ pub struct Scheduler {
     pending_removed: Vec<String>,
     pending_paused: Vec<(String, bool)>,
     start_marks: HashMap<String, i64>,
+    /// At start-up every DAG is given to the engine, changed or not.
+    define_all: bool,
     last_evict: Millis,
     last_prune: Millis,
 }
@@ -160,6 +162,7 @@ impl Scheduler {
             pending_removed: Vec::new(),
             pending_paused: Vec::new(),
             start_marks: HashMap::new(),
+            define_all: false,
             last_evict: now_ms(),
             last_prune: 0,
         }
@@ -177,8 +180,28 @@ impl Scheduler {
         actor: &Arc<str>,
         marks: &HashMap<String, i64>,
     ) -> Vec<Effect> {
+        // The last good version of every DAG from an earlier life: a file
+        // that is broken now keeps it (SPEC §5.4), across restarts too.
+        match self.store.load_dag_defs() {
+            Ok(defs) => {
+                for spec in defs {
+                    self.dags.insert(
+                        spec.name.clone(),
+                        DagEntry {
+                            file: PathBuf::from(&spec.file),
+                            spec: Some(Arc::new(spec)),
+                            error: None,
+                            hash: String::new(),
+                        },
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
+        }
         self.start_marks = marks.clone();
+        self.define_all = true;
         let e = self.rescan_jobs(now, actor);
+        self.define_all = false;
         self.start_marks.clear();
         e
     }
@@ -207,7 +230,7 @@ impl Scheduler {
         let changed: Vec<Arc<DagSpec>> = self
             .dags
             .iter()
-            .filter(|(name, entry)| before.get(*name) != Some(&entry.hash))
+            .filter(|(name, entry)| self.define_all || before.get(*name) != Some(&entry.hash))
             .filter_map(|(_, entry)| entry.spec.clone())
             .collect();
         for spec in changed {

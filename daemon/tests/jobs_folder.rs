@@ -437,3 +437,35 @@ async fn folder_chaos_converges_to_a_fresh_parse() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_good_version_survives_a_restart_with_a_broken_file() {
+    let mut d = Daemon::start(&[("etl.toml", "command = \"echo good\"\n")]);
+    let mut c = d.client().await;
+    wait_dag(&mut c, 5, |d| d.iter().any(|x| x.name == "etl")).await;
+    drop(c);
+    assert_eq!(d.term(), Some(0));
+    std::fs::write(
+        d.path("jobs.d/etl.toml"),
+        "command = \"echo bad\"\npriority = 0\n",
+    )
+    .unwrap();
+    d.spawn();
+    let mut c = d.client().await;
+    let list = dags(&mut c).await;
+    let etl = list
+        .iter()
+        .find(|x| x.name == "etl")
+        .expect("still defined");
+    assert!(
+        etl.error.as_ref().is_some_and(|e| e.line == Some(2)),
+        "{etl:?}"
+    );
+    let id = trigger(&mut c, "etl").await[0];
+    wait_state(&mut c, id, "success", 10).await;
+    assert_eq!(
+        c.call("logs", json!({"run": id})).await.unwrap()["data"],
+        "good\n",
+        "runs the last good version"
+    );
+}

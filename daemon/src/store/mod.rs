@@ -93,6 +93,8 @@ pub trait Store: Send {
     /// attempts and events; returns (run, attempt) of the deleted attempts
     /// so their log files can go too.
     fn prune(&mut self, before: i64) -> Result<Vec<(u64, u32)>, StoreError>;
+    /// The last good version of every DAG the jobs folder defined.
+    fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError>;
     /// The spec a DAG run was created from.
     fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError>;
 }

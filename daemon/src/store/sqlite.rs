@@ -252,13 +252,13 @@ impl Store for SqliteStore {
             for (hash, text) in &new_specs {
                 spec.execute(params![hash, text])?;
             }
-            for (def, file_hash) in &c.dag_defs {
+            for (def, _) in &c.dag_defs {
                 let text =
                     serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let hash = content_hash(&text);
                 spec.execute(params![hash, text])?;
                 tx.prepare_cached("INSERT OR REPLACE INTO dag_defs (name, file, hash, loaded_at) VALUES (?1, ?2, ?3, ?4)")?
-                    .execute(params![def.name, def.file, file_hash, crate::time::now_ms()])?;
+                    .execute(params![def.name, def.file, hash, crate::time::now_ms()])?;
             }
             for name in &c.removed_defs {
                 tx.prepare_cached("DELETE FROM dag_defs WHERE name = ?1")?
@@ -392,6 +392,22 @@ impl Store for SqliteStore {
         self.load_where("d.state = 'active'")
     }
 
+    fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.spec FROM dag_defs d JOIN specs s ON s.hash = d.hash ORDER BY d.name",
+        )?;
+        let texts: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        texts
+            .iter()
+            .map(|t| {
+                serde_json::from_str(t)
+                    .map_err(|e| StoreError::Corrupt(format!("stored DAG definition: {e}")))
+            })
+            .collect()
+    }
+
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError> {
         let loaded = self.load_where(&format!("d.id = {id}"))?;
         Ok(loaded.dag_runs.into_iter().next())
@@ -420,7 +436,7 @@ impl Store for SqliteStore {
              DELETE FROM events WHERE dag_run IN (SELECT id FROM prune_dr);
              DELETE FROM runs WHERE dag_run IN (SELECT id FROM prune_dr);
              DELETE FROM dag_runs WHERE id IN (SELECT id FROM prune_dr);
-             DELETE FROM specs WHERE hash NOT IN (SELECT spec_hash FROM dag_runs);",
+             DELETE FROM specs WHERE hash NOT IN (SELECT spec_hash FROM dag_runs) AND hash NOT IN (SELECT hash FROM dag_defs);",
         )?;
         tx.commit()?;
         self.spec_hashes.clear();
