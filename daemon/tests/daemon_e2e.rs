@@ -419,3 +419,25 @@ async fn on_failure_hook_runs_with_the_dag_in_its_environment() {
     let log = c.call("logs", json!({"run": hook})).await.unwrap();
     assert_eq!(log["data"], "hook: flaky failed flaky\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_from_an_earlier_life_can_be_retried() {
+    let mut d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let marker = d.path("second-try");
+    let cmd = format!(
+        "test -e {m} || {{ touch {m}; exit 1; }}",
+        m = marker.display()
+    );
+    let ids = submit(&mut c, json!({"toml": format!("[[job]]\nid = \"a\"\ncommand = \"{}\"\n[[job]]\nid = \"b\"\ncommand = \"true\"\ndeps = [\"a\"]\n", cmd.replace('"', "\\\"")), "name": "old"})).await;
+    wait_state(&mut c, ids[0], "failed", 10).await;
+    wait_state(&mut c, ids[1], "cancelled", 10).await;
+    drop(c);
+    assert_eq!(d.term(), Some(0));
+    d.spawn();
+    let mut c = d.client().await;
+    c.call("retry", json!({"id": ids[0]})).await.unwrap();
+    let a = wait_state(&mut c, ids[0], "success", 10).await;
+    assert_eq!(a.attempts.len(), 2, "history kept across the restart");
+    wait_state(&mut c, ids[1], "success", 10).await;
+}
