@@ -807,29 +807,27 @@ impl Scheduler {
                     None => vec![id_param(params, "id")?],
                 };
                 for id in ids {
-                    let step = self.engine.handle(
+                    self.apply(
                         now,
                         Input::Cancel {
                             run: RunId(id),
                             actor: peer.actor.clone(),
                         },
-                    );
-                    effects.extend(step.effects);
-                    step.reply.map_err(engine_err)?;
+                        effects,
+                    )?;
                 }
                 Ok(json!({"ok": true}))
             }
             "cancel_dag_run" => {
                 let id = id_param(params, "id")?;
-                let step = self.engine.handle(
+                self.apply(
                     now,
                     Input::CancelDagRun {
                         dag_run: DagRunId(id),
                         actor: peer.actor.clone(),
                     },
-                );
-                effects.extend(step.effects);
-                step.reply.map_err(engine_err)?;
+                    effects,
+                )?;
                 Ok(json!({"ok": true}))
             }
             "retry" => {
@@ -853,15 +851,14 @@ impl Scheduler {
                     effects.extend(self.engine.restore(now, vec![dr], 0, 0));
                     self.refresh_counts();
                 }
-                let step = self.engine.handle(
+                self.apply(
                     now,
                     Input::Retry {
                         run: RunId(id),
                         actor: peer.actor.clone(),
                     },
-                );
-                effects.extend(step.effects);
-                step.reply.map_err(engine_err)?;
+                    effects,
+                )?;
                 Ok(json!({"ok": true}))
             }
             "pause" | "resume" => {
@@ -909,16 +906,15 @@ impl Scheduler {
                 {
                     return Err(bad(format!("progress {p} must be between 0 and 1")));
                 }
-                let step = self.engine.handle(
+                self.apply(
                     now,
                     Input::Beat {
                         run: RunId(id),
                         message,
                         progress,
                     },
-                );
-                effects.extend(step.effects);
-                step.reply.map_err(engine_err)?;
+                    effects,
+                )?;
                 Ok(json!({"ok": true}))
             }
             "log_info" => {
@@ -954,6 +950,19 @@ impl Scheduler {
                 format!("unknown method {other:?}"),
             )),
         }
+    }
+
+    /// Applies one input for a request: its effects join the step's, its
+    /// error becomes the request's answer.
+    fn apply(
+        &mut self,
+        now: Millis,
+        input: Input,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Reply, RpcError> {
+        let step = self.engine.handle(now, input);
+        effects.extend(step.effects);
+        step.reply.map_err(engine_err)
     }
 
     fn list_runs(&mut self, now: Millis, params: &Value) -> Result<Value, RpcError> {

@@ -1279,12 +1279,9 @@ impl Engine {
             .entry(spec.name.clone())
             .or_default()
             .insert(dag_run);
-        self.event(
+        self.dag_event(
             now,
-            None,
             dag_run,
-            None,
-            None,
             format!("DAG run created by {}", s.trigger),
             &s.actor,
         );
@@ -1506,15 +1503,7 @@ impl Engine {
                 .entry(dr.dag.to_string())
                 .or_default()
                 .insert(dag_run);
-            self.event(
-                now,
-                None,
-                dag_run,
-                None,
-                None,
-                "DAG run reopened by retry".into(),
-                actor,
-            );
+            self.dag_event(now, dag_run, "DAG run reopened by retry".into(), actor);
         }
         self.recount_upstream(id);
         // Downstream `any` runs still waiting no longer count this one as failed.
@@ -1619,6 +1608,12 @@ impl Engine {
             reason,
             actor: actor.clone(),
         }));
+    }
+
+    /// An event about a DAG run (or, with DagRunId(0), a DAG) rather than
+    /// one run's transition.
+    fn dag_event(&mut self, now: Millis, dag_run: DagRunId, reason: String, actor: &Arc<str>) {
+        self.event(now, None, dag_run, None, None, reason, actor);
     }
 
     fn make_ready(&mut self, now: Millis, id: RunId, reason: String, actor: &Arc<str>) {
@@ -1737,12 +1732,9 @@ impl Engine {
             dr.state = state;
             dr.finished_at = Some(now);
             let dag = dr.dag.clone();
-            self.event(
+            self.dag_event(
                 now,
-                None,
                 dag_run,
-                None,
-                None,
                 format!("DAG run finished: {state:?}").to_lowercase(),
                 &self.scheduler.clone(),
             );

@@ -177,12 +177,9 @@ impl Engine {
             let skipped = slots.len() - fire.len() + dropped as usize;
             if skipped > 0 {
                 let actor = self.cron_actor.clone();
-                self.event(
+                self.dag_event(
                     now,
-                    None,
                     DagRunId(0),
-                    None,
-                    None,
                     format!("cron: {dag}: {skipped} missed slot(s) skipped (catchup = {policy:?})")
                         .to_lowercase(),
                     &actor,
@@ -224,19 +221,16 @@ impl Engine {
             match spec.overlap {
                 Overlap::Allow => {}
                 Overlap::Skip => {
-                    self.event(now, None, active[0], None, None, format!("cron slot {label} skipped: DAG run {} is still active (overlap = skip)", active[0]), &actor);
+                    self.dag_event(now, active[0], format!("cron slot {label} skipped: DAG run {} is still active (overlap = skip)", active[0]), &actor);
                     return;
                 }
                 Overlap::Queue => {
                     let def = self.dags.get_mut(dag).expect("exists");
                     if def.queued.len() < CATCHUP_CAP {
                         def.queued.push_back(slot);
-                        self.event(
+                        self.dag_event(
                             now,
-                            None,
                             active[0],
-                            None,
-                            None,
                             format!(
                                 "cron slot {label} queued behind DAG run {} (overlap = queue)",
                                 active[0]
@@ -244,12 +238,9 @@ impl Engine {
                             &actor,
                         );
                     } else {
-                        self.event(
+                        self.dag_event(
                             now,
-                            None,
                             active[0],
-                            None,
-                            None,
                             format!(
                                 "cron slot {label} dropped: {CATCHUP_CAP} slots already queued"
                             ),
@@ -260,12 +251,9 @@ impl Engine {
                 }
                 Overlap::Replace => {
                     for dr in active {
-                        self.event(
+                        self.dag_event(
                             now,
-                            None,
                             dr,
-                            None,
-                            None,
                             format!(
                                 "DAG run {dr} replaced by cron slot {label} (overlap = replace)"
                             ),
@@ -307,15 +295,7 @@ impl Engine {
         };
         if let Err(e) = self.submit(now, submit) {
             let actor = self.cron_actor.clone();
-            self.event(
-                now,
-                None,
-                DagRunId(0),
-                None,
-                None,
-                format!("trigger failed: {e}"),
-                &actor,
-            );
+            self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }
     }
 
@@ -364,12 +344,9 @@ impl Engine {
                 .is_some_and(|s| !s.is_empty());
             if active && spec.overlap == Overlap::Skip {
                 let actor = self.cron_actor.clone();
-                self.event(
+                self.dag_event(
                     now,
-                    None,
                     dag_run,
-                    None,
-                    None,
                     format!("after-trigger of {name} skipped: it is still active (overlap = skip)"),
                     &actor,
                 );
