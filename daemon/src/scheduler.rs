@@ -105,7 +105,38 @@ pub struct Scheduler {
     define_all: bool,
     last_evict: Millis,
     last_prune: Millis,
+    /// Set while the store refuses writes (disk full, I/O error): the
+    /// error and when the held step is written again.
+    store_fault: Option<StoreFault>,
 }
+
+/// A step the store could not write. Its changes stay in the engine and are
+/// written with the next step; its clients get their answer only then, so
+/// an answer always means "durable". New writes are refused meanwhile.
+struct StoreFault {
+    error: String,
+    retry_at: Millis,
+    held: Vec<(ReplyTo, Result<Value, RpcError>)>,
+    /// The failed steps' effects, already executed, to be written.
+    unwritten: Vec<Effect>,
+}
+
+/// Methods that change state: refused to viewers, and answered only once
+/// their step is written.
+const WRITES: &[&str] = &[
+    "submit",
+    "trigger",
+    "cancel",
+    "cancel_dag_run",
+    "retry",
+    "pause",
+    "resume",
+    "reload",
+    "heartbeat",
+];
+
+/// How often a failing store is tried again.
+const STORE_RETRY: Millis = 1_000;
 
 /// How long a finished DAG run stays in the engine's memory (the store
 /// keeps it; a retry loads it back).
@@ -164,6 +195,7 @@ impl Scheduler {
             start_marks: HashMap::new(),
             define_all: false,
             last_evict: now_ms(),
+            store_fault: None,
             last_prune: 0,
         }
     }
@@ -292,12 +324,15 @@ impl Scheduler {
             let housekeeping =
                 Duration::from_millis((self.last_evict + 60_000 - now).max(0) as u64);
             let wait = Some(wait.map_or(housekeeping, |w| w.min(housekeeping)));
-            // Effects carried over (start-up, or a failed commit) are
-            // processed at once rather than after the next wakeup.
-            let wait = if carried.is_empty() {
-                wait
-            } else {
-                Some(Duration::ZERO)
+            // Start-up effects are processed at once; after a failed commit
+            // the store is tried again every STORE_RETRY.
+            let wait = match (&self.store_fault, carried.is_empty()) {
+                (_, false) => Some(Duration::ZERO),
+                (None, true) => wait,
+                (Some(f), true) => {
+                    let retry = Duration::from_millis((f.retry_at - now).max(0) as u64);
+                    Some(wait.map_or(retry, |w| w.min(retry)))
+                }
             };
             let first = match wait {
                 Some(w) => match rx.recv_timeout(w) {
@@ -319,7 +354,10 @@ impl Scheduler {
             }
             let now = now_ms();
             let mut effects = std::mem::take(&mut carried);
+            // Answers to requests that changed nothing (reads, refusals)
+            // never wait for the store; the others are sent once written.
             let mut replies: Vec<(ReplyTo, Result<Value, RpcError>)> = Vec::new();
+            let mut read_replies: Vec<(ReplyTo, Result<Value, RpcError>)> = Vec::new();
             effects.extend(self.engine.handle(now, Input::Tick).effects);
             for msg in batch {
                 match msg {
@@ -330,7 +368,15 @@ impl Scheduler {
                         reply,
                     } => {
                         let answer = self.request(now, &peer, &method, &params, &mut effects);
-                        replies.push((reply, answer));
+                        // A heartbeat changes only a deadline in memory.
+                        if answer.is_ok()
+                            && WRITES.contains(&method.as_str())
+                            && method != "heartbeat"
+                        {
+                            replies.push((reply, answer));
+                        } else {
+                            read_replies.push((reply, answer));
+                        }
                     }
                     Msg::Exec(input) => {
                         effects.extend(self.engine.handle(now, input).effects);
@@ -363,6 +409,13 @@ impl Scheduler {
             // thread has already killed the process. Clients hear of the
             // step (answers, notifications) only after the commit.
             self.execute(&effects);
+            for (reply, answer) in read_replies {
+                let _ = reply.send(answer);
+            }
+            // A step after a failed commit writes that step's changes too.
+            if let Some(fault) = &mut self.store_fault {
+                effects.append(&mut fault.unwritten);
+            }
             let commit_started = crate::time::monotonic();
             let committed = self.commit(&effects);
             tracing::debug!(
@@ -372,27 +425,42 @@ impl Scheduler {
             );
             match committed {
                 Ok(seqs) => {
+                    if let Some(fault) = self.store_fault.take() {
+                        tracing::warn!(
+                            "store writable again; {} held answers sent",
+                            fault.held.len()
+                        );
+                        for (reply, answer) in fault.held {
+                            let _ = reply.send(answer);
+                        }
+                    }
                     for (reply, answer) in replies {
                         let _ = reply.send(answer);
                     }
                     self.announce(&effects, &seqs);
                 }
                 Err(e) => {
-                    tracing::error!("store commit failed: {e}");
-                    for (reply, _) in replies {
-                        let _ = reply.send(Err(RpcError::new(
-                            codes::STORE_ERROR,
-                            format!("not saved: {e}"),
-                        )));
-                    }
+                    let error = e.to_string();
+                    let fault = self.store_fault.get_or_insert_with(|| {
+                        tracing::error!(
+                            "store commit failed: {error}; refusing new writes until it recovers"
+                        );
+                        StoreFault {
+                            error: String::new(),
+                            retry_at: 0,
+                            held: Vec::new(),
+                            unwritten: Vec::new(),
+                        }
+                    });
+                    fault.error = error;
+                    fault.retry_at = now_ms() + STORE_RETRY;
+                    // The engine has taken these requests in, so they are
+                    // not refused: they are answered once written.
+                    fault.held.extend(replies);
                     // Nothing of this step was announced; its changes are
-                    // written with the next step (orders already sent are
-                    // not sent again).
-                    carried = effects
-                        .into_iter()
-                        .filter(|e| !matches!(e, Effect::Spawn(_) | Effect::Kill { .. }))
-                        .collect();
-                    std::thread::sleep(Duration::from_millis(200));
+                    // written (and announced) with the next step. They are
+                    // added after `execute`, so no order is sent twice.
+                    fault.unwritten = effects;
                 }
             }
             self.maintain(now_ms());
@@ -444,7 +512,7 @@ impl Scheduler {
                 .collect(),
             runs: runs.iter().filter_map(|r| self.engine.run(*r)).collect(),
             events,
-            paused: std::mem::take(&mut self.pending_paused),
+            paused: self.pending_paused.clone(),
             cron_marks,
             dag_defs: self
                 .pending_dag_defs
@@ -456,6 +524,7 @@ impl Scheduler {
         let seqs = self.store.commit(&commit)?;
         self.pending_dag_defs.clear();
         self.pending_removed.clear();
+        self.pending_paused.clear();
         Ok(seqs)
     }
 
@@ -633,6 +702,7 @@ impl Scheduler {
             burst_extra: self.cfg.burst_extra,
             runs,
             errors: self.dags.values().filter_map(|d| d.error.clone()).collect(),
+            store_error: self.store_fault.as_ref().map(|f| f.error.clone()),
         }
     }
 
@@ -728,17 +798,6 @@ impl Scheduler {
         params: &Value,
         effects: &mut Vec<Effect>,
     ) -> Result<Value, RpcError> {
-        const WRITES: &[&str] = &[
-            "submit",
-            "trigger",
-            "cancel",
-            "cancel_dag_run",
-            "retry",
-            "pause",
-            "resume",
-            "reload",
-            "heartbeat",
-        ];
         if WRITES.contains(&method) && peer.role == Role::Viewer {
             return Err(RpcError::new(
                 codes::FORBIDDEN,
@@ -747,6 +806,19 @@ impl Scheduler {
         }
         if self.shutdown_at.is_some() && ["submit", "trigger", "retry"].contains(&method) {
             return Err(RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"));
+        }
+        // A heartbeat only keeps a running job alive, which must go on
+        // while the disk is full; every other write would be lost.
+        if let Some(fault) = &self.store_fault {
+            if WRITES.contains(&method) && method != "heartbeat" {
+                return Err(RpcError::new(
+                    codes::STORE_ERROR,
+                    format!(
+                        "{method} not accepted: the store cannot write ({}); try again when it recovers",
+                        fault.error
+                    ),
+                ));
+            }
         }
         let to_value = |v: &dyn erased::Ser| v.json();
         match method {

@@ -74,6 +74,10 @@ pub struct StatusView {
     pub burst_extra: u32,
     pub runs: BTreeMap<String, u64>,
     pub errors: Vec<FileError>,
+    /// Set while the store refuses writes (disk full): new writes are
+    /// refused until it recovers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -92,6 +92,7 @@ fn status() -> StatusView {
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
         errors: vec![],
+        store_error: None,
     }
 }
 

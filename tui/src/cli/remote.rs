@@ -222,6 +222,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for (state, n) in &s.runs {
                 let _ = writeln!(o.out, "  {state:<10} {n}");
             }
+            if let Some(e) = &s.store_error {
+                let _ = writeln!(o.out, "STORE CANNOT WRITE: {e} (new writes are refused)");
+            }
             if !s.errors.is_empty() {
                 let _ = writeln!(o.out, "job-file errors:");
                 for e in &s.errors {
