@@ -709,8 +709,14 @@ fn crashloop(cycles: usize, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod proctree;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("proctree") {
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+        return proctree::run(n);
+    }
     if args.get(1).map(String::as_str) == Some("crashloop") {
         let cycles = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50);
         let seed = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(0x5eed);
@@ -718,7 +724,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N]"
         );
         std::process::exit(2);
     }

@@ -129,6 +129,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     // 3. executor, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
+    // Orphans of jobs come to axd and are reaped here (`reaper`).
+    if crate::reaper::become_subreaper() {
+        tokio::spawn(crate::reaper::run());
+    } else {
+        tracing::warn!("cannot become a child subreaper; orphans of jobs go to PID 1");
+    }
     let exec_tx = {
         let tx = tx.clone();
         crate::executor::start(

@@ -200,6 +200,12 @@ fn prepare(
     for (k, v) in &job.env {
         env.push((k.into(), v.into()));
     }
+    // Last, so the job cannot replace it: how a kill finds the attempt's
+    // processes that left its process group (`reaper`).
+    env.push((
+        crate::reaper::COOKIE_VAR.into(),
+        crate::reaper::cookie(order.run.0, order.attempt).into(),
+    ));
     // Later entries win: keep only the last value of each name.
     let mut seen = std::collections::HashSet::new();
     env.reverse();
@@ -349,17 +355,24 @@ async fn supervise(
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
     let mut kill_deadline: Option<tokio::time::Instant> = None;
+    // When the attempt was ordered killed (timeout, cancel, shutdown): its
+    // processes outside the group are hunted down too.
+    let mut kill_ordered: Option<tokio::time::Instant> = None;
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
             Some(grace_ms) = kill_rx.recv() => {
-                if kill_deadline.is_none() {
+                if kill_ordered.is_none() {
                     let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-                    kill_deadline = Some(tokio::time::Instant::now() + Duration::from_millis(grace_ms.max(0) as u64));
+                    signal_escapees(run, attempt, libc::SIGTERM).await;
+                    let deadline = tokio::time::Instant::now() + Duration::from_millis(grace_ms.max(0) as u64);
+                    kill_deadline = Some(deadline);
+                    kill_ordered = Some(deadline);
                 }
             }
             _ = sleep_until_opt(kill_deadline) => {
                 let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                signal_escapees(run, attempt, libc::SIGKILL).await;
                 kill_deadline = None;
             }
         }
@@ -378,6 +391,16 @@ async fn supervise(
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
         }
     }
+    // A killed attempt's escapees (setsid) get the rest of the grace, then
+    // SIGKILL. Not done for an attempt that exited by itself: a /proc scan
+    // per run would cost more than the run, and a job may start a daemon on
+    // purpose.
+    if let Some(deadline) = kill_ordered {
+        while signal_escapees(run, attempt, 0).await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        signal_escapees(run, attempt, libc::SIGKILL).await;
+    }
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
     let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
@@ -389,6 +412,14 @@ async fn supervise(
         signal,
     });
     finish(&done);
+}
+
+/// Signals the attempt's processes found by their cookie (`reaper`); with
+/// signal 0, counts the live ones.
+async fn signal_escapees(run: RunId, attempt: u32, signal: libc::c_int) -> usize {
+    tokio::task::spawn_blocking(move || crate::reaper::signal_marked(run.0, attempt, signal))
+        .await
+        .unwrap_or(0)
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

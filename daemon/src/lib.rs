@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod dags;
 pub mod engine;
 pub mod executor;
+pub mod reaper;
 pub mod scheduler;
 pub mod server;
 pub mod spawn;

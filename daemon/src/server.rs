@@ -13,7 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ax_shared::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, Request, RpcError, codes};
+use ax_shared::protocol::{
+    MAX_FRAME, Message, PROTOCOL_VERSION, Request, RpcError, codes, decode_request,
+};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
 use futures_util::{SinkExt, StreamExt};
@@ -199,36 +201,13 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         if line.trim().is_empty() {
             continue;
         }
-        let request: Request = match serde_json::from_str::<Value>(&line) {
-            Err(e) => {
-                if !send(
-                    &mut framed,
-                    &Message::error(
-                        None,
-                        RpcError::new(codes::PARSE_ERROR, format!("malformed JSON: {e}")),
-                    ),
-                )
-                .await
-                {
+        let request: Request = match decode_request(&line) {
+            Ok(r) => r,
+            Err((id, err)) => {
+                if !send(&mut framed, &Message::error(id, err)).await {
                     return;
                 }
                 continue;
-            }
-            Ok(v) => {
-                let id = v.get("id").cloned();
-                match serde_json::from_value::<Request>(v) {
-                    Ok(r) if r.jsonrpc == "2.0" => r,
-                    Ok(_) | Err(_) => {
-                        let err = RpcError::new(
-                            codes::INVALID_REQUEST,
-                            "expected {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": \"…\", \"params\": {…}}",
-                        );
-                        if !send(&mut framed, &Message::error(id, err)).await {
-                            return;
-                        }
-                        continue;
-                    }
-                }
             }
         };
         let id = request.id.clone().unwrap_or(Value::Null);

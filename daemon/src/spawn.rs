@@ -140,6 +140,7 @@ impl Process {
             // SAFETY: plain waitpid on our own child.
             let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, libc::WNOHANG) };
             if r == self.pid as libc::pid_t {
+                crate::reaper::forget_leader(r);
                 return Ok(if libc::WIFEXITED(status) {
                     (Some(libc::WEXITSTATUS(status)), None)
                 } else if libc::WIFSIGNALED(status) {
@@ -203,6 +204,9 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         parent: std::process::id() as libc::pid_t,
     };
     let mut stack = vec![0u8; 64 * 1024];
+    // Until the child is registered as a leader, the orphan reaper must not
+    // look (it would take its exit status).
+    let gate = crate::reaper::spawn_gate();
     // SAFETY: the stack outlives the child's use of it (CLONE_VFORK: we
     // resume only after execve or _exit); the top is 16-byte aligned.
     let pid = unsafe {
@@ -219,12 +223,15 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
     if pid < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    crate::reaper::register_leader(pid);
+    drop(gate);
     // The child wrote its errno if setup or execve failed.
     let mut buf = [0u8; 4];
     let n = nix::unistd::read(&err_r, &mut buf).unwrap_or(0);
     if n == 4 {
         let mut status = 0;
         unsafe { libc::waitpid(pid, &mut status, 0) };
+        crate::reaper::forget_leader(pid);
         return Err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
     }
     // SAFETY: pidfd_open returns a new descriptor we own.

@@ -127,3 +127,26 @@ impl Message {
         self.id.is_none() && self.method.is_some()
     }
 }
+
+/// Decodes one request line. On failure, the id to answer with (when the
+/// line was JSON with an `id`) and the error, which names what was wrong.
+/// Never panics, whatever the bytes (fuzzed: `fuzz/`).
+pub fn decode_request(line: &str) -> Result<Request, (Option<Value>, RpcError)> {
+    let v: Value = serde_json::from_str(line).map_err(|e| {
+        (
+            None,
+            RpcError::new(codes::PARSE_ERROR, format!("malformed JSON: {e}")),
+        )
+    })?;
+    let id = v.get("id").cloned();
+    match serde_json::from_value::<Request>(v) {
+        Ok(r) if r.jsonrpc == "2.0" => Ok(r),
+        Ok(_) | Err(_) => Err((
+            id,
+            RpcError::new(
+                codes::INVALID_REQUEST,
+                "expected {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": \"…\", \"params\": {…}}",
+            ),
+        )),
+    }
+}

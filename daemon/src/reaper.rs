@@ -1,0 +1,169 @@
+//! What a job leaves behind when it is killed (SPEC §4.5, issue 7).
+//!
+//! A job's processes share its process group, and kills go to the group. Two
+//! kinds of process get past that:
+//!
+//! * **Orphans.** A background child whose parent exited is re-parented.
+//!   With axd a *child subreaper* (`PR_SET_CHILD_SUBREAPER`) it comes to axd
+//!   rather than to PID 1, so axd reaps it: no zombies, whatever PID 1 does
+//!   (some container inits never reap).
+//! * **`setsid` escapees.** A process that made its own session is outside
+//!   the group. Every attempt's environment carries a cookie,
+//!   `AX_ATTEMPT_COOKIE=<axd pid>.<run>.<attempt>`, set after the job's own
+//!   variables so a job cannot replace it; a kill signals every process whose
+//!   environment has the cookie (Jenkins' ProcessTreeKiller does the same
+//!   with `BUILD_ID`). A process that clears its environment still escapes;
+//!   under systemd, `KillMode=control-group` catches it when axd stops.
+//!
+//! Invariant: a job's leader is reaped only by its own supervisor (its exit
+//! status is the run's outcome). The orphan reaper peeks with `WNOWAIT` and
+//! reaps only pids that are not registered leaders; the spawners hold the
+//! gate shared from before `clone` until the new leader is registered, and
+//! the reaper holds it exclusively from peek to reap, so it can never see
+//! an unregistered leader.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+static GATE: RwLock<()> = RwLock::new(());
+static LEADERS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+/// Makes axd the reaper of its jobs' orphans. Returns false (and axd goes on
+/// without, leaving orphans to PID 1) where the kernel refuses.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Held by a spawner from before `clone` until `register_leader`.
+pub fn spawn_gate() -> RwLockReadGuard<'static, ()> {
+    GATE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn register_leader(pid: i32) {
+    let mut leaders = LEADERS.lock().unwrap_or_else(|e| e.into_inner());
+    leaders.get_or_insert_with(HashSet::new).insert(pid);
+}
+
+/// Called by the supervisor once it has reaped its leader.
+pub fn forget_leader(pid: i32) {
+    let mut leaders = LEADERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = leaders.as_mut() {
+        l.remove(&pid);
+    }
+}
+
+/// Reaps every exited child that is not a leader. Returns true when it had
+/// to stop at an exited leader not yet reaped by its supervisor (the peek
+/// shows one child at a time), so the caller tries again shortly.
+pub fn reap_orphans() -> bool {
+    let _gate = GATE.write().unwrap_or_else(|e| e.into_inner());
+    loop {
+        // SAFETY: waitid fills the zeroed siginfo; WNOWAIT leaves the child
+        // waitable.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is valid for SIGCHLD siginfo (zero when none).
+        let pid = unsafe { info.si_pid() };
+        if r != 0 || pid == 0 {
+            return false;
+        }
+        let is_leader = LEADERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|l| l.contains(&pid));
+        if is_leader {
+            return true;
+        }
+        let mut status = 0;
+        // SAFETY: reaps one exited child that no supervisor waits for.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+/// Reaps orphans whenever a child exits, for the life of the daemon.
+pub async fn run() {
+    let Ok(mut sigchld) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+    else {
+        tracing::warn!("cannot watch SIGCHLD; orphans of jobs are not reaped");
+        return;
+    };
+    while sigchld.recv().await.is_some() {
+        while tokio::task::spawn_blocking(reap_orphans)
+            .await
+            .unwrap_or(false)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The cookie of an attempt, as set in its environment.
+pub fn cookie(run: u64, attempt: u32) -> String {
+    format!("{}.{run}.{attempt}", std::process::id())
+}
+
+pub const COOKIE_VAR: &str = "AX_ATTEMPT_COOKIE";
+
+/// Sends `signal` to every process that carries the attempt's cookie.
+/// Returns how many were signalled.
+pub fn signal_marked(run: u64, attempt: u32, signal: libc::c_int) -> usize {
+    let needle = format!("{COOKIE_VAR}={}\0", cookie(run, attempt));
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut hit = 0;
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if contains(&env, needle.as_bytes()) {
+            // SAFETY: kill with a pid read from /proc and a valid signal.
+            if unsafe { libc::kill(pid, signal) } == 0 {
+                hit += 1;
+            }
+        }
+    }
+    hit
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    // environ is NUL-separated; match at the start or after a NUL.
+    hay.windows(needle.len())
+        .enumerate()
+        .any(|(i, w)| w == needle && (i == 0 || hay[i - 1] == 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_matches_whole_variables_only() {
+        let env = b"A=1\0AX_ATTEMPT_COOKIE=9.12.1\0B=2\0";
+        assert!(contains(env, b"AX_ATTEMPT_COOKIE=9.12.1\0"));
+        assert!(!contains(env, b"AX_ATTEMPT_COOKIE=9.2.1\0"));
+        let env = b"XAX_ATTEMPT_COOKIE=9.12.1\0";
+        assert!(!contains(env, b"AX_ATTEMPT_COOKIE=9.12.1\0"));
+    }
+}
