@@ -710,12 +710,17 @@ fn crashloop(cycles: usize, seed: u64) -> anyhow::Result<()> {
 }
 
 mod proctree;
+mod shutdown;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
+    }
+    if args.get(1).map(String::as_str) == Some("shutdown") {
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
+        return shutdown::run(n);
     }
     if args.get(1).map(String::as_str) == Some("crashloop") {
         let cycles = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50);
@@ -724,7 +729,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES]"
         );
         std::process::exit(2);
     }

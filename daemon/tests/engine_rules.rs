@@ -916,3 +916,70 @@ fn finished_dag_runs_are_evicted_and_can_be_loaded_back_for_a_retry() {
     assert_eq!(sim.state(r), RunState::Running);
     assert_eq!(sim.engine.run(r).unwrap().attempts.len(), 2, "history kept");
 }
+
+/// A run interrupted by shutdown keeps its place in the queue, before the
+/// runs that queued after it, in this life and in the next (restore).
+#[test]
+fn interrupted_runs_keep_their_place_in_the_queue() {
+    let mut sim = Sim::new(cfg(1, &[("default", 1)]));
+    let first = sim.submit(dag("first", vec![job("a")]))[0];
+    assert_eq!(sim.take_spawns().len(), 1);
+    sim.now += 1000;
+    let later = sim.submit(dag("later", vec![job("b")]))[0];
+    sim.input(Input::Shutdown).unwrap();
+    sim.die(first);
+    assert_eq!(sim.state(first), RunState::Ready);
+    let (a, b) = (
+        sim.engine.run(first).unwrap().clone(),
+        sim.engine.run(later).unwrap().clone(),
+    );
+    assert!(
+        a.ready_at < b.ready_at,
+        "interrupted run queued at its old place: {:?} vs {:?}",
+        a.ready_at,
+        b.ready_at
+    );
+    // The next life: both loaded back as the store has them; the
+    // interrupted run starts first.
+    let restored = |r: &Run, id: u64| RestoredDagRun {
+        id: r.dag_run,
+        spec: dag(
+            if id == first.0 { "first" } else { "later" },
+            vec![job("a")],
+        ),
+        state: DagRunState::Active,
+        created_at: r.created_at,
+        trigger: "test".into(),
+        unique_key: None,
+        runs: vec![RestoredRun {
+            id: RunId(id),
+            job_index: 0,
+            state: r.state,
+            attempts: r.attempts.clone(),
+            counted_failures: 0,
+            created_at: r.created_at,
+            ready_at: r.ready_at,
+            started_at: r.started_at,
+            finished_at: None,
+            next_at: None,
+            delay: None,
+            reason: String::new(),
+            message: None,
+            progress: None,
+            upstream: vec![],
+        }],
+    };
+    let mut next = Sim::new(cfg(1, &[("default", 1)]));
+    next.now = sim.now + 5000;
+    let effects = next.engine.restore(
+        next.now,
+        vec![restored(&b, later.0), restored(&a, first.0)],
+        10,
+        10,
+    );
+    next.effects.extend(effects);
+    next.input(Input::Tick).unwrap();
+    let spawns = next.take_spawns();
+    assert_eq!(spawns.len(), 1);
+    assert_eq!(spawns[0].run, first, "the interrupted run resumes first");
+}

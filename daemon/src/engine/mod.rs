@@ -804,7 +804,7 @@ impl Engine {
                         a.outcome = Some(Outcome::Interrupted);
                         a.finished_at = Some(now);
                     }
-                    self.make_ready(
+                    self.requeue_in_place(
                         now,
                         id,
                         format!("attempt {n} interrupted: the daemon stopped while it ran"),
@@ -1617,9 +1617,28 @@ impl Engine {
     }
 
     fn make_ready(&mut self, now: Millis, id: RunId, reason: String, actor: &Arc<str>) {
+        self.make_ready_at(now, now, id, reason, actor);
+    }
+
+    /// An attempt interrupted by the daemon stopping: the run goes back to the queue at its old place (its earlier
+    /// `ready_at`), ahead of runs that queued after it, as Sidekiq requeues
+    /// in-progress jobs at the head on shutdown.
+    fn requeue_in_place(&mut self, now: Millis, id: RunId, reason: String, actor: &Arc<str>) {
+        let at = self.runs[&id].ready_at.unwrap_or(now).min(now);
+        self.make_ready_at(now, at, id, reason, actor);
+    }
+
+    fn make_ready_at(
+        &mut self,
+        now: Millis,
+        queue_at: Millis,
+        id: RunId,
+        reason: String,
+        actor: &Arc<str>,
+    ) {
         self.transition(now, id, RunState::Ready, reason, actor);
         let r = self.runs.get_mut(&id).expect("exists");
-        r.ready_at = Some(now);
+        r.ready_at = Some(queue_at);
         r.next_at = None;
         r.delay = None;
         let (p, pool, dag) = (r.priority(), r.job().pool.clone(), r.dag.clone());
@@ -1630,7 +1649,7 @@ impl Engine {
                 .get_mut(&pool)
                 .expect("pool")
                 .queue
-                .insert(p, now, id);
+                .insert(p, queue_at, id);
         }
     }
 
@@ -1836,9 +1855,10 @@ impl Engine {
         match outcome {
             Outcome::Success => self.end(now, id, RunState::Success, detail, &scheduler),
             Outcome::Cancelled => self.end(now, id, RunState::Cancelled, detail, &scheduler),
-            Outcome::Preempted | Outcome::Interrupted => {
-                self.make_ready(now, id, detail, &scheduler)
-            }
+            // A preempted run queues anew: with its old place, aging could
+            // let it preempt its preemptor back.
+            Outcome::Preempted => self.make_ready(now, id, detail, &scheduler),
+            Outcome::Interrupted => self.requeue_in_place(now, id, detail, &scheduler),
             Outcome::Failed | Outcome::TimedOut | Outcome::Stalled | Outcome::SpawnError => {
                 let r = self.runs.get_mut(&id).expect("exists");
                 r.counted_failures += 1;

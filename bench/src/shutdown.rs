@@ -1,0 +1,209 @@
+//! `ax-bench shutdown [CYCLES]` (issue 7, item 3): readiness and SIGTERM,
+//! over and over on one state dir.
+//!
+//! Each cycle starts `axd` with `NOTIFY_SOCKET` pointing at a datagram
+//! socket of ours, connects the instant `READY=1` arrives and asks for
+//! `status` (that must never fail), checks that the runs interrupted by the
+//! previous SIGTERM are running again, tops the queue up, sends SIGTERM
+//! with 8 jobs running (some ignoring SIGTERM) and more queued, and checks:
+//! exit within `shutdown_grace` + 5 s, exit code 0, no attempt started after
+//! the signal.
+
+use std::collections::BTreeSet;
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::{Conn, Daemon, sibling};
+
+const SHUTDOWN_GRACE_MS: u64 = 1500;
+
+fn ms_of(t: &serde_json::Value) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(t.as_str()?)
+        .ok()
+        .map(|d| d.timestamp_millis())
+}
+
+pub fn run(cycles: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("jobs.d"))?;
+    let config = dir.path().join("axd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 8\nshutdown_grace = \"{SHUTDOWN_GRACE_MS}ms\"\n[pools.default]\nslots = 8\n"
+        ),
+    )?;
+    let mut d = Daemon {
+        socket: dir.path().join("axd.sock"),
+        config,
+        child: None,
+        dir,
+    };
+    let notify_path = d.dir.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path)?;
+    notify.set_read_timeout(Some(Duration::from_secs(30)))?;
+
+    let mut ready_to_answer = Vec::new();
+    let mut ready_failures = 0;
+    let mut exit_times = Vec::new();
+    let mut bad_exits = 0;
+    let mut started_after_term = 0;
+    let mut not_resumed = 0;
+    let mut interrupted_total = 0;
+    let mut expect_resumed: BTreeSet<u64> = BTreeSet::new();
+    let mut term_at: i64 = 0;
+
+    for cycle in 0..cycles {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.dir.path().join("axd.log"))?;
+        let child = Command::new(sibling("axd")?)
+            .arg("--config")
+            .arg(&d.config)
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        d.child = Some(child);
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = notify
+                .recv(&mut buf)
+                .context("no READY=1 from axd within 30 s")?;
+            if String::from_utf8_lossy(&buf[..n])
+                .lines()
+                .any(|l| l == "READY=1")
+            {
+                break;
+            }
+        }
+        let t = Instant::now();
+        match Conn::open(&d.socket).and_then(|mut c| c.call("status", json!({}))) {
+            Ok(_) => ready_to_answer.push(t.elapsed().as_secs_f64() * 1000.0),
+            Err(e) => {
+                ready_failures += 1;
+                eprintln!("cycle {cycle}: a client right after READY failed: {e}");
+            }
+        }
+        let mut c = Conn::open(&d.socket)?;
+
+        // The runs the last SIGTERM interrupted run again, with their
+        // interrupted attempt recorded and no attempt begun after the signal
+        // while the old daemon was stopping.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for id in std::mem::take(&mut expect_resumed) {
+            loop {
+                let r = c.call("get_run", json!({"id": id}))?;
+                let attempts = r["attempts"].as_array().cloned().unwrap_or_default();
+                let interrupted = attempts.iter().any(|a| a["outcome"] == "interrupted");
+                if interrupted && r["state"] == "running" {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    not_resumed += 1;
+                    eprintln!(
+                        "cycle {cycle}: run {id} not resumed: {} ({})",
+                        r["state"], r["why"]
+                    );
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        if cycle > 0 {
+            // Attempts started between the SIGTERM and this start.
+            let runs = c.call("list_runs", json!({"limit": 10000}))?;
+            for r in runs.as_array().into_iter().flatten() {
+                for a in r["attempts"].as_array().into_iter().flatten() {
+                    let started = ms_of(&a["started_at"]).unwrap_or(0);
+                    if started > term_at && a["outcome"] == "interrupted" {
+                        started_after_term += 1;
+                    }
+                }
+            }
+        }
+
+        // Keep 8 running and 8 queued: one in four ignores SIGTERM.
+        let open = {
+            let s = c.call("status", json!({}))?;
+            ["queued", "ready", "running"]
+                .iter()
+                .map(|k| s["runs"][k].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        };
+        for i in open..16 {
+            let cmd = if i % 4 == 0 {
+                "trap '' TERM; sleep 300"
+            } else {
+                "sleep 300"
+            };
+            c.call(
+                "submit",
+                json!({"command": cmd, "name": format!("long{i}")}),
+            )?;
+        }
+        c.wait_count("running", 8, Duration::from_secs(20))?;
+        let running = c.call("list_runs", json!({"state": "running", "limit": 100}))?;
+        expect_resumed = running
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["id"].as_u64())
+            .collect();
+        interrupted_total += expect_resumed.len();
+        drop(c);
+
+        term_at = chrono::Utc::now().timestamp_millis();
+        let t = Instant::now();
+        let mut child = d.child.take().expect("started");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break s;
+            }
+            if t.elapsed() > Duration::from_millis(SHUTDOWN_GRACE_MS + 30_000) {
+                let _ = child.kill();
+                bail!("axd did not exit 30 s past shutdown_grace");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let took = t.elapsed();
+        exit_times.push(took.as_secs_f64() * 1000.0);
+        if status.code() != Some(0) || took > Duration::from_millis(SHUTDOWN_GRACE_MS + 5000) {
+            bad_exits += 1;
+            eprintln!("cycle {cycle}: exit {status:?} after {took:?}");
+        }
+    }
+    // Stop the last resumed jobs.
+    d.child = None;
+
+    let (r50, rlo, rhi) = crate::stats(ready_to_answer.clone());
+    let (e50, elo, ehi) = crate::stats(exit_times);
+    println!(
+        "shutdown and readiness: {cycles} cycles, shutdown_grace {SHUTDOWN_GRACE_MS} ms, 8 running (2 ignore SIGTERM) + 8 queued at each SIGTERM"
+    );
+    println!("  clients right after READY that failed:   {ready_failures} of {cycles}");
+    println!(
+        "  READY → first answer:                    median {r50:.2} ms (min {rlo:.2}, max {rhi:.2})"
+    );
+    println!(
+        "  SIGTERM → exit:                          median {e50:.0} ms (min {elo:.0}, max {ehi:.0}); bound {} ms",
+        SHUTDOWN_GRACE_MS + 5000
+    );
+    println!("  exits late or non-zero:                  {bad_exits}");
+    println!("  attempts started after SIGTERM:          {started_after_term}");
+    println!(
+        "  interrupted runs:                        {interrupted_total}, not resumed: {not_resumed}"
+    );
+    if ready_failures + bad_exits + started_after_term + not_resumed > 0 {
+        bail!("shutdown/readiness violation");
+    }
+    Ok(())
+}
