@@ -138,11 +138,30 @@ impl Daemon {
     fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("axd.log")).unwrap_or_default()
+    }
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Raises this process's open-files limit to the hard limit.
+fn raise_own_nofile() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 
@@ -709,6 +728,7 @@ fn crashloop(cycles: usize, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod hostile;
 mod proctree;
 mod shutdown;
 
@@ -717,6 +737,9 @@ fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
+    }
+    if args.get(1).map(String::as_str) == Some("hostile") {
+        return hostile::run(args.iter().any(|a| a == "--quick"));
     }
     if args.get(1).map(String::as_str) == Some("shutdown") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
@@ -729,7 +752,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick]"
         );
         std::process::exit(2);
     }

@@ -129,6 +129,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     // 3. executor, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
+    if let Some((old, new)) = crate::spawn::raise_nofile() {
+        tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
+    }
     // Orphans of jobs come to axd and are reaped here (`reaper`).
     if crate::reaper::become_subreaper() {
         tokio::spawn(crate::reaper::run());

@@ -141,9 +141,24 @@ fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
     (None, uid)
 }
 
+/// How long one write to a client may block. A client that reads neither
+/// its answers nor its notifications for this long is disconnected, so it
+/// holds no task, buffer or slot of the broadcast ring for ever.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn send(framed: &mut Framed<UnixStream, LinesCodec>, msg: &Message) -> bool {
     let line = serde_json::to_string(msg).unwrap_or_default();
-    framed.send(line).await.is_ok()
+    send_line(framed, line).await
+}
+
+async fn send_line(framed: &mut Framed<UnixStream, LinesCodec>, line: String) -> bool {
+    match tokio::time::timeout(WRITE_TIMEOUT, framed.send(line)).await {
+        Ok(r) => r.is_ok(),
+        Err(_) => {
+            tracing::info!("client not reading for {WRITE_TIMEOUT:?}: disconnected");
+            false
+        }
+    }
 }
 
 async fn connection(stream: UnixStream, handle: Handle, access: Access) {
@@ -169,7 +184,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             note = recv_opt(&mut subscription) => {
                 match note {
                     Ok(line) => {
-                        if framed.send(line.to_string()).await.is_err() {
+                        if !send_line(&mut framed, line.to_string()).await {
                             return;
                         }
                     }

@@ -42,6 +42,38 @@ struct ChildArgs {
     null: RawFd,
     error: RawFd,
     parent: libc::pid_t,
+    /// The open-files limit the daemon started with, restored for the job
+    /// (0: unchanged). Programs that use select() break above 1024.
+    nofile: libc::rlimit,
+}
+
+/// The soft open-files limit axd started with, before `raise_nofile`.
+static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises the daemon's soft open-files limit to the hard limit (each client
+/// and each running job holds descriptors; 1024 is too few for a thousand
+/// idle clients). Jobs get the original limit back. Returns (old, new).
+pub fn raise_nofile() -> Option<(u64, u64)> {
+    let mut lim: libc::rlimit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
+            return None;
+        }
+        let old = lim.rlim_cur;
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) != 0 {
+            return None;
+        }
+        ORIGINAL_NOFILE.store(old, std::sync::atomic::Ordering::Relaxed);
+        Some((old, lim.rlim_max))
+    }
 }
 
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
@@ -71,6 +103,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }
+        }
+        if a.nofile.rlim_cur != 0 {
+            libc::setrlimit(libc::RLIMIT_NOFILE, &a.nofile);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -202,6 +237,20 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         null: null.as_raw_fd(),
         error: err_w.as_raw_fd(),
         parent: std::process::id() as libc::pid_t,
+        nofile: {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let original = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
+            // SAFETY: getrlimit on a local struct.
+            if original != 0 && unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+                lim.rlim_cur = original;
+            } else {
+                lim.rlim_cur = 0;
+            }
+            lim
+        },
     };
     let mut stack = vec![0u8; 64 * 1024];
     // Until the child is registered as a leader, the orphan reaper must not

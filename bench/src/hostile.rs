@@ -1,0 +1,434 @@
+//! `ax-bench hostile [--quick]` (issue 7, item 4): hostile clients against
+//! one real axd, while a well-behaved client measures its own latency
+//! (`status` round trips on a kept-open connection) in every phase:
+//!
+//! 1. 1 GiB without a newline;
+//! 2. 10,000 random or malformed JSON-RPC frames (seeded);
+//! 3. 1,000 idle connections held open;
+//! 4. 50 subscribers that never read while ~100,000 events flow (25,000
+//!    no-op runs), against the same load with no such subscribers.
+//!
+//! Figures: the daemon's peak RSS (VmHWM), p50/p99 of the probe per phase
+//! and its ratio to idle, how each hostile client was answered, and
+//! whether axd is still serving at the end. Fails on a dead daemon.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::json;
+
+use crate::{Conn, Daemon, percentile};
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A thread measuring `status` round trips, tagged by the current phase.
+struct Probe {
+    phase: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<Vec<f64>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Probe {
+    fn start(socket: &std::path::Path, phases: usize) -> anyhow::Result<Probe> {
+        let mut c = Conn::open(socket)?;
+        let phase = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(vec![Vec::new(); phases]));
+        let (p, s, v) = (phase.clone(), stop.clone(), samples.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                if c.call("status", json!({})).is_err() {
+                    return;
+                }
+                let ms = t.elapsed().as_secs_f64() * 1000.0;
+                v.lock().unwrap()[p.load(Ordering::Relaxed)].push(ms);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Ok(Probe {
+            phase,
+            stop,
+            samples,
+            thread: Some(thread),
+        })
+    }
+
+    fn set(&self, phase: usize) {
+        self.phase.store(phase, Ordering::Relaxed);
+    }
+
+    fn finish(mut self) -> Vec<Vec<f64>> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+/// xorshift64*: a seeded generator, so a failing frame can be reproduced.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn malformed(rng: &mut Rng) -> Vec<u8> {
+    let methods = [
+        "submit",
+        "get_run",
+        "list_runs",
+        "cancel",
+        "retry",
+        "pause",
+        "trigger",
+        "logs",
+        "subscribe",
+        "hello",
+        "heartbeat",
+        "get_dag_run",
+        "nope",
+        "",
+    ];
+    let values = [
+        "null",
+        "true",
+        "-1",
+        "1e309",
+        "18446744073709551616",
+        "\"x\"",
+        "[]",
+        "{}",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]",
+        "{\"command\": 5}",
+        "{\"toml\": \"[[job]]\\nid=1\"}",
+        "{\"id\": \"abc\"}",
+        "{\"limit\": 0}",
+        "{\"run\": -5, \"offset\": -1}",
+        "{\"dag\": \"../../etc\"}",
+        "{\"command\": \"true\", \"priority\": 1000}",
+        "{\"after\": [1, \"x\"]}",
+    ];
+    match rng.below(6) {
+        // random bytes, often invalid UTF-8
+        0 => (0..rng.below(300))
+            .map(|_| rng.below(256) as u8)
+            .filter(|b| *b != b'\n')
+            .collect(),
+        // truncated JSON
+        1 => {
+            let full = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"{}\",\"params\":{}}}",
+                rng.below(1000),
+                methods[rng.below(methods.len() as u64) as usize],
+                values[rng.below(values.len() as u64) as usize]
+            );
+            let cut = rng.below(full.len() as u64) as usize;
+            full.as_bytes()[..cut].to_vec()
+        }
+        // valid JSON, wrong shape
+        2 => values[rng.below(values.len() as u64) as usize]
+            .as_bytes()
+            .to_vec(),
+        // wrong version or id types
+        3 => format!(
+            "{{\"jsonrpc\":\"{}\",\"id\":{},\"method\":{}}}",
+            ["1.0", "2", "", "2.0"][rng.below(4) as usize],
+            values[rng.below(values.len() as u64) as usize],
+            values[rng.below(values.len() as u64) as usize]
+        )
+        .into_bytes(),
+        // real methods, hostile params
+        _ => format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"{}\",\"params\":{}}}",
+            rng.below(1000),
+            methods[rng.below(methods.len() as u64) as usize],
+            values[rng.below(values.len() as u64) as usize]
+        )
+        .into_bytes(),
+    }
+}
+
+fn hello(s: &mut UnixStream) -> anyhow::Result<BufReader<UnixStream>> {
+    writeln!(
+        s,
+        "{}",
+        json!({"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"hostile"}})
+    )?;
+    let mut r = BufReader::new(s.try_clone()?);
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    Ok(r)
+}
+
+pub fn run(quick: bool) -> anyhow::Result<()> {
+    // This process holds a thousand connections too.
+    crate::raise_own_nofile();
+    let scale = |full: usize, small: usize| if quick { small } else { full };
+    let mut d = Daemon::start(64, &[])?;
+    let pid = d.pid();
+    let names = [
+        "idle",
+        "1 GiB without newline",
+        "random frames",
+        "idle connections",
+        "run load, no stuck subscribers",
+        "run load + stuck subscribers",
+    ];
+    let probe = Probe::start(&d.socket, names.len())?;
+    let mut notes: Vec<String> = Vec::new();
+    let mut rss = vec![0u64; names.len()];
+
+    // 0. idle
+    std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
+    rss[0] = status_kib(pid, "VmHWM:");
+
+    // 1. one frame that never ends
+    probe.set(1);
+    let gib: usize = scale(1 << 30, 64 << 20);
+    let mut s = UnixStream::connect(&d.socket)?;
+    let chunk = vec![b'a'; 1 << 20];
+    let mut sent = 0usize;
+    while sent < gib {
+        match s.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    let mut answer = String::new();
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let _ = BufReader::new(&s).read_line(&mut answer);
+    notes.push(format!(
+        "1 GiB: connection closed after {:.1} MiB accepted; answer: {}",
+        sent as f64 / (1 << 20) as f64,
+        if answer.contains("frame_too_large") {
+            "frame_too_large"
+        } else {
+            answer.trim()
+        }
+    ));
+    drop(s);
+    rss[1] = status_kib(pid, "VmHWM:");
+
+    // 2. random and malformed frames
+    probe.set(2);
+    let frames = scale(10_000, 1_000);
+    let mut rng = Rng(0x5eed_f00d);
+    let (mut answered, mut closed) = (0usize, 0usize);
+    let mut s = UnixStream::connect(&d.socket)?;
+    let mut r = hello(&mut s)?;
+    for _ in 0..frames {
+        let mut f = malformed(&mut rng);
+        f.push(b'\n');
+        let ok = s.write_all(&f).is_ok();
+        let mut line = String::new();
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        // Notifications from the client (no id) get no answer; any frame
+        // may also be a valid request. Count answers; reconnect on close.
+        // A frame without an id gets no answer, and a frame may be a valid
+        // subscribe: a ping follows every frame, and lines are read up to
+        // the ping's answer.
+        let mut got = ok
+            && writeln!(
+                s,
+                "{}",
+                json!({"jsonrpc":"2.0","id":"ping","method":"status"})
+            )
+            .is_ok();
+        while got {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(n) if n > 0 => {
+                    if line.contains("\"id\":\"ping\"") {
+                        break;
+                    }
+                }
+                _ => got = false,
+            }
+        }
+        if got {
+            answered += 1;
+        } else {
+            closed += 1;
+            s = UnixStream::connect(&d.socket)?;
+            r = hello(&mut s)?;
+        }
+    }
+    notes.push(format!(
+        "random frames: {frames} sent, {answered} answered on a live connection, {closed} closed it (invalid UTF-8)"
+    ));
+    rss[2] = status_kib(pid, "VmHWM:");
+
+    // 3. idle connections
+    probe.set(3);
+    let idle_n = scale(1_000, 200);
+    let rss_before_idle = status_kib(pid, "VmRSS:");
+    let mut idle = Vec::with_capacity(idle_n);
+    for i in 0..idle_n {
+        let mut s = UnixStream::connect(&d.socket)?;
+        if i % 2 == 0 {
+            let _ = hello(&mut s)?;
+        }
+        idle.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
+    let rss_idle = status_kib(pid, "VmRSS:");
+    notes.push(format!(
+        "idle connections: {idle_n} held (half after hello); RSS +{} KiB ({:.1} KiB each)",
+        rss_idle.saturating_sub(rss_before_idle),
+        rss_idle.saturating_sub(rss_before_idle) as f64 / idle_n as f64
+    ));
+    rss[3] = status_kib(pid, "VmHWM:");
+    drop(idle);
+
+    // 4. the same run load twice: without, then with stuck subscribers
+    let runs = scale(25_000, 1_000);
+    let mut c = Conn::open(&d.socket)?;
+    let load = |c: &mut Conn| -> anyhow::Result<()> {
+        let done0 = c.count("success")?;
+        c.pipeline(runs, 500, &|_| {
+            ("submit".into(), json!({"command": "true", "name": "flood"}))
+        })?;
+        c.wait_count("success", done0 + runs as u64, Duration::from_secs(600))
+    };
+    probe.set(4);
+    load(&mut c)?;
+    rss[4] = status_kib(pid, "VmHWM:");
+
+    probe.set(5);
+    let subs_n = 50;
+    let mut subs = Vec::new();
+    for _ in 0..subs_n {
+        let mut s = UnixStream::connect(&d.socket)?;
+        let r = hello(&mut s)?;
+        writeln!(
+            s,
+            "{}",
+            json!({"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}})
+        )?;
+        subs.push((s, r));
+    }
+    let seq_before = last_seq(&mut c)?;
+    load(&mut c)?;
+    let events = last_seq(&mut c)? - seq_before;
+    rss[5] = status_kib(pid, "VmHWM:");
+    // A write blocked on a stuck subscriber ends the connection after
+    // axd's write timeout (10 s); then read what each one was sent.
+    std::thread::sleep(Duration::from_secs(11));
+    let (mut lagged, mut disconnected, mut neither) = (0, 0, 0);
+    let mut received = Vec::new();
+    for (s, mut r) in subs {
+        s.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let mut saw_lagged = false;
+        let mut lines = 0usize;
+        let mut line = String::new();
+        let eof = loop {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) => break true,
+                Ok(_) => {
+                    lines += 1;
+                    saw_lagged |= line.contains("\"lagged\"");
+                }
+                Err(_) => break false,
+            }
+        };
+        received.push(lines);
+        let mut rest = Vec::new();
+        let _ = r.read_to_end(&mut rest);
+        match (saw_lagged, eof) {
+            (true, _) => lagged += 1,
+            (false, true) => disconnected += 1,
+            _ => neither += 1,
+        }
+    }
+    received.sort();
+    notes.push(format!(
+        "stuck subscribers: {subs_n}, {events} events flowed; {lagged} told `lagged`, {disconnected} disconnected, {neither} still connected (lines buffered for each: {}–{})",
+        received.first().unwrap_or(&0),
+        received.last().unwrap_or(&0)
+    ));
+
+    let alive = Conn::open(&d.socket)
+        .and_then(|mut c| c.call("status", json!({})))
+        .is_ok();
+    let samples = probe.finish();
+    d.stop();
+
+    let (i50, i99) = {
+        let mut v = samples[0].clone();
+        if v.is_empty() {
+            bail!("no idle samples");
+        }
+        (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
+    };
+    println!("hostile clients (probe: `status` round trips on a kept-open connection)");
+    println!(
+        "  {:<34} {:>10} {:>10} {:>9} {:>12}",
+        "phase", "p50 ms", "p99 ms", "p99/idle", "peak RSS MiB"
+    );
+    for (i, name) in names.iter().enumerate() {
+        let mut v = samples[i].clone();
+        if v.is_empty() {
+            continue;
+        }
+        let (p50, p99) = (percentile(&mut v, 0.5), percentile(&mut v, 0.99));
+        println!(
+            "  {name:<34} {p50:>10.3} {p99:>10.3} {:>9.2} {:>12.1}",
+            p99 / i99.max(1e-9),
+            rss[i] as f64 / 1024.0
+        );
+    }
+    let _ = i50;
+    for n in &notes {
+        println!("  {n}");
+    }
+    println!(
+        "  axd still serving at the end: {alive}; log has a panic: {}",
+        d.log().contains("panicked")
+    );
+    if !alive || d.log().contains("panicked") {
+        bail!("axd did not survive hostile clients");
+    }
+    if neither > 0 {
+        bail!("{neither} stuck subscribers were neither told `lagged` nor disconnected");
+    }
+    Ok(())
+}
+
+fn last_seq(c: &mut Conn) -> anyhow::Result<i64> {
+    let v = c.call("list_runs", json!({"limit": 1}))?;
+    let Some(id) = v[0]["id"].as_u64() else {
+        return Ok(0);
+    };
+    let r = c.call("get_run", json!({"id": id}))?;
+    Ok(r["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["seq"].as_i64())
+        .max()
+        .unwrap_or(0))
+}
