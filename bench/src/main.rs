@@ -728,6 +728,7 @@ fn crashloop(cycles: usize, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod access;
 mod hostile;
 mod proctree;
 mod shutdown;
@@ -737,6 +738,10 @@ fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
+    }
+    if args.get(1).map(String::as_str) == Some("access") {
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50);
+        return access::run(n);
     }
     if args.get(1).map(String::as_str) == Some("hostile") {
         return hostile::run(args.iter().any(|a| a == "--quick"));
@@ -752,7 +757,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick] | ax-bench access [CYCLES]"
         );
         std::process::exit(2);
     }

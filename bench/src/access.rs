@@ -1,0 +1,242 @@
+//! `ax-bench access [CYCLES]` (issue 7, item 5): the socket's access
+//! rules over many restarts on one state dir, every other life ended by
+//! kill -9 (which leaves a stale socket behind).
+//!
+//! Each cycle: the socket's mode at the first instant it exists and once
+//! serving (never wider than 0600), its directory's mode (never world
+//! accessible), a foreign uid (65534, via `setpriv`, needs root) refused at
+//! connect with the default modes and at `hello` with the modes opened up,
+//! a second `axd` on the same config and one on another state dir but the
+//! same socket both refused with a clear message while the first keeps
+//! serving.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::json;
+
+use crate::{Conn, Daemon, sibling};
+
+fn mode(p: &std::path::Path) -> Option<u32> {
+    std::fs::symlink_metadata(p)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777)
+}
+
+/// What uid 65534 gets from a hello: "connect-refused", "forbidden", or
+/// what it saw otherwise.
+fn foreign_hello(socket: &std::path::Path) -> String {
+    let script = format!(
+        r#"use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => "{}") or do {{ print "connect-refused: $!"; exit 0 }}; print $s qq({{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"intruder"}}}}\n); my $l = <$s>; print $l;"#,
+        socket.display()
+    );
+    match Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "perl",
+            "-e",
+            &script,
+        ])
+        .output()
+    {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Err(e) => format!("setpriv failed: {e}"),
+    }
+}
+
+pub fn run(cycles: usize) -> anyhow::Result<()> {
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = tempfile::tempdir()?;
+    std::fs::create_dir_all(dir.path().join("jobs.d"))?;
+    let config = dir.path().join("axd.toml");
+    std::fs::write(
+        &config,
+        "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"run/axd.sock\"\n[pools.default]\nslots = 4\n",
+    )?;
+    // Another state dir, the same socket.
+    let thief_config = dir.path().join("thief.toml");
+    std::fs::write(
+        &thief_config,
+        "jobs_dir = \"jobs.d\"\nstate_dir = \"state2\"\nsocket = \"run/axd.sock\"\n[pools.default]\nslots = 4\n",
+    )?;
+    let socket = dir.path().join("run/axd.sock");
+    let mut d = Daemon {
+        socket: socket.clone(),
+        config: config.clone(),
+        child: None,
+        dir,
+    };
+    let mut widest_socket = 0u32;
+    let mut widest_dir = 0u32;
+    let mut stale_found = 0;
+    let mut start_failures = 0;
+    let mut foreign_connected = 0;
+    let mut foreign_served = 0;
+    let mut foreign_checked = 0;
+    let mut second_started = 0;
+    let mut thief_started = 0;
+    let mut first_broken = 0;
+    let mut unclear = Vec::new();
+    let mut start_ms = Vec::new();
+
+    for cycle in 0..cycles {
+        if socket.exists() {
+            stale_found += 1;
+        }
+        let t = Instant::now();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.dir.path().join("axd.log"))?;
+        d.child = Some(
+            Command::new(sibling("axd")?)
+                .arg("--config")
+                .arg(&config)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()?,
+        );
+        // Watch the socket appear: its mode at first sight.
+        let mut first_seen = None;
+        let serving = loop {
+            if first_seen.is_none()
+                && let Some(m) = mode(&socket)
+                && std::os::unix::net::UnixStream::connect(&socket).is_ok()
+            {
+                first_seen = Some(m);
+            }
+            if first_seen.is_some() && Conn::open(&socket).is_ok() {
+                break true;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        if !serving {
+            start_failures += 1;
+            eprintln!("cycle {cycle}: axd did not start:\n{}", d.log());
+            break;
+        }
+        start_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        widest_socket |= first_seen.unwrap_or(0) | mode(&socket).unwrap_or(0);
+        widest_dir |= mode(&d.dir.path().join("run")).unwrap_or(0);
+
+        if root {
+            foreign_checked += 1;
+            let closed = foreign_hello(&socket);
+            if !closed.starts_with("connect-refused") {
+                foreign_connected += 1;
+                eprintln!("cycle {cycle}: foreign uid connected with default modes: {closed}");
+            }
+            // Open the path so the connection reaches hello.
+            let run_dir = d.dir.path().join("run");
+            let saved = (mode(d.dir.path()), mode(&run_dir));
+            for p in [d.dir.path(), run_dir.as_path(), socket.as_path()] {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777))?;
+            }
+            let opened = foreign_hello(&socket);
+            if !opened.contains("\"forbidden\"") {
+                foreign_served += 1;
+                eprintln!("cycle {cycle}: foreign uid not refused at hello: {opened}");
+            }
+            std::fs::set_permissions(
+                d.dir.path(),
+                std::fs::Permissions::from_mode(saved.0.unwrap_or(0o700)),
+            )?;
+            std::fs::set_permissions(
+                &run_dir,
+                std::fs::Permissions::from_mode(saved.1.unwrap_or(0o700)),
+            )?;
+            std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+        }
+
+        for (cfg, count, expect) in [
+            (&config, &mut second_started, "another axd"),
+            (&thief_config, &mut thief_started, "already serving"),
+        ] {
+            let out = Command::new(sibling("axd")?)
+                .arg("--config")
+                .arg(cfg)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .output()?;
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if out.status.success() {
+                *count += 1;
+            } else if !err.contains(expect) {
+                unclear.push(err.lines().last().unwrap_or("").to_string());
+            }
+        }
+        if Conn::open(&socket)
+            .and_then(|mut c| c.call("status", json!({})))
+            .is_err()
+        {
+            first_broken += 1;
+            eprintln!("cycle {cycle}: the first axd stopped serving");
+        }
+
+        if cycle % 2 == 0 {
+            if let Some(mut c) = d.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        } else {
+            d.stop();
+        }
+    }
+
+    let (s50, slo, shi) = crate::stats(if start_ms.is_empty() {
+        vec![0.0]
+    } else {
+        start_ms
+    });
+    println!("access control: {cycles} lives on one state dir, every other one ended by kill -9");
+    println!(
+        "  starts that failed:                          {start_failures} (stale sockets found before a start: {stale_found})"
+    );
+    println!(
+        "  start → serving:                             median {s50:.0} ms (min {slo:.0}, max {shi:.0})"
+    );
+    println!("  widest socket mode seen (incl. first sight): {widest_socket:04o}");
+    println!("  widest socket directory mode seen:           {widest_dir:04o}");
+    if root {
+        println!(
+            "  foreign uid (65534) connected, default modes: {foreign_connected} of {foreign_checked}"
+        );
+        println!(
+            "  foreign uid served past hello, modes opened:  {foreign_served} of {foreign_checked}"
+        );
+    } else {
+        println!("  foreign uid: not checked (needs root for setpriv)");
+    }
+    println!("  second axd, same state dir, that started:    {second_started}");
+    println!("  second axd, same socket, that started:       {thief_started}");
+    println!(
+        "  refusals without a clear message:           {}",
+        unclear.len()
+    );
+    println!("  first axd broken by a second one:            {first_broken}");
+    for u in unclear.iter().take(3) {
+        println!("    unclear: {u}");
+    }
+    if start_failures
+        + foreign_connected
+        + foreign_served
+        + second_started
+        + thief_started
+        + first_broken
+        > 0
+        || widest_socket & 0o177 != 0
+        || widest_dir & 0o007 != 0
+        || !unclear.is_empty()
+    {
+        bail!("access control violation");
+    }
+    Ok(())
+}
