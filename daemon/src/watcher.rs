@@ -25,7 +25,14 @@ pub fn watch(dir: &Path, on_change: impl Fn() + Send + 'static) -> notify::Resul
             None,
             move |result: DebounceEventResult| match result {
                 Ok(events) if events.is_empty() => {}
-                Ok(_) => on_change(),
+                Ok(events) => {
+                    // The kernel queue overflowed (IN_Q_OVERFLOW): events
+                    // were lost, which the full rescan makes up for.
+                    if events.iter().any(|e| e.need_rescan()) {
+                        tracing::warn!("jobs folder watch: event queue overflow; full rescan");
+                    }
+                    on_change()
+                }
                 Err(errors) => {
                     for e in errors {
                         tracing::warn!("jobs folder watch: {e}; rescanning");
