@@ -732,12 +732,17 @@ mod access;
 mod hostile;
 mod proctree;
 mod shutdown;
+mod wal;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
+    }
+    if args.get(1).map(String::as_str) == Some("wal") {
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+        return wal::run(n);
     }
     if args.get(1).map(String::as_str) == Some("access") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(50);
@@ -757,7 +762,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick] | ax-bench access [CYCLES]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick] | ax-bench access [CYCLES] | ax-bench wal [RUNS]"
         );
         std::process::exit(2);
     }

@@ -1,0 +1,115 @@
+//! `ax-bench wal [RUNS]` (issue 7, item 7): the store's WAL stays bounded
+//! under steady load with a subscriber reading every notification.
+//!
+//! RUNS no-op runs (default 100,000: an hour at 28 runs/s, the rate of the
+//! system ax descends from) are submitted in batches of 100 while they
+//! run; a subscriber reads every notification, and `list_runs`/`get_run`
+//! readers query the store throughout. The WAL file's size is sampled
+//! every 50 ms.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use serde_json::json;
+
+use crate::{Conn, Daemon};
+
+pub fn run(runs: usize) -> anyhow::Result<()> {
+    let d = Daemon::start(64, &[])?;
+    let wal = d.dir.path().join("state/ax.db-wal");
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // The subscriber, reading everything.
+    let notes = Arc::new(AtomicU64::new(0));
+    let sub = {
+        let mut s = UnixStream::connect(&d.socket)?;
+        writeln!(
+            s,
+            "{}\n{}",
+            json!({"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"wal-sub"}}),
+            json!({"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}})
+        )?;
+        let (notes, stop) = (notes.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(s);
+            let mut line = String::new();
+            while !stop.load(Ordering::Relaxed) {
+                line.clear();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        notes.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        })
+    };
+    // A reader of the store.
+    let reader = {
+        let mut c = Conn::open(&d.socket)?;
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if c.call("list_runs", json!({"limit": 50})).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    // The sampler.
+    let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sampler = {
+        let (samples, stop, wal) = (samples.clone(), stop.clone(), wal.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+                samples.lock().unwrap().push(size);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+
+    let t = Instant::now();
+    let mut c = Conn::open(&d.socket)?;
+    c.pipeline(runs, 100, &|_| {
+        (
+            "submit".into(),
+            json!({"command": "true", "name": "steady"}),
+        )
+    })?;
+    c.wait_count("success", runs as u64, Duration::from_secs(3600))?;
+    let took = t.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let _ = reader.join();
+    let end_size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    drop(d);
+    let _ = sub.join();
+
+    let samples = samples.lock().unwrap().clone();
+    if samples.is_empty() {
+        bail!("no samples");
+    }
+    let max = *samples.iter().max().unwrap();
+    let last_quarter = &samples[samples.len() * 3 / 4..];
+    let max_late = *last_quarter.iter().max().unwrap_or(&0);
+    let store = end_size;
+    println!(
+        "WAL under steady load: {runs} runs in {:.1} s, a subscriber reading ({} notifications), a store reader every 20 ms",
+        took.as_secs_f64(),
+        notes.load(Ordering::Relaxed)
+    );
+    println!(
+        "  WAL size: max {:.1} MiB over {} samples; max in the last quarter {:.1} MiB; at the end {:.1} MiB",
+        max as f64 / 1048576.0,
+        samples.len(),
+        max_late as f64 / 1048576.0,
+        store as f64 / 1048576.0
+    );
+    Ok(())
+}
