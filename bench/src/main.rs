@@ -731,6 +731,7 @@ fn crashloop(cycles: usize, seed: u64) -> anyhow::Result<()> {
 mod access;
 mod hostile;
 mod proctree;
+mod restart;
 mod shutdown;
 mod wal;
 
@@ -739,6 +740,15 @@ fn main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
+    }
+    if args.get(1).map(String::as_str) == Some("restart") {
+        let sizes: Vec<usize> = args[2..].iter().filter_map(|s| s.parse().ok()).collect();
+        let sizes = if sizes.is_empty() {
+            vec![100_000, 1_000_000]
+        } else {
+            sizes
+        };
+        return restart::run(&sizes, 3);
     }
     if args.get(1).map(String::as_str) == Some("wal") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
@@ -762,7 +772,7 @@ fn main() -> anyhow::Result<()> {
     }
     if args.get(1).map(String::as_str) != Some("all") {
         eprintln!(
-            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick] | ax-bench access [CYCLES] | ax-bench wal [RUNS]"
+            "usage: ax-bench all [--quick] [--reps N] [--json PATH] | ax-bench crashloop [CYCLES] [SEED] | ax-bench proctree [N] | ax-bench shutdown [CYCLES] | ax-bench hostile [--quick] | ax-bench access [CYCLES] | ax-bench wal [RUNS] | ax-bench restart [N...]"
         );
         std::process::exit(2);
     }

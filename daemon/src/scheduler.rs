@@ -135,6 +135,41 @@ const WRITES: &[&str] = &[
     "heartbeat",
 ];
 
+/// What a step's effects change in the store: the DAG runs and runs they
+/// touched (as the engine now has them), their events and cron marks.
+pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
+    let mut runs: BTreeSet<RunId> = BTreeSet::new();
+    let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
+    let mut events = Vec::new();
+    let mut cron_marks = Vec::new();
+    for e in effects {
+        match e {
+            Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
+            Effect::Event(ev) => {
+                if let Some(r) = ev.run {
+                    runs.insert(r);
+                }
+                dag_runs.insert(ev.dag_run);
+                events.push(ev);
+            }
+            Effect::Progress { run } => {
+                runs.insert(*run);
+            }
+            Effect::Spawn(o) => {
+                runs.insert(o.run);
+            }
+            _ => {}
+        }
+    }
+    Commit {
+        dag_runs: dag_runs.iter().filter_map(|d| engine.dag_run(*d)).collect(),
+        runs: runs.iter().filter_map(|r| engine.run(*r)).collect(),
+        events,
+        cron_marks,
+        ..Commit::default()
+    }
+}
+
 /// How often a failing store is tried again.
 const STORE_RETRY: Millis = 1_000;
 
@@ -482,45 +517,14 @@ impl Scheduler {
     }
 
     fn commit(&mut self, effects: &[Effect]) -> Result<Vec<i64>, crate::store::StoreError> {
-        let mut runs: BTreeSet<RunId> = BTreeSet::new();
-        let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
-        let mut events = Vec::new();
-        let mut cron_marks = Vec::new();
-        for e in effects {
-            match e {
-                Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
-                Effect::Event(ev) => {
-                    if let Some(r) = ev.run {
-                        runs.insert(r);
-                    }
-                    dag_runs.insert(ev.dag_run);
-                    events.push(ev);
-                }
-                Effect::Progress { run } => {
-                    runs.insert(*run);
-                }
-                Effect::Spawn(o) => {
-                    runs.insert(o.run);
-                }
-                _ => {}
-            }
-        }
-        let commit = Commit {
-            dag_runs: dag_runs
-                .iter()
-                .filter_map(|d| self.engine.dag_run(*d))
-                .collect(),
-            runs: runs.iter().filter_map(|r| self.engine.run(*r)).collect(),
-            events,
-            paused: self.pending_paused.clone(),
-            cron_marks,
-            dag_defs: self
-                .pending_dag_defs
-                .iter()
-                .map(|s| (&**s, String::new()))
-                .collect(),
-            removed_defs: self.pending_removed.clone(),
-        };
+        let mut commit = commit_of(&self.engine, effects);
+        commit.paused = self.pending_paused.clone();
+        commit.dag_defs = self
+            .pending_dag_defs
+            .iter()
+            .map(|s| (&**s, String::new()))
+            .collect();
+        commit.removed_defs = self.pending_removed.clone();
         let seqs = self.store.commit(&commit)?;
         self.pending_dag_defs.clear();
         self.pending_removed.clear();
