@@ -400,8 +400,6 @@ fn pueue_rate(dir: &Path, n: usize, parallel: u32) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
-/// Submit→started on an idle daemon, from the daemon's own timestamps.
-
 /// `ax submit` as separate processes: per-call ms over `n` calls.
 fn ax_submit_calls(n: usize) -> anyhow::Result<(f64, f64)> {
     let d = Daemon::start(8, &[("hold.toml", "command = \"true\"\n")])?;
