@@ -151,11 +151,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
             },
         )
     };
+    // A second connection for the writer thread; this one serves reads.
+    let writer_store = SqliteStore::open(&db, cfg.synchronous_full)
+        .with_context(|| format!("cannot open {}", db.display()))?;
     let mut scheduler = Scheduler::new(
         cfg.clone(),
         config_path,
         engine,
         Box::new(store),
+        Box::new(writer_store),
         exec_tx,
         notify_tx.clone(),
         stored_terminal,

@@ -12,3 +12,4 @@ pub mod spawn;
 pub mod store;
 pub mod time;
 pub mod watcher;
+pub mod writer;

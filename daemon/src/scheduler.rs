@@ -59,7 +59,7 @@ pub enum Msg {
     Rescan,
 }
 
-type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+use crate::writer::ReplyTo;
 
 /// What the socket server needs to talk to the scheduler.
 #[derive(Clone)]
@@ -105,20 +105,11 @@ pub struct Scheduler {
     define_all: bool,
     last_evict: Millis,
     last_prune: Millis,
-    /// Set while the store refuses writes (disk full, I/O error): the
-    /// error and when the held step is written again.
-    store_fault: Option<StoreFault>,
-}
-
-/// A step the store could not write. Its changes stay in the engine and are
-/// written with the next step; its clients get their answer only then, so
-/// an answer always means "durable". New writes are refused meanwhile.
-struct StoreFault {
-    error: String,
-    retry_at: Millis,
-    held: Vec<(ReplyTo, Result<Value, RpcError>)>,
-    /// The failed steps' effects, already executed, to be written.
-    unwritten: Vec<Effect>,
+    /// Makes steps durable off this thread (`writer`).
+    writer: Option<std::sync::mpsc::SyncSender<crate::writer::Step>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Set by the writer while the store refuses writes (disk full).
+    fault: crate::writer::Fault,
 }
 
 /// Methods that change state: refused to viewers, and answered only once
@@ -170,9 +161,6 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
     }
 }
 
-/// How often a failing store is tried again.
-const STORE_RETRY: Millis = 1_000;
-
 /// How long a finished DAG run stays in the engine's memory (the store
 /// keeps it; a retry loads it back).
 const EVICT_AFTER: Millis = 10 * 60_000;
@@ -209,10 +197,22 @@ impl Scheduler {
         config_path: Option<PathBuf>,
         engine: Engine,
         store: Box<dyn Store>,
+        writer_store: Box<dyn Store>,
         exec: mpsc::UnboundedSender<ExecCmd>,
         notify: broadcast::Sender<Arc<str>>,
         stored_terminal: BTreeMap<RunState, u64>,
     ) -> Scheduler {
+        let fault: crate::writer::Fault = Arc::default();
+        // Bounded: a store slower than the scheduler slows the scheduler
+        // down rather than letting unwritten steps pile up without end.
+        let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
+        let writer_thread = {
+            let (notify, fault) = (notify.clone(), fault.clone());
+            std::thread::Builder::new()
+                .name("ax-writer".into())
+                .spawn(move || crate::writer::run(writer_store, writer_rx, notify, fault))
+                .expect("start the store writer thread")
+        };
         Scheduler {
             cfg,
             engine,
@@ -230,7 +230,9 @@ impl Scheduler {
             start_marks: HashMap::new(),
             define_all: false,
             last_evict: now_ms(),
-            store_fault: None,
+            writer: Some(writer_tx),
+            writer_thread: Some(writer_thread),
+            fault,
             last_prune: 0,
         }
     }
@@ -340,8 +342,14 @@ impl Scheduler {
         effects
     }
 
-    /// The thread body: runs until shutdown completes.
+    /// The thread body: runs until shutdown completes, then waits for the
+    /// writer to write everything decided.
     pub fn run(mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
+        self.run_loop(rx, initial);
+        self.close_writer();
+    }
+
+    fn run_loop(&mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
         let mut carried = initial;
         loop {
             let now = now_ms();
@@ -359,15 +367,11 @@ impl Scheduler {
             let housekeeping =
                 Duration::from_millis((self.last_evict + 60_000 - now).max(0) as u64);
             let wait = Some(wait.map_or(housekeeping, |w| w.min(housekeeping)));
-            // Start-up effects are processed at once; after a failed commit
-            // the store is tried again every STORE_RETRY.
-            let wait = match (&self.store_fault, carried.is_empty()) {
-                (_, false) => Some(Duration::ZERO),
-                (None, true) => wait,
-                (Some(f), true) => {
-                    let retry = Duration::from_millis((f.retry_at - now).max(0) as u64);
-                    Some(wait.map_or(retry, |w| w.min(retry)))
-                }
+            // Start-up effects are processed at once.
+            let wait = if carried.is_empty() {
+                wait
+            } else {
+                Some(Duration::ZERO)
             };
             let first = match wait {
                 Some(w) => match rx.recv_timeout(w) {
@@ -437,67 +441,18 @@ impl Scheduler {
                 }
             }
             // Spawn and kill orders go out first, so processes start while
-            // the step is being made durable (the fsync is off the start
-            // path). A crash in that window leaves the store saying
-            // `ready`: the run is started again after the restart, as for
-            // any interrupted attempt, and the PDEATHSIG of the spawner
-            // thread has already killed the process. Clients hear of the
-            // step (answers, notifications) only after the commit.
+            // the step is being made durable by the writer thread (the
+            // fsync is off the start path, and off this thread). A crash in
+            // that window leaves the store saying `ready`: the run is
+            // started again after the restart, as for any interrupted
+            // attempt, and the PDEATHSIG of the spawner thread has already
+            // killed the process. Clients hear of the step (answers,
+            // notifications) only after the commit.
             self.execute(&effects);
             for (reply, answer) in read_replies {
                 let _ = reply.send(answer);
             }
-            // A step after a failed commit writes that step's changes too.
-            if let Some(fault) = &mut self.store_fault {
-                effects.append(&mut fault.unwritten);
-            }
-            let commit_started = crate::time::monotonic();
-            let committed = self.commit(&effects);
-            tracing::debug!(
-                effects = effects.len(),
-                "step committed in {:?}",
-                commit_started.elapsed()
-            );
-            match committed {
-                Ok(seqs) => {
-                    if let Some(fault) = self.store_fault.take() {
-                        tracing::warn!(
-                            "store writable again; {} held answers sent",
-                            fault.held.len()
-                        );
-                        for (reply, answer) in fault.held {
-                            let _ = reply.send(answer);
-                        }
-                    }
-                    for (reply, answer) in replies {
-                        let _ = reply.send(answer);
-                    }
-                    self.announce(&effects, &seqs);
-                }
-                Err(e) => {
-                    let error = e.to_string();
-                    let fault = self.store_fault.get_or_insert_with(|| {
-                        tracing::error!(
-                            "store commit failed: {error}; refusing new writes until it recovers"
-                        );
-                        StoreFault {
-                            error: String::new(),
-                            retry_at: 0,
-                            held: Vec::new(),
-                            unwritten: Vec::new(),
-                        }
-                    });
-                    fault.error = error;
-                    fault.retry_at = now_ms() + STORE_RETRY;
-                    // The engine has taken these requests in, so they are
-                    // not refused: they are answered once written.
-                    fault.held.extend(replies);
-                    // Nothing of this step was announced; its changes are
-                    // written (and announced) with the next step. They are
-                    // added after `execute`, so no order is sent twice.
-                    fault.unwritten = effects;
-                }
-            }
+            self.write(&effects, replies);
             self.maintain(now_ms());
             if let Some(deadline) = self.shutdown_at {
                 let now = now_ms();
@@ -516,43 +471,10 @@ impl Scheduler {
         }
     }
 
-    fn commit(&mut self, effects: &[Effect]) -> Result<Vec<i64>, crate::store::StoreError> {
-        let mut commit = commit_of(&self.engine, effects);
-        commit.paused = self.pending_paused.clone();
-        commit.dag_defs = self
-            .pending_dag_defs
-            .iter()
-            .map(|s| (&**s, String::new()))
-            .collect();
-        commit.removed_defs = self.pending_removed.clone();
-        let seqs = self.store.commit(&commit)?;
-        self.pending_dag_defs.clear();
-        self.pending_removed.clear();
-        self.pending_paused.clear();
-        Ok(seqs)
-    }
-
-    fn announce(&mut self, effects: &[Effect], seqs: &[i64]) {
-        if self.notify.receiver_count() == 0 {
-            return;
-        }
-        let mut events = Vec::new();
-        let mut i = 0;
-        for e in effects {
-            if let Effect::Event(ev) = e {
-                events.push(json!({
-                    "seq": seqs.get(i).copied().unwrap_or(0),
-                    "time": rfc3339(ev.at),
-                    "run": ev.run.map(|r| r.0),
-                    "dag_run": ev.dag_run.0,
-                    "from": ev.from.map(|s| s.as_str()),
-                    "to": ev.to.map(|s| s.as_str()),
-                    "reason": ev.reason,
-                    "actor": &*ev.actor,
-                }));
-                i += 1;
-            }
-        }
+    /// Hands the step's changes, with the answers waiting on them, to the
+    /// writer.
+    fn write(&mut self, effects: &[Effect], replies: Vec<(ReplyTo, Result<Value, RpcError>)>) {
+        let c = commit_of(&self.engine, effects);
         let progress: Vec<u64> = effects
             .iter()
             .filter_map(|e| match e {
@@ -560,15 +482,31 @@ impl Scheduler {
                 _ => None,
             })
             .collect();
-        if events.is_empty() && progress.is_empty() {
-            return;
+        let announce =
+            self.notify.receiver_count() > 0 && (!c.events.is_empty() || !progress.is_empty());
+        let step = crate::writer::Step {
+            dag_runs: c.dag_runs.into_iter().cloned().collect(),
+            runs: c.runs.into_iter().cloned().collect(),
+            events: c.events.into_iter().cloned().collect(),
+            cron_marks: c.cron_marks,
+            paused: std::mem::take(&mut self.pending_paused),
+            dag_defs: std::mem::take(&mut self.pending_dag_defs),
+            removed_defs: std::mem::take(&mut self.pending_removed),
+            progress,
+            replies,
+            status: announce.then(|| self.status()),
+        };
+        if let Some(w) = &self.writer {
+            let _ = w.send(step);
         }
-        let note = json!({
-            "jsonrpc": "2.0",
-            "method": "changed",
-            "params": { "events": events, "progress": progress, "status": self.status() },
-        });
-        let _ = self.notify.send(Arc::from(note.to_string()));
+    }
+
+    /// Waits until everything decided is written (at exit).
+    fn close_writer(&mut self) {
+        self.writer = None;
+        if let Some(t) = self.writer_thread.take() {
+            let _ = t.join();
+        }
     }
 
     fn execute(&mut self, effects: &[Effect]) {
@@ -706,7 +644,7 @@ impl Scheduler {
             burst_extra: self.cfg.burst_extra,
             runs,
             errors: self.dags.values().filter_map(|d| d.error.clone()).collect(),
-            store_error: self.store_fault.as_ref().map(|f| f.error.clone()),
+            store_error: self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
 
@@ -813,13 +751,13 @@ impl Scheduler {
         }
         // A heartbeat only keeps a running job alive, which must go on
         // while the disk is full; every other write would be lost.
-        if let Some(fault) = &self.store_fault {
-            if WRITES.contains(&method) && method != "heartbeat" {
+        if WRITES.contains(&method) && method != "heartbeat" {
+            let fault = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(error) = fault {
                 return Err(RpcError::new(
                     codes::STORE_ERROR,
                     format!(
-                        "{method} not accepted: the store cannot write ({}); try again when it recovers",
-                        fault.error
+                        "{method} not accepted: the store cannot write ({error}); try again when it recovers"
                     ),
                 ));
             }

@@ -1,0 +1,229 @@
+//! The store writer: one thread that makes the scheduler's steps durable,
+//! so the scheduler never waits for an fsync (SPEC §5.2, issue 6).
+//!
+//! The scheduler decides a step, sends its spawn and kill orders at once,
+//! and hands the step's changes to this thread with the answers and the
+//! notification that depend on them. The writer takes every step waiting
+//! in its queue and writes them in **one** transaction (group commit across
+//! steps), then sends the answers and notifications in step order.
+//!
+//! Invariants:
+//! * a client hears of a change (answer or notification) only after it is
+//!   durable, as before;
+//! * steps are written in the order they were decided; a DAG definition
+//!   change is written in a transaction of its own, so a delete and a
+//!   re-create are never merged out of order;
+//! * when the store refuses a write (disk full), nothing is dropped: the
+//!   steps are held and retried every second with later ones added, and
+//!   `fault` says why so the scheduler refuses new writes meanwhile.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ax_shared::DagSpec;
+use ax_shared::api::StatusView;
+use ax_shared::protocol::RpcError;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::engine::{DagRun, Event, Run};
+use crate::store::{Commit, Store};
+use crate::time::rfc3339;
+
+pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+
+/// The store's last write error while it refuses writes; `None` when fine.
+pub type Fault = Arc<Mutex<Option<String>>>;
+
+/// How often a failing store is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Steps merged into one transaction at most.
+const MAX_GROUP: usize = 512;
+
+/// One scheduler step's changes, owned (the engine goes on changing).
+#[derive(Default)]
+pub struct Step {
+    pub dag_runs: Vec<DagRun>,
+    pub runs: Vec<Run>,
+    pub events: Vec<Event>,
+    pub paused: Vec<(String, bool)>,
+    pub cron_marks: Vec<(String, i64)>,
+    pub dag_defs: Vec<Arc<DagSpec>>,
+    pub removed_defs: Vec<String>,
+    /// Runs whose progress changed (notified, not stored).
+    pub progress: Vec<u64>,
+    /// Answers to send once written.
+    pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
+    /// The status to notify with, when anyone is subscribed.
+    pub status: Option<StatusView>,
+}
+
+impl Step {
+    fn has_definitions(&self) -> bool {
+        !self.dag_defs.is_empty() || !self.removed_defs.is_empty()
+    }
+
+    fn writes_nothing(&self) -> bool {
+        self.dag_runs.is_empty()
+            && self.runs.is_empty()
+            && self.events.is_empty()
+            && self.paused.is_empty()
+            && self.cron_marks.is_empty()
+            && !self.has_definitions()
+    }
+}
+
+pub fn run(
+    mut store: Box<dyn Store>,
+    rx: Receiver<Step>,
+    notify: broadcast::Sender<Arc<str>>,
+    fault: Fault,
+) {
+    let mut pending: Vec<Step> = Vec::new();
+    loop {
+        if pending.is_empty() {
+            match rx.recv() {
+                Ok(s) => pending.push(s),
+                Err(_) => return,
+            }
+        }
+        while pending.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(s) => pending.push(s),
+                Err(_) => break,
+            }
+        }
+        // The group: up to the first step that changes definitions (which
+        // goes alone), in order.
+        let group = match pending.iter().position(Step::has_definitions) {
+            Some(0) => 1,
+            Some(i) => i,
+            None => pending.len(),
+        };
+        let result = if pending[..group].iter().all(Step::writes_nothing) {
+            Ok(Vec::new())
+        } else {
+            store.commit(&merge(&pending[..group]))
+        };
+        match result {
+            Ok(seqs) => {
+                if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    tracing::warn!("store writable again (after: {e})");
+                }
+                let mut at = 0;
+                for step in pending.drain(..group) {
+                    let n = step.events.len();
+                    let seqs = seqs.get(at..at + n).unwrap_or(&[]);
+                    at += n;
+                    for (reply, answer) in step.replies {
+                        let _ = reply.send(answer);
+                    }
+                    announce(&notify, &step.events, &step.progress, step.status, seqs);
+                }
+            }
+            Err(e) => {
+                let error = e.to_string();
+                {
+                    let mut f = fault.lock().unwrap_or_else(|e| e.into_inner());
+                    if f.is_none() {
+                        tracing::error!(
+                            "store commit failed: {error}; holding {} step(s), refusing new writes until it recovers",
+                            pending.len()
+                        );
+                    }
+                    *f = Some(error);
+                }
+                // Wait, still taking steps in (they are held too).
+                let until = std::time::Instant::now() + RETRY;
+                loop {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match rx.recv_timeout(left) {
+                        Ok(s) => pending.push(s),
+                        Err(RecvTimeoutError::Timeout) => break,
+                        // The scheduler has stopped: keep trying to write
+                        // what is held.
+                        Err(RecvTimeoutError::Disconnected) => {
+                            std::thread::sleep(left);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One transaction's worth of steps. A run or DAG run changed by several
+/// steps is written once, as the latest step has it.
+fn merge(steps: &[Step]) -> Commit<'_> {
+    let mut c = Commit::default();
+    if let [one] = steps {
+        c.dag_runs = one.dag_runs.iter().collect();
+        c.runs = one.runs.iter().collect();
+    } else {
+        let mut dag_runs: HashMap<u64, &DagRun> = HashMap::new();
+        let mut runs: HashMap<u64, &Run> = HashMap::new();
+        for s in steps {
+            for d in &s.dag_runs {
+                dag_runs.insert(d.id.0, d);
+            }
+            for r in &s.runs {
+                runs.insert(r.id.0, r);
+            }
+        }
+        c.dag_runs = dag_runs.into_values().collect();
+        c.runs = runs.into_values().collect();
+    }
+    for s in steps {
+        c.events.extend(s.events.iter());
+        c.paused.extend(s.paused.iter().cloned());
+        c.cron_marks.extend(s.cron_marks.iter().cloned());
+        c.dag_defs
+            .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
+        c.removed_defs.extend(s.removed_defs.iter().cloned());
+    }
+    c
+}
+
+fn announce(
+    notify: &broadcast::Sender<Arc<str>>,
+    events: &[Event],
+    progress: &[u64],
+    status: Option<StatusView>,
+    seqs: &[i64],
+) {
+    let Some(status) = status else {
+        return;
+    };
+    if notify.receiver_count() == 0 || (events.is_empty() && progress.is_empty()) {
+        return;
+    }
+    let events: Vec<Value> = events
+        .iter()
+        .enumerate()
+        .map(|(i, ev)| {
+            json!({
+                "seq": seqs.get(i).copied().unwrap_or(0),
+                "time": rfc3339(ev.at),
+                "run": ev.run.map(|r| r.0),
+                "dag_run": ev.dag_run.0,
+                "from": ev.from.map(|s| s.as_str()),
+                "to": ev.to.map(|s| s.as_str()),
+                "reason": ev.reason,
+                "actor": &*ev.actor,
+            })
+        })
+        .collect();
+    let note = json!({
+        "jsonrpc": "2.0",
+        "method": "changed",
+        "params": { "events": events, "progress": progress, "status": status },
+    });
+    let _ = notify.send(Arc::from(note.to_string()));
+}
