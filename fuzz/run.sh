@@ -23,7 +23,7 @@ for t in $targets; do
     echo "== $t ($mode $amount)"
     log="corpus/$t.log"
     if ! cargo fuzz run -s none "$t" "corpus/$t" "seeds/$t" -- \
-        "$limit" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+        "$limit" -max_len=1024 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
         tail -40 "$log"
         echo "FUZZ FAILURE in $t (input in fuzz/artifacts/$t)" >&2
         exit 1

@@ -719,6 +719,42 @@ fn main() -> anyhow::Result<()> {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);
     }
+    if args.get(1).map(String::as_str) == Some("throughput") {
+        // Scenario 1 alone, raw and ax alternating: N runs, REPS times.
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+        let reps = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
+        for slots in [8u32, 64] {
+            let (mut raw, mut ax) = (Vec::new(), Vec::new());
+            for _ in 0..reps {
+                raw.push(raw_spawn_rate(n, slots as usize));
+                ax.push(ax_noop_rate(n, slots)?);
+            }
+            let (r, a) = (stats(raw), stats(ax));
+            println!(
+                "{slots:>3} slots: raw {} /s, ax {} /s, ax/raw {:.0}%",
+                fmt3(r, ""),
+                fmt3(a, ""),
+                a.0 / r.0 * 100.0
+            );
+        }
+        return Ok(());
+    }
+    if args.get(1).map(String::as_str) == Some("submit") {
+        // Scenario 3b alone: N runs pipelined over one connection, REPS times.
+        let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+        let reps = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
+        let mut secs = Vec::new();
+        for _ in 0..reps {
+            let d = Daemon::start(8, &[("hold.toml", "command = \"true\"\n")])?;
+            let mut c = Conn::open(&d.socket)?;
+            c.call("pause", json!({"dag": "hold"}))?;
+            let t = Instant::now();
+            c.pipeline(n, 1000, &|_| ("trigger".into(), json!({"dag": "hold"})))?;
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        println!("{n} runs pipelined (durable): {} s", fmt3f(stats(secs), ""));
+        return Ok(());
+    }
     if args.get(1).map(String::as_str) == Some("latency") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(300);
         let show = |name: &str, mut v: Vec<f64>| {
