@@ -18,7 +18,7 @@ use ax_shared::protocol::{
 };
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 
 /// Requests of one connection in flight at once.
 const MAX_INFLIGHT: usize = 4096;
@@ -151,6 +151,25 @@ async fn send(framed: &mut Framed<UnixStream, LinesCodec>, msg: &Message) -> boo
     send_line(framed, line).await
 }
 
+/// Queues every message and flushes once.
+async fn send_all(framed: &mut Framed<UnixStream, LinesCodec>, msgs: &[Message]) -> bool {
+    let write = async {
+        for m in msgs {
+            framed
+                .feed(serde_json::to_string(m).unwrap_or_default())
+                .await?;
+        }
+        SinkExt::<String>::flush(framed).await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(r) => r.is_ok(),
+        Err(_) => {
+            tracing::info!("client not reading for {WRITE_TIMEOUT:?}: disconnected");
+            false
+        }
+    }
+}
+
 async fn send_line(framed: &mut Framed<UnixStream, LinesCodec>, line: String) -> bool {
     match tokio::time::timeout(WRITE_TIMEOUT, framed.send(line)).await {
         Ok(r) => r.is_ok(),
@@ -174,9 +193,16 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         let frame = tokio::select! {
             frame = framed.next(), if inflight.len() < MAX_INFLIGHT => frame,
             Some(done) = inflight.next(), if !inflight.is_empty() => {
-                if let Some(msg) = done
-                    && !send(&mut framed, &msg).await
-                {
+                // Answers that are ready together go out in one write (a
+                // pipelining client gets a step's answers at once).
+                let mut batch: Vec<Message> = done.into_iter().collect();
+                while batch.len() < 1024 {
+                    match inflight.next().now_or_never() {
+                        Some(Some(more)) => batch.extend(more),
+                        _ => break,
+                    }
+                }
+                if !send_all(&mut framed, &batch).await {
                     return;
                 }
                 continue;

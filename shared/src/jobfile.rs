@@ -92,8 +92,9 @@ const JOB_KEYS: &[&str] = &[
 const PER_JOB_ONLY: &[&str] = &["id", "command", "argv", "deps"];
 const BACKOFF_KEYS: &[&str] = &["kind", "base", "max", "jitter"];
 
-/// Largest job file accepted; bigger ones are refused before parsing.
-pub const MAX_FILE_BYTES: usize = 4 << 20;
+/// Largest job file accepted; bigger ones are refused before parsing. A
+/// 100,000-job DAG is about 5 MiB.
+pub const MAX_FILE_BYTES: usize = 16 << 20;
 
 /// Whether a file name is one the jobs folder ignores (SPEC §2).
 pub fn is_ignored_name(file_name: &str) -> bool {
