@@ -157,6 +157,30 @@ pub fn start(
     tx
 }
 
+/// The daemon's environment as every job starts from it, built once (it
+/// does not change while axd runs): with the directory of `axd` on PATH,
+/// so `ax heartbeat` works inside jobs.
+fn base_env() -> &'static [(std::ffi::OsString, std::ffi::OsString)] {
+    static BASE: std::sync::OnceLock<Vec<(std::ffi::OsString, std::ffi::OsString)>> =
+        std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+            std::env::vars_os().filter(|(k, _)| k != "PATH").collect();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut parts: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        if let Ok(exe) = std::env::current_exe()
+            && let Some(dir) = exe.parent()
+            && !parts.iter().any(|p| p == dir)
+        {
+            parts.push(dir.to_path_buf());
+        }
+        if let Ok(joined) = std::env::join_paths(parts) {
+            env.push(("PATH".into(), joined));
+        }
+        env
+    })
+}
+
 /// Builds the command for one attempt and opens its log.
 fn prepare(
     cfg: &ExecConfig,
@@ -170,21 +194,16 @@ fn prepare(
             argv[1..].iter().map(Into::into).collect(),
         ),
     };
-    // The daemon's environment, then the job's, then the AX_* variables.
-    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
-    // `ax heartbeat` inside jobs: make the ax next to axd findable.
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe.parent()
+    // The daemon's environment, then the AX_* variables, then the job's,
+    // then the cookie; a later value of a name replaces an earlier one.
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = base_env().to_vec();
+    let mut set = |k: std::ffi::OsString, v: std::ffi::OsString| match env
+        .iter_mut()
+        .find(|(name, _)| *name == k)
     {
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut parts: Vec<PathBuf> = std::env::split_paths(&path).collect();
-        if !parts.iter().any(|p| p == dir) {
-            parts.push(dir.to_path_buf());
-        }
-        if let Ok(joined) = std::env::join_paths(parts) {
-            env.push(("PATH".into(), joined));
-        }
-    }
+        Some(e) => e.1 = v,
+        None => env.push((k, v)),
+    };
     for (k, v) in [
         ("AX_RUN_ID", order.run.0.to_string()),
         ("AX_DAG", order.dag.to_string()),
@@ -193,24 +212,19 @@ fn prepare(
         ("AX_SOCKET", cfg.socket.display().to_string()),
         ("AX_SLOT", order.slot.to_string()),
     ] {
-        env.push((k.into(), v.into()));
+        set(k.into(), v.into());
     }
-    // The job's own env comes last: it may set AX_* itself (hooks pass
+    // The job's own env comes after: it may set AX_* itself (hooks pass
     // the finished DAG's name as AX_DAG this way).
     for (k, v) in &job.env {
-        env.push((k.into(), v.into()));
+        set(k.into(), v.into());
     }
     // Last, so the job cannot replace it: how a kill finds the attempt's
     // processes that left its process group (`reaper`).
-    env.push((
+    set(
         crate::reaper::COOKIE_VAR.into(),
         crate::reaper::cookie(order.run.0, order.attempt).into(),
-    ));
-    // Later entries win: keep only the last value of each name.
-    let mut seen = std::collections::HashSet::new();
-    env.reverse();
-    env.retain(|(k, _)| seen.insert(k.clone()));
-    env.reverse();
+    );
     let (read_end, write_end) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     let plan = crate::spawn::Plan {
@@ -345,13 +359,11 @@ async fn supervise(
     });
     let pgid = pid as i32;
 
-    let reader = tokio::spawn(read_output(
-        read_end,
-        log,
-        cfg.log_max_bytes,
-        run,
-        events.clone(),
-    ));
+    // Read in this same task (one task per attempt, not two: a no-op job
+    // costs a wakeup less).
+    let reader = read_output(read_end, log, cfg.log_max_bytes, run, events.clone());
+    tokio::pin!(reader);
+    let mut reader_done = false;
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
     let mut kill_deadline: Option<tokio::time::Instant> = None;
@@ -361,6 +373,7 @@ async fn supervise(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
+            _ = &mut reader, if !reader_done => reader_done = true,
             Some(grace_ms) = kill_rx.recv() => {
                 if kill_ordered.is_none() {
                     let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
@@ -403,7 +416,9 @@ async fn supervise(
     }
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
-    let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+    if !reader_done {
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut reader).await;
+    }
     let (code, signal) = status.unwrap_or((None, None));
     events(Input::Exited {
         run,

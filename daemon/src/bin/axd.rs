@@ -41,8 +41,7 @@ fn main() -> ExitCode {
         },
         None => Config::defaults(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
