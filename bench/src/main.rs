@@ -814,9 +814,16 @@ fn main() -> anyhow::Result<()> {
             let d = Daemon::start(8, &[("hold.toml", "command = \"true\"\n")])?;
             let mut c = Conn::open(&d.socket)?;
             c.call("pause", json!({"dag": "hold"}))?;
+            let before = rss_kib(d.pid());
             let t = Instant::now();
             c.stream(n, &|_| ("trigger".into(), json!({"dag": "hold"})))?;
             secs.push(t.elapsed().as_secs_f64());
+            std::thread::sleep(Duration::from_millis(300));
+            let after = rss_kib(d.pid());
+            println!(
+                "  RSS growth {:.0} B per queued run",
+                (after.saturating_sub(before)) as f64 * 1024.0 / n as f64
+            );
         }
         println!("{n} runs pipelined (durable): {} s", fmt3f(stats(secs), ""));
         return Ok(());

@@ -6,11 +6,6 @@ use std::process::ExitCode;
 use ax_daemon::config::Config;
 use clap::Parser;
 
-/// mimalloc rather than glibc malloc: the scheduler's steps allocate and
-/// free many small objects (BENCHMARKS.md, "Where the time goes").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser, Debug)]
 #[command(name = "axd", version, about = "The ax job scheduler daemon")]
 struct Args {
