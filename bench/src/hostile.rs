@@ -205,31 +205,31 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
     rss[0] = status_kib(pid, "VmHWM:");
 
-    // 1. one frame that never ends
+    // 1. a frame that never ends: the attacker reconnects each time axd
+    // cuts it off, until 1 GiB has been sent
     probe.set(1);
     let gib: usize = scale(1 << 30, 64 << 20);
-    let mut s = UnixStream::connect(&d.socket)?;
     let chunk = vec![b'a'; 1 << 20];
-    let mut sent = 0usize;
+    let (mut sent, mut conns, mut cut_with_error) = (0usize, 0usize, 0usize);
     while sent < gib {
-        match s.write(&chunk) {
-            Ok(n) => sent += n,
-            Err(_) => break,
+        let mut s = UnixStream::connect(&d.socket)?;
+        conns += 1;
+        while sent < gib {
+            match s.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        let mut answer = String::new();
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let _ = BufReader::new(&s).read_line(&mut answer);
+        if answer.contains("frame_too_large") {
+            cut_with_error += 1;
         }
     }
-    let mut answer = String::new();
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let _ = BufReader::new(&s).read_line(&mut answer);
     notes.push(format!(
-        "1 GiB: connection closed after {:.1} MiB accepted; answer: {}",
-        sent as f64 / (1 << 20) as f64,
-        if answer.contains("frame_too_large") {
-            "frame_too_large"
-        } else {
-            answer.trim()
-        }
+        "1 GiB without a newline: sent over {conns} connections, each cut off after ~1 MiB; {cut_with_error} told `frame_too_large`"
     ));
-    drop(s);
     rss[1] = status_kib(pid, "VmHWM:");
 
     // 2. random and malformed frames
