@@ -205,10 +205,11 @@ fn lagging_subscriber_gets_a_lagged_notice() {
             .await
             .unwrap();
         }
-        // The subscriber read nothing so far: it must see `lagged` (or have
-        // been fed everything, if the socket buffers held it all).
+        // The subscriber read nothing so far: it is told `lagged`, or, if
+        // axd's write to it stayed blocked for 10 s (a slow machine), it
+        // was disconnected. Either way it was not fed silently for ever.
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut lagged = false;
+        let (mut lagged, mut disconnected) = (false, false);
         while Instant::now() < deadline {
             match tokio::time::timeout(Duration::from_secs(5), sub.next_notification()).await {
                 Ok(Ok((method, _))) if method == "lagged" => {
@@ -216,10 +217,17 @@ fn lagging_subscriber_gets_a_lagged_notice() {
                     break;
                 }
                 Ok(Ok(_)) => continue,
-                _ => break,
+                Ok(Err(_)) => {
+                    disconnected = true;
+                    break;
+                }
+                Err(_) => break,
             }
         }
-        assert!(lagged, "a client that does not read is told it lagged");
+        assert!(
+            lagged || disconnected,
+            "a client that does not read is told it lagged or disconnected"
+        );
     });
 }
 
