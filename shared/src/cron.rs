@@ -76,6 +76,28 @@ impl Schedule {
                 )));
             }
         };
+        // croner takes an empty list item ("," or "1,,2") as a field that
+        // matches nothing; the never-fires search then walks 401 years
+        // second by second (5 s for ", * * * * *", found by fuzzing).
+        let names: &[&str] = if fields.len() == 6 {
+            &[
+                "second",
+                "minute",
+                "hour",
+                "day-of-month",
+                "month",
+                "day-of-week",
+            ]
+        } else {
+            &["minute", "hour", "day-of-month", "month", "day-of-week"]
+        };
+        for (field, name) in fields.iter().zip(names) {
+            if field.split(',').any(str::is_empty) {
+                return Err(err(format!(
+                    "{name} field {field:?} has an empty list item"
+                )));
+            }
+        }
         let parser = CronParser::builder()
             .seconds(Seconds::Optional)
             .year(Year::Disallowed)

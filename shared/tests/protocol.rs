@@ -17,7 +17,8 @@ fn round_trips(bytes: &[u8]) {
 
 #[test]
 fn fuzz_regressions_round_trip() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions/jsonrpc");
     let mut n = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         round_trips(&std::fs::read(entry.unwrap().path()).unwrap());
