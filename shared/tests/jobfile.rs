@@ -327,3 +327,22 @@ proptest! {
         let _ = parse(&text);
     }
 }
+
+/// Found by the `jobfile` fuzz target (`tests/fuzz_regressions/jobfile/`):
+/// a schedule with an empty list item hung the parser for seconds in
+/// croner's search. It is now an error at the schedule's line.
+#[test]
+fn fuzz_regression_empty_cron_list_item_is_a_located_error() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions/jobfile");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let errors = parse(&text).unwrap_err();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.message.contains("empty list item") && e.line == Some(2)),
+            "{errors:?}"
+        );
+    }
+}
