@@ -128,9 +128,28 @@ impl Daemon {
             {
                 return Ok(t.elapsed());
             }
+            // An axd that exited will never answer: say why at once.
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                self.child = None;
+                let holders = Command::new("fuser")
+                    .arg("-v")
+                    .arg(self.dir.path().join("state/axd.lock"))
+                    .output()
+                    .map(|o| {
+                        String::from_utf8_lossy(&o.stderr).into_owned()
+                            + &String::from_utf8_lossy(&o.stdout)
+                    })
+                    .unwrap_or_default();
+                bail!(
+                    "axd exited ({status}) before serving:\n{}\nlock holders: {holders}",
+                    self.log()
+                );
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
-        bail!("axd did not start")
+        bail!("axd did not start within 120 s:\n{}", self.log())
     }
 
     fn stop(&mut self) {

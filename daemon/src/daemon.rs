@@ -39,7 +39,23 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
         .read(true)
         .open(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
-    let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+    // A few tries: a process of a just-killed axd may hold the lock for a
+    // moment while it dies (systemd restarts fast).
+    let mut file = file;
+    let mut tries = 0;
+    let locked = loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => break Ok(l),
+            Err((f, e)) if tries < 20 => {
+                let _ = e;
+                tries += 1;
+                file = f;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(err) => break Err(err),
+        }
+    };
+    let mut lock = locked.map_err(|(_, e)| {
         let holder = std::fs::read_to_string(&path).unwrap_or_default();
         anyhow!(
             "another axd owns the state dir {} ({}): {e}",

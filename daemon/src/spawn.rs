@@ -81,6 +81,22 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // is suspended until execve or _exit.
     unsafe {
         let a = &*(arg as *const ChildArgs);
+        // First, the job's stdio, and nothing else of the daemon's: until
+        // it execs, this child holds copies of every descriptor (the state
+        // dir's lock, the listening socket, the database). If axd is killed
+        // in that window, the copies would keep its lock taken from the
+        // next axd; and descriptors axd inherited without CLOEXEC would
+        // leak into jobs. The error pipe stays (it is CLOEXEC).
+        if libc::dup2(a.null, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0 {
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(a.error, bytes.as_ptr() as *const libc::c_void, bytes.len());
+            libc::_exit(127);
+        }
+        if a.error > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (a.error - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (a.error + 1) as u32, u32::MAX, 0u32);
         let fail = |a: &ChildArgs| {
             let errno = *libc::__errno_location();
             let bytes = errno.to_ne_bytes();
@@ -110,9 +126,6 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        if libc::dup2(a.null, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0 {
-            fail(a);
-        }
         if !a.cwd.is_null() && libc::chdir(a.cwd) < 0 {
             fail(a);
         }
