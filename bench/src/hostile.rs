@@ -377,12 +377,12 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     let samples = probe.finish();
     d.stop();
 
-    let (i50, i99) = {
+    let i99 = {
         let mut v = samples[0].clone();
         if v.is_empty() {
             bail!("no idle samples");
         }
-        (percentile(&mut v, 0.5), percentile(&mut v, 0.99))
+        percentile(&mut v, 0.99)
     };
     println!("hostile clients (probe: `status` round trips on a kept-open connection)");
     println!(
@@ -401,7 +401,6 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
             rss[i] as f64 / 1024.0
         );
     }
-    let _ = i50;
     for n in &notes {
         println!("  {n}");
     }

@@ -46,8 +46,7 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
     let locked = loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(l) => break Ok(l),
-            Err((f, e)) if tries < 20 => {
-                let _ = e;
+            Err((f, _)) if tries < 20 => {
                 tries += 1;
                 file = f;
                 std::thread::sleep(std::time::Duration::from_millis(50));

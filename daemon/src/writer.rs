@@ -68,15 +68,6 @@ impl Step {
     fn has_definitions(&self) -> bool {
         !self.dag_defs.is_empty() || !self.removed_defs.is_empty()
     }
-
-    fn writes_nothing(&self) -> bool {
-        self.dag_runs.is_empty()
-            && self.runs.is_empty()
-            && self.events.is_empty()
-            && self.paused.is_empty()
-            && self.cron_marks.is_empty()
-            && !self.has_definitions()
-    }
 }
 
 pub fn run(
@@ -113,11 +104,8 @@ pub fn run(
             Some(i) => i,
             None => pending.len(),
         };
-        let result = if pending[..group].iter().all(Step::writes_nothing) {
-            Ok(Vec::new())
-        } else {
-            store.commit(&merge(&pending[..group]))
-        };
+        // An empty commit returns at once (`Commit::is_empty`).
+        let result = store.commit(&merge(&pending[..group]));
         match result {
             Ok(seqs) => {
                 if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {

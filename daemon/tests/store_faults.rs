@@ -155,7 +155,8 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
     // The job finishes while the disk is still full: its end is kept in
     // memory and written on recovery.
     std::fs::write(&go, b"").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The engine has its end at once (the store gets it on recovery).
+    wait_state(&mut c, long, "success", 10).await;
 
     // Space returns: the held answer arrives, writes are accepted again.
     std::fs::remove_file(&filler).unwrap();
