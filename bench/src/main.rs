@@ -203,6 +203,38 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A process's CPU time so far (all threads, user + system), in µs, and
+/// its context switches (voluntary + involuntary, summed over threads).
+fn cpu_and_switches(pid: u32) -> (f64, u64) {
+    let tick = 1e6 / 100.0; // USER_HZ is 100 on Linux
+    let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) * tick)
+        })
+        .unwrap_or(0.0);
+    let mut switches = 0;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            for l in status.lines() {
+                if l.starts_with("voluntary_ctxt_switches:")
+                    || l.starts_with("nonvoluntary_ctxt_switches:")
+                {
+                    switches += l
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                }
+            }
+        }
+    }
+    (cpu, switches)
+}
+
 /// A blocking JSON-RPC connection that can pipeline requests.
 struct Conn {
     w: UnixStream,
@@ -367,8 +399,14 @@ fn raw_spawn_rate(n: usize, conc: usize) -> f64 {
 /// No-op throughput through the daemon: `n` runs submitted in one pipelined
 /// batch, runs/s until the last one succeeded.
 fn ax_noop_rate(n: usize, slots: u32) -> anyhow::Result<f64> {
+    Ok(ax_noop_profile(n, slots)?.0)
+}
+
+/// The same, with axd's own CPU µs and context switches per run.
+fn ax_noop_profile(n: usize, slots: u32) -> anyhow::Result<(f64, f64, f64)> {
     let d = Daemon::start(slots, &[])?;
     let mut c = Conn::open(&d.socket)?;
+    let (cpu0, sw0) = cpu_and_switches(d.pid());
     let t = Instant::now();
     c.pipeline(n, 1000, &|i| {
         (
@@ -377,7 +415,13 @@ fn ax_noop_rate(n: usize, slots: u32) -> anyhow::Result<f64> {
         )
     })?;
     c.wait_count("success", n as u64, Duration::from_secs(600))?;
-    Ok(n as f64 / t.elapsed().as_secs_f64())
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let (cpu1, sw1) = cpu_and_switches(d.pid());
+    Ok((
+        rate,
+        (cpu1 - cpu0) / n as f64,
+        (sw1 - sw0) as f64 / n as f64,
+    ))
 }
 
 fn pueue_dir() -> Option<PathBuf> {
@@ -809,17 +853,27 @@ fn main() -> anyhow::Result<()> {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
         let reps = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
         for slots in [8u32, 64] {
-            let (mut raw, mut ax) = (Vec::new(), Vec::new());
+            let (mut raw, mut ax, mut cpu, mut sw) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let mut raw_cpu = Vec::new();
             for _ in 0..reps {
+                let (c0, _) = cpu_and_switches(std::process::id());
                 raw.push(raw_spawn_rate(n, slots as usize));
-                ax.push(ax_noop_rate(n, slots)?);
+                raw_cpu.push((cpu_and_switches(std::process::id()).0 - c0) / n as f64);
+                let (rate, c, s) = ax_noop_profile(n, slots)?;
+                ax.push(rate);
+                cpu.push(c);
+                sw.push(s);
             }
             let (r, a) = (stats(raw), stats(ax));
             println!(
-                "{slots:>3} slots: raw {} /s, ax {} /s, ax/raw {:.0}%",
+                "{slots:>3} slots: raw {} /s ({:.0} µs CPU/run), ax {} /s, ax/raw {:.0}%; axd per run: {:.0} µs CPU, {:.1} context switches",
                 fmt3(r, ""),
+                stats(raw_cpu).0,
                 fmt3(a, ""),
-                a.0 / r.0 * 100.0
+                a.0 / r.0 * 100.0,
+                stats(cpu).0,
+                stats(sw).0,
             );
         }
         return Ok(());

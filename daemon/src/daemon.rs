@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::Config;
 use crate::engine::{DagRunId, Engine, RunId};
-use crate::executor::{ExecConfig, sweep_orphan};
+use crate::executor::{ExecConfig, Executor, sweep_orphan};
 use crate::scheduler::{Handle, Msg, Scheduler};
 use crate::server::{Access, bind, serve};
 use crate::store::Store;
@@ -155,7 +155,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     }
     let exec_tx = {
         let tx = tx.clone();
-        crate::executor::start(
+        Executor::start(
             ExecConfig {
                 log_dir: log_dir.clone(),
                 socket: cfg.socket.clone(),
@@ -165,6 +165,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
                 let _ = tx.send(Msg::Exec(ev));
             },
         )
+        .context("cannot start the spawner threads")?
     };
     // A second connection for the writer thread; this one serves reads.
     let writer_store = SqliteStore::open(&db, cfg.synchronous_full)

@@ -2,10 +2,17 @@
 //!
 //! * Every attempt gets its own session (setsid), so its process group id is
 //!   its pid and every kill targets the whole group.
-//! * Processes are forked by one long-lived thread, the *spawner*, because
-//!   `PR_SET_PDEATHSIG` fires when the thread that forked the child exits;
-//!   with the spawner living as long as the daemon, children die with the
-//!   daemon and not with some recycled worker thread.
+//! * Attempts are started and supervised by a few long-lived *spawner*
+//!   threads, each running its own single-threaded tokio runtime. The
+//!   scheduler hands a spawn order straight to one of them, which builds the
+//!   command, forks, reports `Started` and keeps the attempt's supervising
+//!   task on its own runtime. A run therefore wakes only the spawner thread
+//!   twice (the order, the exit) and never the daemon's socket runtime: each
+//!   cross-thread hand-off is a context switch, and those were the largest
+//!   part of axd's cost per no-op run (BENCHMARKS.md).
+//! * The threads live as long as the daemon because `PR_SET_PDEATHSIG`
+//!   fires when the thread that forked the child exits: children die with
+//!   the daemon and not with some recycled worker thread.
 //! * stdout and stderr share one pipe, so the log file has them in arrival
 //!   order; the log is capped at `logs.max_bytes` with a marker line.
 //! * Kills: SIGTERM to the group, `kill_grace`, SIGKILL. When the leader
@@ -23,31 +30,22 @@ use ax_shared::Exec;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::engine::{Input, RunId, SpawnOrder};
 
-/// Threads that fork job processes.
+/// Threads that fork and supervise job processes. A fork+exec blocks its
+/// thread until the child has exec'ed (CLONE_VFORK, ~0.3 ms for `sh`), so
+/// one thread would cap starts well below the machine's rate.
 const SPAWNER_THREADS: usize = 4;
+
+/// How long a started job runs before `Started` (its pid) is reported on
+/// its own; see `supervise`.
+const STARTED_COALESCE: Duration = Duration::from_millis(10);
 
 /// What the executor reports to the scheduler: the engine's own inputs
 /// (`Started`, `SpawnFailed`, `Exited`, `Output`).
 pub type ExecEvent = Input;
-
-#[derive(Debug)]
-pub enum ExecCmd {
-    Spawn(SpawnOrder),
-    Kill {
-        run: RunId,
-        attempt: u32,
-        grace_ms: i64,
-    },
-    /// An attempt's supervisor has finished.
-    Done {
-        run: RunId,
-        attempt: u32,
-    },
-}
 
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -60,101 +58,116 @@ pub fn log_path(log_dir: &Path, run: RunId, attempt: u32) -> PathBuf {
     log_dir.join(format!("{}.{}.log", run.0, attempt))
 }
 
-struct SpawnRequest {
-    plan: crate::spawn::Plan,
-    reply: oneshot::Sender<std::io::Result<(crate::spawn::Process, OwnedFd)>>,
-    read_end: OwnedFd,
+/// One attempt on its way to a spawner thread.
+struct Order {
+    order: SpawnOrder,
+    kill_rx: mpsc::UnboundedReceiver<i64>,
 }
 
-/// Starts the spawner thread and the executor task. `events` receives
-/// everything the scheduler must know.
-pub fn start(
-    cfg: ExecConfig,
-    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
-) -> mpsc::UnboundedSender<ExecCmd> {
-    // Several spawner threads: a fork+exec blocks its thread until the
-    // child has exec'ed (~1 ms), so one thread would cap starts at about a
-    // thousand a second whatever the number of slots. They all live as long
-    // as the daemon, which is what PDEATHSIG needs.
-    let spawners: Vec<std::sync::mpsc::Sender<SpawnRequest>> = (0..SPAWNER_THREADS)
-        .map(|i| {
-            let (spawn_tx, spawn_rx) = std::sync::mpsc::channel::<SpawnRequest>();
-            let handle = tokio::runtime::Handle::current();
+/// The scheduler's handle on the executor, owned by the scheduler thread
+/// (no lock): it hands out spawn orders and routes kill orders to the
+/// attempt's supervising task.
+pub struct Executor {
+    spawners: Vec<mpsc::UnboundedSender<Order>>,
+    next_spawner: usize,
+    /// Attempts started and not yet reported ended (`Exited` or
+    /// `SpawnFailed`), by (run, attempt): where a kill order goes.
+    kills: HashMap<(RunId, u32), mpsc::UnboundedSender<i64>>,
+}
+
+impl Executor {
+    /// Starts the spawner threads. `events` receives everything the
+    /// scheduler must know; for one attempt, `Started` is sent before
+    /// `Exited`.
+    pub fn start(
+        cfg: ExecConfig,
+        events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+    ) -> std::io::Result<Executor> {
+        let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
+        for i in 0..SPAWNER_THREADS {
+            let (tx, rx) = mpsc::unbounded_channel::<Order>();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (cfg, events) = (cfg.clone(), events.clone());
             std::thread::Builder::new()
                 .name(format!("ax-spawner-{i}"))
-                .spawn(move || {
-                    // tokio needs its runtime to register the child for async wait.
-                    let _guard = handle.enter();
-                    for req in spawn_rx {
-                        // The plan (and with it the parent's copy of the
-                        // pipe's write end) is dropped once the child has
-                        // exec'ed, so the log reader sees EOF when the
-                        // job's processes exit.
-                        let result = crate::spawn::spawn(req.plan).map(|c| (c, req.read_end));
-                        let _ = req.reply.send(result);
-                    }
-                })
-                .expect("spawn a spawner thread");
-            spawn_tx
+                .spawn(move || runtime.block_on(spawner(cfg, rx, events)))?;
+            spawners.push(tx);
+        }
+        Ok(Executor {
+            spawners,
+            next_spawner: 0,
+            kills: HashMap::new(),
         })
-        .collect();
-    let mut next_spawner = 0usize;
+    }
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<ExecCmd>();
-    let self_tx = tx.clone();
-    tokio::spawn(async move {
-        let mut kills: HashMap<(RunId, u32), mpsc::UnboundedSender<i64>> = HashMap::new();
-        while let Some(cmd) = rx.recv().await {
-            match cmd {
-                ExecCmd::Spawn(order) => {
-                    let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-                    kills.insert((order.run, order.attempt), kill_tx);
-                    let prepared = prepare(&cfg, &order);
-                    let events = events.clone();
-                    let done = self_tx.clone();
-                    match prepared {
-                        Err(e) => {
-                            events(Input::SpawnFailed {
-                                run: order.run,
-                                attempt: order.attempt,
-                                error: e,
-                            });
-                            let _ = done.send(ExecCmd::Done {
-                                run: order.run,
-                                attempt: order.attempt,
-                            });
-                        }
-                        Ok((plan, read_end, log)) => {
-                            let (reply, child_rx) = oneshot::channel();
-                            next_spawner = (next_spawner + 1) % spawners.len();
-                            let _ = spawners[next_spawner].send(SpawnRequest {
-                                plan,
-                                reply,
-                                read_end,
-                            });
-                            let cfg = cfg.clone();
-                            tokio::spawn(supervise(
-                                cfg, order, child_rx, kill_rx, log, events, done,
-                            ));
-                        }
-                    }
-                }
-                ExecCmd::Kill {
-                    run,
-                    attempt,
-                    grace_ms,
-                } => {
-                    if let Some(k) = kills.get(&(run, attempt)) {
-                        let _ = k.send(grace_ms);
-                    }
-                }
-                ExecCmd::Done { run, attempt } => {
-                    kills.remove(&(run, attempt));
+    /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
+    pub fn spawn(&mut self, order: SpawnOrder) {
+        let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+        self.kills.insert((order.run, order.attempt), kill_tx);
+        self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
+        let _ = self.spawners[self.next_spawner].send(Order { order, kill_rx });
+    }
+
+    /// SIGTERM to the attempt's processes, SIGKILL after `grace_ms`.
+    pub fn kill(&mut self, run: RunId, attempt: u32, grace_ms: i64) {
+        if let Some(k) = self.kills.get(&(run, attempt)) {
+            let _ = k.send(grace_ms);
+        }
+    }
+
+    /// The scheduler saw the attempt's last event (`Exited`, `SpawnFailed`).
+    pub fn ended(&mut self, run: RunId, attempt: u32) {
+        self.kills.remove(&(run, attempt));
+    }
+}
+
+/// A spawner thread's body: starts each attempt it is handed and keeps the
+/// attempts' supervising tasks. The fork blocks this thread (and so its
+/// other tasks) for the fraction of a millisecond until the child execs;
+/// that is the price of one thread doing both, and less than a hand-off.
+async fn spawner(
+    cfg: ExecConfig,
+    mut orders: mpsc::UnboundedReceiver<Order>,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    while let Some(Order { order, kill_rx }) = orders.recv().await {
+        let (run, attempt) = (order.run, order.attempt);
+        let started = prepare(&cfg, &order).and_then(|(plan, read_end, mut log)| {
+            // The plan (and with it this process's copy of the pipe's write
+            // end) is dropped once the child has exec'ed, so the log reader
+            // sees EOF when the job's processes exit.
+            match crate::spawn::spawn(plan) {
+                Ok(child) => Ok((child, read_end, log)),
+                Err(e) => {
+                    let _ = writeln!(log, "[ax] could not start: {e}");
+                    Err(e.to_string())
                 }
             }
+        });
+        match started {
+            Err(error) => events(Input::SpawnFailed {
+                run,
+                attempt,
+                error,
+            }),
+            Ok((child, read_end, log)) => {
+                tokio::spawn(supervise(
+                    cfg.clone(),
+                    order,
+                    child,
+                    read_end,
+                    kill_rx,
+                    log,
+                    events.clone(),
+                ));
+            }
         }
-    });
-    tx
+    }
+    // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
+    // so do the attempts still being supervised, until the process exits.
+    std::future::pending::<()>().await
 }
 
 /// The daemon's environment as every job starts from it, built once (it
@@ -318,46 +331,25 @@ pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
 async fn supervise(
     cfg: ExecConfig,
     order: SpawnOrder,
-    child_rx: oneshot::Receiver<std::io::Result<(crate::spawn::Process, OwnedFd)>>,
+    child: crate::spawn::Process,
+    read_end: OwnedFd,
     mut kill_rx: mpsc::UnboundedReceiver<i64>,
-    mut log: LazyLog,
+    log: LazyLog,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
-    done: mpsc::UnboundedSender<ExecCmd>,
 ) {
     let (run, attempt) = (order.run, order.attempt);
-    let finish = |done: &mpsc::UnboundedSender<ExecCmd>| {
-        let _ = done.send(ExecCmd::Done { run, attempt });
-    };
-    let (child, read_end) = match child_rx.await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            let _ = writeln!(log, "[ax] could not start: {e}");
-            events(Input::SpawnFailed {
-                run,
-                attempt,
-                error: e.to_string(),
-            });
-            finish(&done);
-            return;
-        }
-        Err(_) => {
-            events(Input::SpawnFailed {
-                run,
-                attempt,
-                error: "spawner stopped".into(),
-            });
-            finish(&done);
-            return;
-        }
-    };
-    let pid = child.pid;
-    events(Input::Started {
+    let pgid = child.pid as i32;
+    // `Started` goes out once the job has run for STARTED_COALESCE, or
+    // together with `Exited` if it ends sooner: a short job then wakes the
+    // scheduler once rather than twice, and its row is written once.
+    let mut started = Some(Input::Started {
         run,
         attempt,
-        pid,
-        pid_start: process_start_time(pid),
+        pid: child.pid,
+        pid_start: process_start_time(child.pid),
     });
-    let pgid = pid as i32;
+    let started_timer = tokio::time::sleep(STARTED_COALESCE);
+    tokio::pin!(started_timer);
 
     // Read in this same task (one task per attempt, not two: a no-op job
     // costs a wakeup less).
@@ -373,6 +365,9 @@ async fn supervise(
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
+            _ = &mut started_timer, if started.is_some() => {
+                events(started.take().expect("guarded by is_some"));
+            }
             _ = &mut reader, if !reader_done => reader_done = true,
             Some(grace_ms) = kill_rx.recv() => {
                 if kill_ordered.is_none() {
@@ -390,6 +385,9 @@ async fn supervise(
             }
         }
     };
+    if let Some(s) = started.take() {
+        events(s);
+    }
     // The leader is reaped. Whatever is left of its group goes too:
     // SIGTERM, the rest of the grace period, SIGKILL.
     if group_alive(pgid) {
@@ -426,7 +424,6 @@ async fn supervise(
         code,
         signal,
     });
-    finish(&done);
 }
 
 /// Signals the attempt's processes found by their cookie (`reaper`); with

@@ -17,14 +17,14 @@ use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
 use ax_shared::protocol::{RpcError, codes};
 use ax_shared::{DagSpec, Exec, JobSpec, RunState, Timeout};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use crate::config::Config;
 use crate::dags::{DagEntry, rescan};
 use crate::engine::{
     DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit, Unique,
 };
-use crate::executor::{ExecCmd, ExecEvent};
+use crate::executor::{ExecEvent, Executor};
 use crate::store::{Commit, RunQuery, Store};
 use crate::time::{now_ms, rfc3339};
 
@@ -90,7 +90,7 @@ pub struct Scheduler {
     engine: Engine,
     store: Box<dyn Store>,
     dags: BTreeMap<String, DagEntry>,
-    exec: mpsc::UnboundedSender<ExecCmd>,
+    exec: Executor,
     notify: broadcast::Sender<Arc<str>>,
     started: std::time::Instant,
     /// Counts of finished runs that live only in the store (not loaded).
@@ -143,7 +143,7 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
                 dag_runs.insert(ev.dag_run);
                 events.push(ev);
             }
-            Effect::Progress { run } => {
+            Effect::Progress { run } | Effect::Persist { run } => {
                 runs.insert(*run);
             }
             Effect::Spawn(o) => {
@@ -198,7 +198,7 @@ impl Scheduler {
         engine: Engine,
         store: Box<dyn Store>,
         writer_store: Box<dyn Store>,
-        exec: mpsc::UnboundedSender<ExecCmd>,
+        exec: Executor,
         notify: broadcast::Sender<Arc<str>>,
         stored_terminal: BTreeMap<RunState, u64>,
     ) -> Scheduler {
@@ -418,6 +418,11 @@ impl Scheduler {
                         }
                     }
                     Msg::Exec(input) => {
+                        if let Input::Exited { run, attempt, .. }
+                        | Input::SpawnFailed { run, attempt, .. } = &input
+                        {
+                            self.exec.ended(*run, *attempt);
+                        }
                         effects.extend(self.engine.handle(now, input).effects);
                     }
                     Msg::Shutdown => {
@@ -482,6 +487,17 @@ impl Scheduler {
                 _ => None,
             })
             .collect();
+        // Nothing to write, answer or announce (a tick, an output
+        // heartbeat, a read): no step.
+        if c.is_empty()
+            && replies.is_empty()
+            && progress.is_empty()
+            && self.pending_paused.is_empty()
+            && self.pending_dag_defs.is_empty()
+            && self.pending_removed.is_empty()
+        {
+            return;
+        }
         let announce =
             self.notify.receiver_count() > 0 && (!c.events.is_empty() || !progress.is_empty());
         let step = crate::writer::Step {
@@ -513,7 +529,7 @@ impl Scheduler {
         for e in effects {
             match e {
                 Effect::Spawn(o) => {
-                    let _ = self.exec.send(ExecCmd::Spawn(o.clone()));
+                    self.exec.spawn(o.clone());
                 }
                 Effect::Kill {
                     run,
@@ -526,11 +542,7 @@ impl Scheduler {
                     } else {
                         *grace_ms
                     };
-                    let _ = self.exec.send(ExecCmd::Kill {
-                        run: *run,
-                        attempt: *attempt,
-                        grace_ms,
-                    });
+                    self.exec.kill(*run, *attempt, grace_ms);
                 }
                 Effect::DagRunFinished {
                     dag,

@@ -40,11 +40,61 @@ struct ChildArgs {
     cwd: *const libc::c_char,
     output: RawFd,
     null: RawFd,
-    error: RawFd,
+    /// Written by the child when setup or execve fails (0: it exec'ed).
+    /// The child shares our memory (CLONE_VM), so no pipe is needed: this
+    /// is how glibc's posix_spawn reports errors too.
+    errno: libc::c_int,
     parent: libc::pid_t,
+    /// Signals the daemon ignores, to set back to default (caught ones are
+    /// reset by execve itself); SIGPIPE at least.
+    ignored: libc::sigset_t,
     /// The open-files limit the daemon started with, restored for the job
     /// (0: unchanged). Programs that use select() break above 1024.
     nofile: libc::rlimit,
+}
+
+/// The child's stack: it only runs the setup calls and execve.
+const CHILD_STACK_BYTES: usize = 64 * 1024;
+
+/// `/dev/null`, opened once (the child dups it onto stdin).
+fn dev_null() -> std::io::Result<RawFd> {
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    if let Some(f) = NULL.get() {
+        return Ok(f.as_raw_fd());
+    }
+    let f = std::fs::File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| f).as_raw_fd())
+}
+
+/// The signals the daemon ignores (SIG_IGN survives execve, so the child
+/// sets these back to default), and SIGPIPE, which Rust's runtime ignores.
+/// Read once, at the first spawn: axd ignores no signal after start-up (it
+/// only adds handlers, which execve resets), and this spares every child
+/// thirty system calls.
+fn ignored_signals() -> libc::sigset_t {
+    static IGNORED: std::sync::OnceLock<libc::sigset_t> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(read_ignored_signals)
+}
+
+fn read_ignored_signals() -> libc::sigset_t {
+    // SAFETY: sigset and sigaction queries on local structs.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        for sig in 1..32 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                libc::sigaddset(&mut set, sig);
+            }
+        }
+        set
+    }
 }
 
 /// The soft open-files limit axd started with, before `raise_nofile`.
@@ -80,29 +130,21 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: only system calls on data prepared by the parent; the parent
     // is suspended until execve or _exit.
     unsafe {
-        let a = &*(arg as *const ChildArgs);
+        let a = &mut *(arg as *mut ChildArgs);
+        let fail = |a: &mut ChildArgs| -> ! {
+            std::ptr::write_volatile(&mut a.errno, *libc::__errno_location());
+            libc::_exit(127);
+        };
         // First, the job's stdio, and nothing else of the daemon's: until
         // it execs, this child holds copies of every descriptor (the state
         // dir's lock, the listening socket, the database). If axd is killed
         // in that window, the copies would keep its lock taken from the
         // next axd; and descriptors axd inherited without CLOEXEC would
-        // leak into jobs. The error pipe stays (it is CLOEXEC).
+        // leak into jobs.
         if libc::dup2(a.null, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0 {
-            let errno = *libc::__errno_location();
-            let bytes = errno.to_ne_bytes();
-            libc::write(a.error, bytes.as_ptr() as *const libc::c_void, bytes.len());
-            libc::_exit(127);
+            fail(a);
         }
-        if a.error > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, (a.error - 1) as u32, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (a.error + 1) as u32, u32::MAX, 0u32);
-        let fail = |a: &ChildArgs| {
-            let errno = *libc::__errno_location();
-            let bytes = errno.to_ne_bytes();
-            libc::write(a.error, bytes.as_ptr() as *const libc::c_void, bytes.len());
-            libc::_exit(127);
-        };
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
         if libc::setsid() < 0 {
             fail(a);
         }
@@ -116,7 +158,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // Default signal handling and an empty mask, as a fresh process
         // expects (the daemon ignores SIGPIPE and may block signals).
         for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            if libc::sigismember(&a.ignored, sig) == 1 {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }
@@ -130,8 +172,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             fail(a);
         }
         libc::execve(a.path, a.argv, a.envp);
-        fail(a);
-        0
+        fail(a)
     }
 }
 
@@ -238,17 +279,16 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         .as_deref()
         .map(|c| cstr(c.as_os_str()))
         .transpose()?;
-    let null = std::fs::File::open("/dev/null")?;
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
-    let args = ChildArgs {
+    let null = dev_null()?;
+    let mut args = ChildArgs {
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         cwd: cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         output: plan.output.as_raw_fd(),
-        null: null.as_raw_fd(),
-        error: err_w.as_raw_fd(),
+        null,
+        errno: 0,
+        ignored: ignored_signals(),
         parent: std::process::id() as libc::pid_t,
         nofile: {
             let mut lim = libc::rlimit {
@@ -265,36 +305,39 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
             lim
         },
     };
-    let mut stack = vec![0u8; 64 * 1024];
+    // Not zeroed: the child writes its frames from the top down, and only
+    // touches the few pages it uses.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK_BYTES);
     // Until the child is registered as a leader, the orphan reaper must not
     // look (it would take its exit status).
     let gate = crate::reaper::spawn_gate();
     // SAFETY: the stack outlives the child's use of it (CLONE_VFORK: we
     // resume only after execve or _exit); the top is 16-byte aligned.
     let pid = unsafe {
-        let top = stack.as_mut_ptr().add(stack.len());
+        let top = stack.as_mut_ptr().add(CHILD_STACK_BYTES);
         let top = (top as usize & !15) as *mut libc::c_void;
         libc::clone(
             child_main,
             top,
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &args as *const ChildArgs as *mut libc::c_void,
+            &mut args as *mut ChildArgs as *mut libc::c_void,
         )
     };
-    drop(err_w);
     if pid < 0 {
         return Err(std::io::Error::last_os_error());
     }
     crate::reaper::register_leader(pid);
     drop(gate);
-    // The child wrote its errno if setup or execve failed.
-    let mut buf = [0u8; 4];
-    let n = nix::unistd::read(&err_r, &mut buf).unwrap_or(0);
-    if n == 4 {
+    // We resume once the child has exec'ed or exited; it wrote its errno
+    // into `args` if setup or execve failed.
+    // SAFETY: `args` is ours again (the child is gone from our memory).
+    let errno = unsafe { std::ptr::read_volatile(&args.errno) };
+    if errno != 0 {
         let mut status = 0;
+        // SAFETY: reaping our own child, which has exited.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         crate::reaper::forget_leader(pid);
-        return Err(std::io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+        return Err(std::io::Error::from_raw_os_error(errno));
     }
     // SAFETY: pidfd_open returns a new descriptor we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };

@@ -983,3 +983,30 @@ fn interrupted_runs_keep_their_place_in_the_queue() {
     assert_eq!(spawns.len(), 1);
     assert_eq!(spawns[0].run, first, "the interrupted run resumes first");
 }
+
+/// A started attempt's pid is written at once (`Persist`), not only when
+/// the run ends: after a crash, the restart needs it to find the job's
+/// process group.
+#[test]
+fn a_started_attempts_pid_is_persisted() {
+    let mut sim = Sim::new(cfg(1, &[("default", 1)]));
+    let r = sim.submit(dag("d", vec![job("a")]))[0];
+    let spawn = sim.take_spawns().remove(0);
+    sim.effects.clear();
+    sim.input(Input::Started {
+        run: r,
+        attempt: spawn.attempt,
+        pid: 4242,
+        pid_start: Some(99),
+    })
+    .unwrap();
+    assert!(
+        sim.effects
+            .iter()
+            .any(|e| matches!(e, Effect::Persist { run } if *run == r)),
+        "effects: {:?}",
+        sim.effects
+    );
+    let attempt = sim.engine.run(r).unwrap().attempts.last().unwrap().clone();
+    assert_eq!((attempt.pid, attempt.pid_start), (Some(4242), Some(99)));
+}

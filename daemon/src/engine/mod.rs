@@ -431,6 +431,11 @@ pub enum Effect {
     Progress {
         run: RunId,
     },
+    /// The run's row changed with nothing to announce (a started
+    /// attempt's pid, which a restart needs to find its processes).
+    Persist {
+        run: RunId,
+    },
     DagRunFinished {
         dag_run: DagRunId,
         dag: Arc<str>,
@@ -1011,6 +1016,7 @@ impl Engine {
                     a.pid = Some(pid);
                     a.pid_start = pid_start;
                 }
+                self.effects.push(Effect::Persist { run });
                 Ok(Reply::Done)
             }
             Input::SpawnFailed {

@@ -52,12 +52,19 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// `spec_hashes` is not swept below this size.
+const SPEC_SWEEP_MIN: usize = 10_000;
+
 pub struct SqliteStore {
     conn: Connection,
     /// Content hash per spec allocation. The `Weak` keeps the allocation's
     /// address from being reused while the entry exists, so a pointer key
     /// never maps to another spec's hash.
     spec_hashes: HashMap<usize, (std::sync::Weak<DagSpec>, String)>,
+    /// When `spec_hashes` is next swept of dead specs: twice its size after
+    /// the last sweep, so the sweeps cost O(1) per entry amortised even
+    /// when every live run has a spec of its own (ad-hoc submissions).
+    spec_sweep_at: usize,
 }
 
 fn state_str(s: RunState) -> &'static str {
@@ -113,6 +120,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             spec_hashes: HashMap::new(),
+            spec_sweep_at: SPEC_SWEEP_MIN,
         };
         store.migrate()?;
         Ok(store)
@@ -230,8 +238,9 @@ impl Store for SqliteStore {
         // Specs are shared by every DAG run of one DAG version: hash once
         // per Arc and store once per content.
         let mut new_specs = Vec::new();
-        if self.spec_hashes.len() > 10_000 {
+        if self.spec_hashes.len() > self.spec_sweep_at {
             self.spec_hashes.retain(|_, (w, _)| w.strong_count() > 0);
+            self.spec_sweep_at = (2 * self.spec_hashes.len()).max(SPEC_SWEEP_MIN);
         }
         for d in &c.dag_runs {
             let key = Arc::as_ptr(&d.spec) as usize;
@@ -440,6 +449,7 @@ impl Store for SqliteStore {
         )?;
         tx.commit()?;
         self.spec_hashes.clear();
+        self.spec_sweep_at = SPEC_SWEEP_MIN;
         Ok(logs)
     }
 
