@@ -173,9 +173,8 @@ async fn spawner(
 /// The daemon's environment as every job starts from it, built once (it
 /// does not change while axd runs): with the directory of `axd` on PATH,
 /// so `ax heartbeat` works inside jobs.
-fn base_env() -> &'static [(std::ffi::OsString, std::ffi::OsString)] {
-    static BASE: std::sync::OnceLock<Vec<(std::ffi::OsString, std::ffi::OsString)>> =
-        std::sync::OnceLock::new();
+fn base_env() -> &'static crate::spawn::BaseEnv {
+    static BASE: std::sync::OnceLock<crate::spawn::BaseEnv> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
             std::env::vars_os().filter(|(k, _)| k != "PATH").collect();
@@ -190,7 +189,7 @@ fn base_env() -> &'static [(std::ffi::OsString, std::ffi::OsString)] {
         if let Ok(joined) = std::env::join_paths(parts) {
             env.push(("PATH".into(), joined));
         }
-        env
+        crate::spawn::BaseEnv::new(env)
     })
 }
 
@@ -208,15 +207,11 @@ fn prepare(
         ),
     };
     // The daemon's environment, then the AX_* variables, then the job's,
-    // then the cookie; a later value of a name replaces an earlier one.
-    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = base_env().to_vec();
-    let mut set = |k: std::ffi::OsString, v: std::ffi::OsString| match env
-        .iter_mut()
-        .find(|(name, _)| *name == k)
-    {
-        Some(e) => e.1 = v,
-        None => env.push((k, v)),
-    };
+    // then the cookie; a later value of a name replaces an earlier one
+    // (`spawn` keeps the last).
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        Vec::with_capacity(7 + job.env.len());
+    let mut set = |k: std::ffi::OsString, v: std::ffi::OsString| env.push((k, v));
     for (k, v) in [
         ("AX_RUN_ID", order.run.0.to_string()),
         ("AX_DAG", order.dag.to_string()),
@@ -243,6 +238,7 @@ fn prepare(
     let plan = crate::spawn::Plan {
         program,
         args,
+        base_env: base_env(),
         env,
         cwd: job.cwd.clone(),
         output: write_end,
