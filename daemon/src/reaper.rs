@@ -90,14 +90,68 @@ pub fn reap_orphans() -> bool {
     }
 }
 
+/// Blocks SIGCHLD in the calling thread and in every thread it starts
+/// afterwards: axd calls it first thing in `main`. SIGCHLD is then read
+/// from a signalfd by `run` alone. Delivered the usual way, it would (a)
+/// interrupt the spawners' `clone`, which the kernel then redoes from the
+/// start (measured: one clone in six), and (b) through tokio's signal
+/// handling wake *every* tokio runtime in the process (each registers the
+/// same signal pipe), four spawner threads and the main one, per job exit.
+/// Jobs start with an empty signal mask (`spawn`).
+pub fn block_sigchld() {
+    // SAFETY: sigset operations on a local set; pthread_sigmask on the
+    // calling thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// A non-blocking signalfd for SIGCHLD (which must be blocked).
+fn sigchld_fd() -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: signalfd on a local set; the new descriptor is ours.
+    let fd = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by signalfd; the OwnedFd moves into the
+    // AsyncFd and stays open with it.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            std::os::fd::OwnedFd::from_raw_fd(fd),
+            tokio::io::Interest::READABLE,
+        )
+    }
+    .map_err(|e| e.into_parts().1)
+}
+
 /// Reaps orphans whenever a child exits, for the life of the daemon.
 pub async fn run() {
-    let Ok(mut sigchld) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
-    else {
-        tracing::warn!("cannot watch SIGCHLD; orphans of jobs are not reaped");
-        return;
+    block_sigchld();
+    let sigchld = match sigchld_fd() {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::warn!("cannot watch SIGCHLD ({e}); orphans of jobs are not reaped");
+            return;
+        }
     };
-    while sigchld.recv().await.is_some() {
+    loop {
+        let Ok(mut ready) = sigchld.readable().await else {
+            return;
+        };
+        // Take every pending SIGCHLD (they merge; one read is enough, the
+        // loop only empties the descriptor).
+        let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+        while nix::unistd::read(sigchld.get_ref(), &mut info).is_ok() {}
+        ready.clear_ready();
         while tokio::task::spawn_blocking(reap_orphans)
             .await
             .unwrap_or(false)

@@ -441,3 +441,30 @@ async fn a_failed_run_from_an_earlier_life_can_be_retried() {
     assert_eq!(a.attempts.len(), 2, "history kept across the restart");
     wait_state(&mut c, ids[1], "success", 10).await;
 }
+
+/// A job that exits by itself keeps its `setsid` child (by design); when
+/// that orphan exits later, axd (the subreaper) reaps it: no zombie stays.
+/// This goes through axd's SIGCHLD signalfd, not the job's supervisor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_that_exits_later_is_reaped_by_axd() {
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let pidfile = d.path("orphan.pid");
+    let cmd = format!(
+        "setsid sh -c 'echo $$ > {}; sleep 0.3' < /dev/null > /dev/null 2>&1 &",
+        pidfile.display()
+    );
+    let ids = submit(&mut c, json!({"command": cmd, "name": "leaves-an-orphan"})).await;
+    wait_state(&mut c, ids[0], "success", 10).await;
+    let orphan = read_pid(&pidfile, 10);
+    // Gone entirely (reaped), not merely dead: a zombie still has /proc/PID.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{orphan}")).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "orphan {orphan} not reaped: {:?}",
+            std::fs::read_to_string(format!("/proc/{orphan}/stat"))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

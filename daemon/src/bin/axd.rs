@@ -15,6 +15,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists, so that all inherit it (see the function).
+    ax_daemon::reaper::block_sigchld();
     let args = Args::parse();
     // Plain lines (no colour) under systemd/journald or when not a terminal.
     let plain = std::env::var_os("JOURNAL_STREAM").is_some()
