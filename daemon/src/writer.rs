@@ -17,7 +17,7 @@
 //!   steps are held and retried every second with later ones added, and
 //!   `fault` says why so the scheduler refuses new writes meanwhile.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -167,8 +167,11 @@ fn merge(steps: &[Step]) -> Commit<'_> {
         c.dag_runs = one.dag_runs.iter().collect();
         c.runs = one.runs.iter().collect();
     } else {
-        let mut dag_runs: HashMap<u64, &DagRun> = HashMap::new();
-        let mut runs: HashMap<u64, &Run> = HashMap::new();
+        // The last version of each row, in id order: new rows then go to
+        // the end of their B-trees (SQLite's append path) instead of
+        // splitting pages in the middle, as a hash order made them do.
+        let mut dag_runs: BTreeMap<u64, &DagRun> = BTreeMap::new();
+        let mut runs: BTreeMap<u64, &Run> = BTreeMap::new();
         for s in steps {
             for d in &s.dag_runs {
                 dag_runs.insert(d.id.0, d);
