@@ -844,6 +844,19 @@ mod wal;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("dag") {
+        // Scenario 4 alone: `dag SIZE SHAPE...`, each shape once, in order
+        // (shapes: independent, chain, fanout, fanin, random).
+        let size = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+        for shape in &args[3..] {
+            let s = dag_scale(size, shape)?;
+            println!(
+                "{size} {shape}: {s:.2} s ({:.1} µs per run)",
+                s * 1e6 / size as f64
+            );
+        }
+        return Ok(());
+    }
     if args.get(1).map(String::as_str) == Some("proctree") {
         let n = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
         return proctree::run(n);

@@ -22,7 +22,8 @@ use tokio::sync::{broadcast, oneshot};
 use crate::config::Config;
 use crate::dags::{DagEntry, rescan};
 use crate::engine::{
-    DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit, Unique,
+    DagRun, DagRunId, Effect, Engine, EngineError, Input, KillReason, Millis, Reply, RunId, Submit,
+    Unique,
 };
 use crate::executor::{ExecEvent, Executor};
 use crate::store::{Commit, RunQuery, Store};
@@ -501,7 +502,7 @@ impl Scheduler {
         let announce =
             self.notify.receiver_count() > 0 && (!c.events.is_empty() || !progress.is_empty());
         let step = crate::writer::Step {
-            dag_runs: c.dag_runs.into_iter().cloned().collect(),
+            dag_runs: c.dag_runs.into_iter().map(DagRun::row).collect(),
             runs: c.runs.into_iter().cloned().collect(),
             events: c.events.into_iter().cloned().collect(),
             cron_marks: c.cron_marks,

@@ -236,6 +236,26 @@ pub struct DagRun {
     unfinished: usize,
 }
 
+impl DagRun {
+    /// A copy for the store, which keeps the DAG run's own fields but not
+    /// its list of runs (each run row names its DAG run): copying that
+    /// list for every step of a 100,000-job DAG run cost 800 KB a step.
+    pub fn row(&self) -> DagRun {
+        DagRun {
+            id: self.id,
+            dag: self.dag.clone(),
+            spec: self.spec.clone(),
+            runs: Vec::new(),
+            state: self.state,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+            trigger: self.trigger.clone(),
+            unique_key: self.unique_key.clone(),
+            unfinished: self.unfinished,
+        }
+    }
+}
+
 /// A run as loaded from the store at start-up.
 #[derive(Clone, Debug)]
 pub struct RestoredRun {
