@@ -276,8 +276,19 @@ impl Write for LazyLog {
 /// The start time of a process in clock ticks since boot (field 22 of
 /// /proc/PID/stat), to recognise a pid after a restart.
 pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 2..];
+    // One read into a buffer (the line is far below 1 KiB; `comm` is at
+    // most 16 bytes): read_to_string would also stat the file, for every
+    // job started.
+    let mut buf = [0u8; 1024];
+    let n = std::io::Read::read(
+        &mut std::fs::File::open(format!("/proc/{pid}/stat")).ok()?,
+        &mut buf,
+    )
+    .ok()?;
+    // `comm` may hold any bytes, ')' too; the fields after its last ')'
+    // are ASCII.
+    let close = buf[..n].iter().rposition(|&b| b == b')')?;
+    let after_comm = std::str::from_utf8(buf.get(close + 2..n)?).ok()?;
     after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
@@ -483,4 +494,21 @@ async fn read_output(
         let _ = writeln!(log, "[ax] {dropped} bytes of output were discarded");
     }
     let _ = log.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn start_time_reads_field_22_of_proc_stat() {
+        let pid = std::process::id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let want: u64 = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .nth(19)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(super::process_start_time(pid), Some(want));
+        assert_eq!(super::process_start_time(u32::MAX), None, "no such pid");
+    }
 }

@@ -161,9 +161,16 @@ pub async fn run() {
     }
 }
 
+/// This process's pid, read once (`getpid` is a system call each time, and
+/// every spawn needs it twice).
+pub fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// The cookie of an attempt, as set in its environment.
 pub fn cookie(run: u64, attempt: u32) -> String {
-    format!("{}.{run}.{attempt}", std::process::id())
+    format!("{}.{run}.{attempt}", own_pid())
 }
 
 pub const COOKIE_VAR: &str = "AX_ATTEMPT_COOKIE";

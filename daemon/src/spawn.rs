@@ -345,7 +345,7 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         null,
         errno: 0,
         ignored: ignored_signals(),
-        parent: std::process::id() as libc::pid_t,
+        parent: crate::reaper::own_pid() as libc::pid_t,
         nofile: {
             let mut lim = libc::rlimit {
                 rlim_cur: 0,
