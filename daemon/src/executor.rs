@@ -71,8 +71,12 @@ pub struct Executor {
     spawners: Vec<mpsc::UnboundedSender<Order>>,
     next_spawner: usize,
     /// Attempts started and not yet reported ended (`Exited` or
-    /// `SpawnFailed`), by (run, attempt): where a kill order goes.
-    kills: HashMap<(RunId, u32), mpsc::UnboundedSender<i64>>,
+    /// `SpawnFailed`), by (run, attempt): their spawner thread, and where a
+    /// kill order goes.
+    kills: HashMap<(RunId, u32), (usize, mpsc::UnboundedSender<i64>)>,
+    /// Spawner threads that just reported an attempt's end, most recent
+    /// last: the next start goes there, to a thread likely still awake.
+    warm: Vec<usize>,
 }
 
 impl Executor {
@@ -99,27 +103,36 @@ impl Executor {
             spawners,
             next_spawner: 0,
             kills: HashMap::new(),
+            warm: Vec::new(),
         })
     }
 
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
     pub fn spawn(&mut self, order: SpawnOrder) {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        self.kills.insert((order.run, order.attempt), kill_tx);
-        self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
-        let _ = self.spawners[self.next_spawner].send(Order { order, kill_rx });
+        let spawner = self.warm.pop().unwrap_or_else(|| {
+            self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
+            self.next_spawner
+        });
+        self.kills
+            .insert((order.run, order.attempt), (spawner, kill_tx));
+        let _ = self.spawners[spawner].send(Order { order, kill_rx });
     }
 
     /// SIGTERM to the attempt's processes, SIGKILL after `grace_ms`.
     pub fn kill(&mut self, run: RunId, attempt: u32, grace_ms: i64) {
-        if let Some(k) = self.kills.get(&(run, attempt)) {
+        if let Some((_, k)) = self.kills.get(&(run, attempt)) {
             let _ = k.send(grace_ms);
         }
     }
 
     /// The scheduler saw the attempt's last event (`Exited`, `SpawnFailed`).
     pub fn ended(&mut self, run: RunId, attempt: u32) {
-        self.kills.remove(&(run, attempt));
+        if let Some((spawner, _)) = self.kills.remove(&(run, attempt))
+            && self.warm.len() < 2 * SPAWNER_THREADS
+        {
+            self.warm.push(spawner);
+        }
     }
 }
 
