@@ -73,7 +73,7 @@ pub struct Executor {
     /// Attempts started and not yet reported ended (`Exited` or
     /// `SpawnFailed`), by (run, attempt): their spawner thread, and where a
     /// kill order goes.
-    kills: HashMap<(RunId, u32), (usize, mpsc::UnboundedSender<i64>)>,
+    attempts: HashMap<(RunId, u32), (usize, mpsc::UnboundedSender<i64>)>,
     /// Spawner threads that just reported an attempt's end, most recent
     /// last: the next start goes there, to a thread likely still awake.
     warm: Vec<usize>,
@@ -102,7 +102,7 @@ impl Executor {
         Ok(Executor {
             spawners,
             next_spawner: 0,
-            kills: HashMap::new(),
+            attempts: HashMap::new(),
             warm: Vec::new(),
         })
     }
@@ -114,21 +114,21 @@ impl Executor {
             self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
             self.next_spawner
         });
-        self.kills
+        self.attempts
             .insert((order.run, order.attempt), (spawner, kill_tx));
         let _ = self.spawners[spawner].send(Order { order, kill_rx });
     }
 
     /// SIGTERM to the attempt's processes, SIGKILL after `grace_ms`.
     pub fn kill(&mut self, run: RunId, attempt: u32, grace_ms: i64) {
-        if let Some((_, k)) = self.kills.get(&(run, attempt)) {
+        if let Some((_, k)) = self.attempts.get(&(run, attempt)) {
             let _ = k.send(grace_ms);
         }
     }
 
     /// The scheduler saw the attempt's last event (`Exited`, `SpawnFailed`).
     pub fn ended(&mut self, run: RunId, attempt: u32) {
-        if let Some((spawner, _)) = self.kills.remove(&(run, attempt))
+        if let Some((spawner, _)) = self.attempts.remove(&(run, attempt))
             && self.warm.len() < 2 * SPAWNER_THREADS
         {
             self.warm.push(spawner);
