@@ -450,8 +450,11 @@ async fn an_orphan_that_exits_later_is_reaped_by_axd() {
     let d = Daemon::start(&[]);
     let mut c = d.client().await;
     let pidfile = d.path("orphan.pid");
+    // The job waits for the pid file: until the child has left the group
+    // with setsid, the group cleanup at the job's exit would kill it.
     let cmd = format!(
-        "setsid sh -c 'echo $$ > {}; sleep 0.3' < /dev/null > /dev/null 2>&1 &",
+        "setsid sh -c 'echo $$ > {0}; sleep 0.3' < /dev/null > /dev/null 2>&1 & \
+         while [ ! -s {0} ]; do sleep 0.01; done",
         pidfile.display()
     );
     let ids = submit(&mut c, json!({"command": cmd, "name": "leaves-an-orphan"})).await;
