@@ -99,26 +99,30 @@ pub fn reap_orphans() -> bool {
 /// same signal pipe), four spawner threads and the main one, per job exit.
 /// Jobs start with an empty signal mask (`spawn`).
 pub fn block_sigchld() {
-    // SAFETY: sigset operations on a local set; pthread_sigmask on the
-    // calling thread.
+    let set = sigchld_set();
+    // SAFETY: pthread_sigmask on the calling thread with a valid set.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// The signal set {SIGCHLD}.
+fn sigchld_set() -> libc::sigset_t {
+    // SAFETY: sigset operations on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
     }
 }
 
 /// A non-blocking signalfd for SIGCHLD (which must be blocked).
 fn sigchld_fd() -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
     use std::os::fd::FromRawFd;
-    // SAFETY: signalfd on a local set; the new descriptor is ours.
-    let fd = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGCHLD);
-        libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
-    };
+    let set = sigchld_set();
+    // SAFETY: signalfd with a valid set; the new descriptor is ours.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

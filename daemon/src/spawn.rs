@@ -16,7 +16,7 @@
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tokio::io::unix::AsyncFd;
 
@@ -40,8 +40,6 @@ pub struct Plan {
 pub struct BaseEnv {
     /// `NAME=value` entries, one per name.
     entries: Vec<CString>,
-    /// Where each entry's name ends (the `=`).
-    name_len: Vec<usize>,
     path: Option<std::ffi::OsString>,
 }
 
@@ -50,7 +48,6 @@ impl BaseEnv {
     pub fn new(vars: Vec<(std::ffi::OsString, std::ffi::OsString)>) -> BaseEnv {
         let mut env = BaseEnv {
             entries: Vec::with_capacity(vars.len()),
-            name_len: Vec::with_capacity(vars.len()),
             path: None,
         };
         for (k, v) in vars {
@@ -58,15 +55,16 @@ impl BaseEnv {
                 env.path = Some(v.clone());
             }
             if let Ok(c) = entry(&k, &v) {
-                env.name_len.push(k.len());
                 env.entries.push(c);
             }
         }
         env
     }
 
-    fn name(&self, i: usize) -> &[u8] {
-        &self.entries[i].as_bytes()[..self.name_len[i]]
+    /// The name of an entry: up to its first `=` (a name has none).
+    fn name(entry: &CString) -> &[u8] {
+        let kv = entry.as_bytes();
+        &kv[..kv.iter().position(|&b| b == b'=').unwrap_or(kv.len())]
     }
 }
 
@@ -238,7 +236,8 @@ fn cstr(s: &OsStr) -> std::io::Result<CString> {
 
 /// Resolves a program name through PATH (as execvp would, but with the
 /// job's PATH rather than the daemon's).
-fn resolve(program: &Path, plan: &Plan) -> std::io::Result<PathBuf> {
+fn resolve(plan: &Plan) -> std::io::Result<PathBuf> {
+    let program = plan.program.as_path();
     if program.as_os_str().as_bytes().contains(&b'/') {
         return Ok(program.to_path_buf());
     }
@@ -300,7 +299,7 @@ impl Process {
 /// PDEATHSIG is tied to the calling thread). Needs a tokio runtime context
 /// for the pidfd.
 pub fn spawn(plan: Plan) -> std::io::Result<Process> {
-    let path = cstr(resolve(&plan.program, &plan)?.as_os_str())?;
+    let path = cstr(resolve(&plan)?.as_os_str())?;
     let mut argv_c: Vec<CString> = vec![cstr(plan.program.as_os_str())?];
     for a in &plan.args {
         argv_c.push(cstr(a)?);
@@ -323,8 +322,8 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
     let base = plan.base_env;
     let mut envp: Vec<*const libc::c_char> =
         Vec::with_capacity(base.entries.len() + env_c.len() + 1);
-    for (i, e) in base.entries.iter().enumerate() {
-        if !own_names.contains(&base.name(i)) {
+    for e in &base.entries {
+        if !own_names.contains(&BaseEnv::name(e)) {
             envp.push(e.as_ptr());
         }
     }
