@@ -125,8 +125,17 @@ impl Engine {
                         blocker.join(", ")
                     )));
                 }
+                // A run of a DAG run loaded back from the store may name a
+                // pool removed from the config since: it could never start.
+                if !self.pools.contains_key(r.pool()) {
+                    return Err(EngineError::InvalidState(format!(
+                        "run {id}: pool {:?} no longer exists",
+                        r.pool()
+                    )));
+                }
                 self.revive(now, id, "manual retry".into(), actor);
-                // Revive downstream runs that were cancelled because of it.
+                // Revive downstream runs that were cancelled because of it
+                // (those in a pool that no longer exists stay cancelled).
                 let mut stack = vec![id];
                 while let Some(x) = stack.pop() {
                     let down = self.runs[&x].downstream.clone();
@@ -134,6 +143,7 @@ impl Engine {
                         let dr = &self.runs[&d];
                         if dr.state == RunState::Cancelled
                             && dr.reason.starts_with("upstream_failed")
+                            && self.pools.contains_key(dr.pool())
                         {
                             self.revive(
                                 now,

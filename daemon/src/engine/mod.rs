@@ -15,6 +15,9 @@
 //!   (`Exited` / `SpawnFailed`);
 //! * a run has at most one timer of each kind, recorded on the run so it
 //!   can be removed exactly (no stale timers, `next_wakeup` is exact);
+//! * every id in a held run's `downstream` names a held run (eviction
+//!   unlinks what it removes), and every unfinished run's pool exists
+//!   (restore ends the others), so no input meets a missing table entry;
 //! * after every step, no ready run could start: dispatch runs last.
 //!
 //! Each concern lives in its own file with its own `impl Engine`: `io` (inputs,

@@ -3,6 +3,17 @@
 use super::*;
 
 impl Engine {
+    /// Forgets DAG runs that finished before `before`: they live on in the
+    /// store, and the engine's memory follows the work in flight rather
+    /// than the whole history. A run that other runs were linked to as
+    /// upstream is remembered by its final state only (`--after` on it and
+    /// restored downstream runs resolve against it). Returns how many DAG
+    /// runs went.
+    ///
+    /// Keeps the invariant that every id in a held run's `downstream` names
+    /// a held run: an evicted run is unlinked from the upstream runs that
+    /// stay (an upstream in another, longer DAG run), so their end, retry
+    /// or revival never looks up a run that left.
     pub fn evict_finished(&mut self, before: Millis) -> usize {
         let mut evicted = 0;
         while let Some(&(at, id)) = self.finished_order.front() {
@@ -19,13 +30,21 @@ impl Engine {
             }
             let dr = self.dag_runs.remove(&id).expect("checked");
             for r in &dr.runs {
-                if let Some(run) = self.runs.remove(r) {
-                    if !run.downstream.is_empty() {
-                        self.external.insert(run.id, run.state);
+                let Some(run) = self.runs.remove(r) else {
+                    continue;
+                };
+                for u in &run.upstream {
+                    if let Some(up) = self.runs.get_mut(u)
+                        && up.dag_run != id
+                    {
+                        up.downstream.retain(|d| d != r);
                     }
-                    self.counts[state_index(run.state)] -= 1;
-                    self.evicted_counts[state_index(run.state)] += 1;
                 }
+                if run.depended_on {
+                    self.external.insert(run.id, run.state);
+                }
+                self.counts[state_index(run.state)] -= 1;
+                self.evicted_counts[state_index(run.state)] += 1;
             }
             if let Some(k) = &dr.unique_key
                 && self.unique.get(k) == Some(&id)
@@ -113,26 +132,31 @@ impl Engine {
                 },
             );
         }
-        for &id in &all {
-            let ups = self.runs[&id].upstream.clone();
-            for u in ups {
-                if let Some(up) = self.runs.get_mut(&u) {
-                    up.downstream.push(id);
-                }
-            }
-        }
+        self.link_downstream(&all);
         let scheduler = self.scheduler.clone();
         for &id in &all {
-            match self.runs[&id].state {
+            let r = self.runs.get_mut(&id).expect("restored");
+            if r.state == RunState::Running {
+                // Interrupted whatever follows: the process belonged to an
+                // earlier life.
+                if let Some(a) = r.attempts.last_mut()
+                    && a.outcome.is_none()
+                {
+                    a.outcome = Some(Outcome::Interrupted);
+                    a.finished_at = Some(now);
+                }
+            }
+            if !r.state.is_terminal() && !self.pools.contains_key(r.pool()) {
+                // The pool was removed from the config: the run can never
+                // start; end it with a reason. No unfinished run is left
+                // naming a pool the engine lacks, so queueing never meets one.
+                let reason = format!("pool {:?} no longer exists", r.pool());
+                self.end(now, id, RunState::Failed, reason, &scheduler);
+                continue;
+            }
+            match r.state {
                 RunState::Running => {
-                    let r = self.runs.get_mut(&id).expect("exists");
                     let n = r.attempts.len();
-                    if let Some(a) = r.attempts.last_mut()
-                        && a.outcome.is_none()
-                    {
-                        a.outcome = Some(Outcome::Interrupted);
-                        a.finished_at = Some(now);
-                    }
                     self.requeue_in_place(
                         now,
                         id,
@@ -141,23 +165,9 @@ impl Engine {
                     );
                 }
                 RunState::Ready => {
-                    let r = self.runs.get_mut(&id).expect("restored");
                     // A ready run keeps its place in the queue across lives.
                     r.ready_at.get_or_insert(now);
-                    let pool = r.job().pool.clone();
-                    if !self.pools.contains_key(&pool) {
-                        // The pool was removed from the config: the run
-                        // can never start; end it with a reason.
-                        self.end(
-                            now,
-                            id,
-                            RunState::Failed,
-                            format!("pool {pool:?} no longer exists"),
-                            &scheduler,
-                        );
-                    } else {
-                        self.queue_ready(id);
-                    }
+                    self.queue_ready(id);
                 }
                 RunState::Delayed => {
                     let at = self.runs[&id].next_at.unwrap_or(now);

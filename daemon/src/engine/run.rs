@@ -52,7 +52,12 @@ pub struct Run {
     pub message: Option<String>,
     pub progress: Option<f64>,
     pub upstream: Vec<RunId>,
+    /// Held runs that depend on this one. Every id names a held run:
+    /// eviction unlinks the runs it removes.
     pub downstream: Vec<RunId>,
+    /// Some run was ever linked downstream of this one (true even once
+    /// those left memory), so its final state outlives its own eviction.
+    pub(super) depended_on: bool,
     pub(super) succeeded_up: u32,
     pub(super) failed_up: u32,
     pub(super) kill: Option<KillReason>,
@@ -98,6 +103,7 @@ impl Run {
             progress: row.progress,
             upstream: row.upstream,
             downstream: Vec::new(),
+            depended_on: false,
             succeeded_up: 0,
             failed_up: 0,
             kill: None,

@@ -77,17 +77,7 @@ impl Engine {
                 .or_default()
                 .insert(ids[i]);
         }
-        // Reverse-dependency index, in and across DAG runs.
-        for &id in &ids {
-            let ups = self.runs[&id].upstream.clone();
-            for u in ups {
-                // An upstream known only by its final state (evicted or from
-                // the store) needs no link: it will not change again.
-                if let Some(up) = self.runs.get_mut(&u) {
-                    up.downstream.push(id);
-                }
-            }
-        }
+        self.link_downstream(&ids);
         self.dag_runs.insert(
             dag_run,
             DagRun {
@@ -139,5 +129,20 @@ impl Engine {
             runs: ids,
             deduplicated: false,
         })
+    }
+
+    /// Adds `ids` to the reverse-dependency index of their upstream runs,
+    /// in and across DAG runs. An upstream known only by its final state
+    /// (evicted or from the store) needs no link: it will not change again.
+    pub(super) fn link_downstream(&mut self, ids: &[RunId]) {
+        for &id in ids {
+            let ups = self.runs[&id].upstream.clone();
+            for u in ups {
+                if let Some(up) = self.runs.get_mut(&u) {
+                    up.downstream.push(id);
+                    up.depended_on = true;
+                }
+            }
+        }
     }
 }
