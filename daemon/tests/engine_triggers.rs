@@ -357,3 +357,59 @@ fn hooks_run_as_recorded_dag_runs_with_the_result() {
         "hooks have no hooks"
     );
 }
+
+/// The triggers of a DAG's runs, oldest DAG run first.
+fn triggers_of(sim: &Sim, dag: &str) -> Vec<String> {
+    let mut runs: Vec<&DagRun> = sim.engine.dag_runs().filter(|d| &*d.dag == dag).collect();
+    runs.sort_by_key(|d| d.id);
+    runs.iter().map(|d| d.trigger.clone()).collect()
+}
+
+/// Runs every spawned attempt to success until nothing more starts.
+fn drain(sim: &mut Sim) {
+    loop {
+        let spawns = sim.take_spawns();
+        if spawns.is_empty() {
+            return;
+        }
+        for s in spawns {
+            sim.exit(s.run, 0);
+        }
+    }
+}
+
+/// SPEC §4.8 with issue 13: missed slots are never skipped by overlap; under
+/// `skip` (the default), `queue` and `replace` they run one after another in
+/// slot order.
+#[test]
+fn catchup_all_runs_every_missed_slot_in_order_whatever_the_overlap() {
+    for overlap in [Overlap::Skip, Overlap::Queue, Overlap::Replace] {
+        let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+        // Last fired 09:00; back at 12:30 → 10:00, 11:00 and 12:00 missed.
+        sim.now = at("2026-01-01T12:30:00Z");
+        define(
+            &mut sim,
+            scheduled("hourly", "0 * * * *", Catchup::All, overlap, job("h")),
+            chrono_tz::UTC,
+            Some(at("2026-01-01T09:00:00Z")),
+        );
+        let first = sim.take_spawns();
+        assert_eq!(first.len(), 1, "{overlap:?}: one at a time");
+        assert_eq!(sim.engine.dag_runs().count(), 1, "{overlap:?}");
+        sim.exit(first[0].run, 0);
+        drain(&mut sim);
+        assert_eq!(
+            triggers_of(&sim, "hourly"),
+            vec![
+                "cron slot 2026-01-01T10:00:00Z (queued)".to_string(),
+                "cron slot 2026-01-01T11:00:00Z (queued)".to_string(),
+                "cron slot 2026-01-01T12:00:00Z (queued)".to_string(),
+            ],
+            "{overlap:?}: every missed slot, in slot order"
+        );
+        assert!(
+            !sim.events().iter().any(|e| e.reason.contains("skipped")),
+            "{overlap:?}: nothing skipped"
+        );
+    }
+}

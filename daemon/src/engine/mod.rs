@@ -165,6 +165,9 @@ pub struct Engine {
     dag_timers: HashMap<u32, Millis>,
     /// Unfinished DAG runs by DAG name (overlap policies).
     active_dag_runs: HashMap<String, BTreeSet<DagRunId>>,
+    /// The DAG whose active runs a new slot is cancelling (`overlap =
+    /// "replace"`): its queue waits for the replacing run.
+    replacing: Option<String>,
     /// DAG runs in the order they finished, for eviction.
     finished_order: VecDeque<(Millis, DagRunId)>,
     evicted_counts: [u64; 8],
@@ -220,6 +223,7 @@ impl Engine {
             dag_names: Vec::new(),
             dag_timers: HashMap::new(),
             active_dag_runs: HashMap::new(),
+            replacing: None,
             finished_order: VecDeque::new(),
             evicted_counts: [0; 8],
         }

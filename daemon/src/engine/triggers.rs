@@ -185,8 +185,19 @@ impl Engine {
                     &actor,
                 );
             }
-            for slot in fire {
-                self.fire_slot(now, dag, slot);
+            // Missed slots are never skipped or replaced by overlap: unless
+            // overlap is allowed, they join the DAG's slot queue and run one
+            // after another in slot order.
+            let overlap = self.dags.get(dag).map(|d| d.spec.overlap);
+            if fire.len() > 1 && overlap != Some(Overlap::Allow) {
+                for slot in fire {
+                    self.queue_slot(now, dag, slot, "catch-up runs missed slots one at a time");
+                }
+                self.start_queued(now, dag);
+            } else {
+                for slot in fire {
+                    self.fire_slot(now, dag, slot);
+                }
             }
             if let Some(def) = self.dags.get_mut(dag) {
                 def.watermark = latest;
@@ -225,31 +236,14 @@ impl Engine {
                     return;
                 }
                 Overlap::Queue => {
-                    let def = self.dags.get_mut(dag).expect("exists");
-                    if def.queued.len() < CATCHUP_CAP {
-                        def.queued.push_back(slot);
-                        self.dag_event(
-                            now,
-                            active[0],
-                            format!(
-                                "cron slot {label} queued behind DAG run {} (overlap = queue)",
-                                active[0]
-                            ),
-                            &actor,
-                        );
-                    } else {
-                        self.dag_event(
-                            now,
-                            active[0],
-                            format!(
-                                "cron slot {label} dropped: {CATCHUP_CAP} slots already queued"
-                            ),
-                            &actor,
-                        );
-                    }
+                    let why = format!("behind DAG run {} (overlap = queue)", active[0]);
+                    self.queue_slot(now, dag, slot, &why);
                     return;
                 }
                 Overlap::Replace => {
+                    // The queue waits for the replacing run, not for the
+                    // cancelled one.
+                    self.replacing = Some(dag.to_string());
                     for dr in active {
                         self.dag_event(
                             now,
@@ -267,6 +261,7 @@ impl Engine {
                             },
                         );
                     }
+                    self.replacing = None;
                 }
             }
         }
@@ -276,6 +271,47 @@ impl Engine {
             format!("cron slot {label}"),
             Some(format!("{dag}@{label}")),
         );
+    }
+
+    /// Appends a slot to the DAG's queue (at most CATCHUP_CAP wait), with
+    /// an event saying why it waits.
+    fn queue_slot(&mut self, now: Millis, dag: &str, slot: Millis, why: &str) {
+        let Some(def) = self.dags.get_mut(dag) else {
+            return;
+        };
+        let label = slot_label(slot);
+        let reason = if def.queued.len() < CATCHUP_CAP {
+            def.queued.push_back(slot);
+            format!("cron slot {label} queued {why}")
+        } else {
+            format!("cron slot {label} dropped: {CATCHUP_CAP} slots already queued")
+        };
+        let at = self
+            .active_dag_runs
+            .get(dag)
+            .and_then(|s| s.first().copied())
+            .unwrap_or(DagRunId(0));
+        let actor = self.cron_actor.clone();
+        self.dag_event(now, at, reason, &actor);
+    }
+
+    /// Starts the DAG's queued slots while it has no active run: the first
+    /// one that creates a DAG run stops the loop.
+    fn start_queued(&mut self, now: Millis, dag: &str) {
+        while self.active_dag_runs.get(dag).is_none_or(|s| s.is_empty())
+            && self.replacing.as_deref() != Some(dag)
+            && let Some(def) = self.dags.get_mut(dag)
+            && let Some(slot) = def.queued.pop_front()
+        {
+            let spec = def.spec.clone();
+            let label = slot_label(slot);
+            self.start_triggered(
+                now,
+                spec,
+                format!("cron slot {label} (queued)"),
+                Some(format!("{dag}@{label}")),
+            );
+        }
     }
 
     fn start_triggered(
@@ -309,20 +345,7 @@ impl Engine {
         state: DagRunState,
     ) {
         self.run_hook(now, dag, dag_run, state);
-        let idle = self.active_dag_runs.get(dag).is_none_or(|s| s.is_empty());
-        if idle
-            && let Some(def) = self.dags.get_mut(dag)
-            && let Some(slot) = def.queued.pop_front()
-        {
-            let spec = def.spec.clone();
-            let label = slot_label(slot);
-            self.start_triggered(
-                now,
-                spec,
-                format!("cron slot {label} (queued)"),
-                Some(format!("{dag}@{label}")),
-            );
-        }
+        self.start_queued(now, dag);
         if state != DagRunState::Success {
             return;
         }
