@@ -413,3 +413,64 @@ fn catchup_all_runs_every_missed_slot_in_order_whatever_the_overlap() {
         );
     }
 }
+
+/// `first` and a `second` that runs after it under `overlap`, with a job
+/// that runs until told.
+fn after_pair(sim: &mut Sim, overlap: Overlap) -> Arc<DagSpec> {
+    let first = Arc::new(DagSpec::adhoc("first", vec![job("a")]));
+    let mut slow = job("b");
+    slow.timeout = Timeout::Never;
+    let mut second = DagSpec::adhoc("second", vec![slow]);
+    second.after = vec!["first".into()];
+    second.overlap = overlap;
+    define(sim, first.clone(), chrono_tz::UTC, None);
+    define(sim, Arc::new(second), chrono_tz::UTC, None);
+    first
+}
+
+/// Succeeds one run of `first`; returns the spawns of `second` it caused.
+fn first_succeeds(sim: &mut Sim, first: &Arc<DagSpec>) -> Vec<SpawnOrder> {
+    let a = sim.submit(first.clone())[0];
+    sim.take_spawns(); // `a` itself
+    sim.exit(a, 0);
+    sim.take_spawns()
+}
+
+/// Issue 13: `after`-triggered runs honour `overlap = "queue"` as cron runs do.
+#[test]
+fn after_triggers_queue_behind_the_active_run() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let first = after_pair(&mut sim, Overlap::Queue);
+    let b1 = first_succeeds(&mut sim, &first);
+    assert_eq!(b1.len(), 1);
+    assert!(
+        first_succeeds(&mut sim, &first).is_empty(),
+        "queued behind the active run of second"
+    );
+    assert_eq!(dag_runs_of(&sim, "second"), 1);
+    sim.exit(b1[0].run, 0);
+    let b2 = sim.take_spawns();
+    assert_eq!(b2.len(), 1, "the queued trigger starts when the first ends");
+    let triggers = triggers_of(&sim, "second");
+    assert_eq!(triggers.len(), 2);
+    assert!(
+        triggers[1].starts_with("after first (DAG run ") && triggers[1].ends_with("(queued)"),
+        "{triggers:?}"
+    );
+}
+
+/// Issue 13: `after`-triggered runs honour `overlap = "replace"` as cron runs do.
+#[test]
+fn after_triggers_replace_the_active_run() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let first = after_pair(&mut sim, Overlap::Replace);
+    let b1 = first_succeeds(&mut sim, &first);
+    assert_eq!(b1.len(), 1);
+    let b2 = first_succeeds(&mut sim, &first);
+    assert_eq!(sim.take_kills(), vec![(b1[0].run, KillReason::Cancel)]);
+    assert_eq!(b2.len(), 1, "the replacing run starts at once");
+    assert_eq!(dag_runs_of(&sim, "second"), 2);
+    sim.die(b1[0].run);
+    assert_eq!(sim.state(b1[0].run), RunState::Cancelled);
+    assert_eq!(sim.state(b2[0].run), RunState::Running);
+}

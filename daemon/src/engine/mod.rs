@@ -56,6 +56,7 @@ pub use queue::{Aging, Candidate, ReadyQueue};
 pub use run::{Attempt, DagRun, DagRunState, Delay, RestoredDagRun, RestoredRun, Run};
 use table::RunTable;
 use timers::{Timer, TimerKind};
+pub use triggers::Trigger;
 
 /// Hashes sequential ids with a Fibonacci multiply: ids are trusted
 /// (allocated by the engine), so SipHash's DoS resistance buys nothing and

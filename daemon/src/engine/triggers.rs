@@ -27,8 +27,37 @@ pub(super) struct DagDef {
     pub watermark: Millis,
     pub next_fire: Option<Millis>,
     pub key: u32,
-    /// Slots waiting for the active run to end (`overlap = "queue"`).
-    pub queued: VecDeque<Millis>,
+    /// Triggers waiting for the active run to end (`overlap = "queue"`,
+    /// and missed slots caught up one at a time), oldest first.
+    pub queued: VecDeque<Trigger>,
+}
+
+/// What starts a run of a defined DAG, now or once its active run ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// A cron slot, by its time.
+    Slot(Millis),
+    /// A DAG run of `dag`, which this DAG runs `after`, succeeded.
+    After { dag: String, dag_run: DagRunId },
+}
+
+impl Trigger {
+    /// How the trigger reads in events and in the DAG run's `trigger`.
+    fn describe(&self) -> String {
+        match self {
+            Trigger::Slot(slot) => format!("cron slot {}", slot_label(*slot)),
+            Trigger::After { dag, dag_run } => format!("after {dag} (DAG run {dag_run})"),
+        }
+    }
+
+    /// A slot's unique key `<dag>@<slot>` (SPEC §4.8): one DAG run per slot.
+    fn unique_key(&self, dag: &str) -> Option<String> {
+        match self {
+            Trigger::Slot(slot) => Some(format!("{dag}@{}", slot_label(*slot))),
+            Trigger::After { .. } => None,
+        }
+    }
 }
 
 fn slot_label(ms: Millis) -> String {
@@ -191,12 +220,13 @@ impl Engine {
             let overlap = self.dags.get(dag).map(|d| d.spec.overlap);
             if fire.len() > 1 && overlap != Some(Overlap::Allow) {
                 for slot in fire {
-                    self.queue_slot(now, dag, slot, "catch-up runs missed slots one at a time");
+                    let why = "(catch-up runs missed slots one at a time)";
+                    self.queue_trigger(now, dag, Trigger::Slot(slot), why);
                 }
                 self.start_queued(now, dag);
             } else {
                 for slot in fire {
-                    self.fire_slot(now, dag, slot);
+                    self.fire(now, dag, Trigger::Slot(slot));
                 }
             }
             if let Some(def) = self.dags.get_mut(dag) {
@@ -215,29 +245,35 @@ impl Engine {
         self.arm_cron(dag, after);
     }
 
-    /// One cron slot, subject to the DAG's overlap policy.
-    fn fire_slot(&mut self, now: Millis, dag: &str, slot: Millis) {
+    /// Starts a run of `dag` for `trigger`, subject to the DAG's overlap
+    /// policy while a run of it is active.
+    fn fire(&mut self, now: Millis, dag: &str, trigger: Trigger) {
         let Some(def) = self.dags.get(dag) else {
             return;
         };
-        let spec = def.spec.clone();
-        let label = slot_label(slot);
+        let overlap = def.spec.overlap;
+        let what = trigger.describe();
         let active: Vec<DagRunId> = self
             .active_dag_runs
             .get(dag)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         let actor = self.cron_actor.clone();
-        if !active.is_empty() {
-            match spec.overlap {
+        if let Some(&first) = active.first() {
+            match overlap {
                 Overlap::Allow => {}
                 Overlap::Skip => {
-                    self.dag_event(now, active[0], format!("cron slot {label} skipped: DAG run {} is still active (overlap = skip)", active[0]), &actor);
+                    self.dag_event(
+                        now,
+                        first,
+                        format!("{what} skipped: DAG run {first} is still active (overlap = skip)"),
+                        &actor,
+                    );
                     return;
                 }
                 Overlap::Queue => {
-                    let why = format!("behind DAG run {} (overlap = queue)", active[0]);
-                    self.queue_slot(now, dag, slot, &why);
+                    let why = format!("behind DAG run {first} (overlap = queue)");
+                    self.queue_trigger(now, dag, trigger, &why);
                     return;
                 }
                 Overlap::Replace => {
@@ -248,9 +284,7 @@ impl Engine {
                         self.dag_event(
                             now,
                             dr,
-                            format!(
-                                "DAG run {dr} replaced by cron slot {label} (overlap = replace)"
-                            ),
+                            format!("DAG run {dr} replaced by {what} (overlap = replace)"),
                             &actor,
                         );
                         let _ = self.apply(
@@ -265,26 +299,21 @@ impl Engine {
                 }
             }
         }
-        self.start_triggered(
-            now,
-            spec,
-            format!("cron slot {label}"),
-            Some(format!("{dag}@{label}")),
-        );
+        self.start_trigger(now, dag, trigger, false);
     }
 
-    /// Appends a slot to the DAG's queue (at most CATCHUP_CAP wait), with
-    /// an event saying why it waits.
-    fn queue_slot(&mut self, now: Millis, dag: &str, slot: Millis, why: &str) {
+    /// Appends a trigger to the DAG's queue (at most CATCHUP_CAP wait),
+    /// with an event saying why it waits.
+    fn queue_trigger(&mut self, now: Millis, dag: &str, trigger: Trigger, why: &str) {
         let Some(def) = self.dags.get_mut(dag) else {
             return;
         };
-        let label = slot_label(slot);
+        let what = trigger.describe();
         let reason = if def.queued.len() < CATCHUP_CAP {
-            def.queued.push_back(slot);
-            format!("cron slot {label} queued {why}")
+            def.queued.push_back(trigger);
+            format!("{what} queued {why}")
         } else {
-            format!("cron slot {label} dropped: {CATCHUP_CAP} slots already queued")
+            format!("{what} dropped: {CATCHUP_CAP} triggers already queued")
         };
         let at = self
             .active_dag_runs
@@ -295,23 +324,31 @@ impl Engine {
         self.dag_event(now, at, reason, &actor);
     }
 
-    /// Starts the DAG's queued slots while it has no active run: the first
-    /// one that creates a DAG run stops the loop.
+    /// Starts the DAG's queued triggers while it has no active run: the
+    /// first one that creates a DAG run stops the loop.
     fn start_queued(&mut self, now: Millis, dag: &str) {
         while self.active_dag_runs.get(dag).is_none_or(|s| s.is_empty())
             && self.replacing.as_deref() != Some(dag)
             && let Some(def) = self.dags.get_mut(dag)
-            && let Some(slot) = def.queued.pop_front()
+            && let Some(trigger) = def.queued.pop_front()
         {
-            let spec = def.spec.clone();
-            let label = slot_label(slot);
-            self.start_triggered(
-                now,
-                spec,
-                format!("cron slot {label} (queued)"),
-                Some(format!("{dag}@{label}")),
-            );
+            self.start_trigger(now, dag, trigger, true);
         }
+    }
+
+    /// A DAG run of a defined DAG for `trigger`.
+    fn start_trigger(&mut self, now: Millis, dag: &str, trigger: Trigger, queued: bool) {
+        let Some(def) = self.dags.get(dag) else {
+            return;
+        };
+        let spec = def.spec.clone();
+        let what = trigger.describe();
+        let text = if queued {
+            format!("{what} (queued)")
+        } else {
+            what
+        };
+        self.start_triggered(now, spec, text, trigger.unique_key(dag));
     }
 
     fn start_triggered(
@@ -360,22 +397,11 @@ impl Engine {
             .map(|d| d.spec.clone())
             .collect();
         for spec in followers {
-            let name = spec.name.clone();
-            let active = self
-                .active_dag_runs
-                .get(name.as_str())
-                .is_some_and(|s| !s.is_empty());
-            if active && spec.overlap == Overlap::Skip {
-                let actor = self.cron_actor.clone();
-                self.dag_event(
-                    now,
-                    dag_run,
-                    format!("after-trigger of {name} skipped: it is still active (overlap = skip)"),
-                    &actor,
-                );
-                continue;
-            }
-            self.start_triggered(now, spec, format!("after {dag} (DAG run {dag_run})"), None);
+            let trigger = Trigger::After {
+                dag: dag.to_string(),
+                dag_run,
+            };
+            self.fire(now, &spec.name, trigger);
         }
     }
 
