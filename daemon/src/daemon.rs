@@ -127,6 +127,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         engine.set_paused(now, dag, true);
     }
     let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
+    engine.restore_trigger_queues(loaded.trigger_queues);
     tracing::debug!("restore done at {:?}", t_load.elapsed());
     let counts = store.state_counts()?;
     tracing::debug!("state counts done at {:?}", t_load.elapsed());

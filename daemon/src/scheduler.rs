@@ -134,9 +134,13 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
     let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
     let mut events = Vec::new();
     let mut cron_marks = Vec::new();
+    let mut trigger_queues = Vec::new();
     for e in effects {
         match e {
             Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
+            Effect::TriggerQueue { dag, queue } => {
+                trigger_queues.push((dag.clone(), queue.clone()));
+            }
             Effect::Event(ev) => {
                 if let Some(r) = ev.run {
                     runs.insert(r);
@@ -158,6 +162,7 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
         runs: runs.iter().filter_map(|r| engine.run(*r)).collect(),
         events,
         cron_marks,
+        trigger_queues,
         ..Commit::default()
     }
 }
@@ -506,6 +511,7 @@ impl Scheduler {
             runs: c.runs.into_iter().cloned().collect(),
             events: c.events.into_iter().cloned().collect(),
             cron_marks: c.cron_marks,
+            trigger_queues: c.trigger_queues,
             paused: std::mem::take(&mut self.pending_paused),
             dag_defs: std::mem::take(&mut self.pending_dag_defs),
             removed_defs: std::mem::take(&mut self.pending_removed),

@@ -54,6 +54,7 @@ pub struct Step {
     pub events: Vec<Event>,
     pub paused: Vec<(String, bool)>,
     pub cron_marks: Vec<(String, i64)>,
+    pub trigger_queues: Vec<(String, Vec<crate::engine::Trigger>)>,
     pub dag_defs: Vec<Arc<DagSpec>>,
     pub removed_defs: Vec<String>,
     /// Runs whose progress changed (notified, not stored).
@@ -187,6 +188,7 @@ fn merge(steps: &[Step]) -> Commit<'_> {
         c.events.extend(s.events.iter());
         c.paused.extend(s.paused.iter().cloned());
         c.cron_marks.extend(s.cron_marks.iter().cloned());
+        c.trigger_queues.extend(s.trigger_queues.iter().cloned());
         c.dag_defs
             .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
         c.removed_defs.extend(s.removed_defs.iter().cloned());

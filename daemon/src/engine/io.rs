@@ -199,6 +199,12 @@ pub enum Effect {
         dag: Arc<str>,
         state: DagRunState,
     },
+    /// A DAG's queue of triggers changed to `queue` (commit with the runs:
+    /// a queued slot survives a restart).
+    TriggerQueue {
+        dag: String,
+        queue: Vec<Trigger>,
+    },
     /// A DAG's cron watermark advanced to `slot` (commit with the runs).
     CronMark {
         dag: String,

@@ -169,6 +169,8 @@ pub struct Engine {
     /// The DAG whose active runs a new slot is cancelling (`overlap =
     /// "replace"`): its queue waits for the replacing run.
     replacing: Option<String>,
+    /// Trigger queues from the store not yet claimed by a DAG definition.
+    stored_queues: HashMap<String, Vec<Trigger>>,
     /// DAG runs in the order they finished, for eviction.
     finished_order: VecDeque<(Millis, DagRunId)>,
     evicted_counts: [u64; 8],
@@ -225,6 +227,7 @@ impl Engine {
             dag_timers: HashMap::new(),
             active_dag_runs: HashMap::new(),
             replacing: None,
+            stored_queues: HashMap::new(),
             finished_order: VecDeque::new(),
             evicted_counts: [0; 8],
         }

@@ -98,7 +98,10 @@ impl Engine {
         let watermark = watermark
             .or(previous.as_ref().map(|p| p.watermark))
             .unwrap_or(now);
-        let queued = previous.map(|p| p.queued).unwrap_or_default();
+        let queued = previous
+            .map(|p| p.queued)
+            .or_else(|| self.stored_queues.remove(&name).map(VecDeque::from))
+            .unwrap_or_default();
         if let Some(old) = self.dag_timers.remove(&key) {
             self.timers.remove(&(old, Timer::Cron(key)));
         }
@@ -121,13 +124,46 @@ impl Engine {
             // missed, then arm the next slot.
             self.catch_up(now, &name);
         }
+        // A queue restored from the store whose DAG has no active run left
+        // (it ended in the life that queued them) starts now.
+        self.start_queued(now, &name);
+    }
+
+    /// Queues of triggers committed in an earlier life, by DAG name; each
+    /// is given back to its DAG when the jobs folder defines it.
+    pub fn restore_trigger_queues(&mut self, queues: HashMap<String, Vec<Trigger>>) {
+        self.stored_queues = queues;
+    }
+
+    /// The DAG's queued triggers, oldest first.
+    pub fn trigger_queue(&self, dag: &str) -> Vec<Trigger> {
+        self.dags
+            .get(dag)
+            .map(|d| d.queued.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Records the DAG's queue as it is now, for the store.
+    fn queue_changed(&mut self, dag: &str) {
+        let queue = self.trigger_queue(dag);
+        self.effects.push(Effect::TriggerQueue {
+            dag: dag.to_string(),
+            queue,
+        });
     }
 
     pub(super) fn undefine_dag(&mut self, dag: &str) {
-        if let Some(def) = self.dags.remove(dag)
-            && let Some(old) = self.dag_timers.remove(&def.key)
-        {
+        let Some(def) = self.dags.remove(dag) else {
+            return;
+        };
+        if let Some(old) = self.dag_timers.remove(&def.key) {
             self.timers.remove(&(old, Timer::Cron(def.key)));
+        }
+        if !def.queued.is_empty() {
+            self.effects.push(Effect::TriggerQueue {
+                dag: dag.to_string(),
+                queue: Vec::new(),
+            });
         }
     }
 
@@ -311,6 +347,7 @@ impl Engine {
         let what = trigger.describe();
         let reason = if def.queued.len() < CATCHUP_CAP {
             def.queued.push_back(trigger);
+            self.queue_changed(dag);
             format!("{what} queued {why}")
         } else {
             format!("{what} dropped: {CATCHUP_CAP} triggers already queued")
@@ -332,6 +369,7 @@ impl Engine {
             && let Some(def) = self.dags.get_mut(dag)
             && let Some(trigger) = def.queued.pop_front()
         {
+            self.queue_changed(dag);
             self.start_trigger(now, dag, trigger, true);
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ax_shared::api::{EventView, RunView};
 use ax_shared::{DagSpec, RunState};
 
-use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId};
+use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId, Trigger};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -30,6 +30,8 @@ pub struct Commit<'a> {
     pub events: Vec<&'a Event>,
     pub paused: Vec<(String, bool)>,
     pub cron_marks: Vec<(String, i64)>,
+    /// Each DAG's whole queue of triggers as it now is (empty: none).
+    pub trigger_queues: Vec<(String, Vec<Trigger>)>,
     pub dag_defs: Vec<(&'a DagSpec, String)>,
     pub removed_defs: Vec<String>,
 }
@@ -41,6 +43,7 @@ impl Commit<'_> {
             && self.events.is_empty()
             && self.paused.is_empty()
             && self.cron_marks.is_empty()
+            && self.trigger_queues.is_empty()
             && self.dag_defs.is_empty()
             && self.removed_defs.is_empty()
     }
@@ -55,6 +58,8 @@ pub struct Loaded {
     pub next_dag_run: u64,
     pub paused: Vec<String>,
     pub cron_marks: HashMap<String, i64>,
+    /// Triggers queued behind active runs (`overlap = "queue"`, catch-up).
+    pub trigger_queues: HashMap<String, Vec<Trigger>>,
     /// Attempts found running: (pid, pid start time) to sweep.
     pub orphans: Vec<(u32, Option<u64>)>,
 }

@@ -14,7 +14,9 @@ use ax_shared::{DagSpec, Outcome, RunState};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Commit, Loaded, RunQuery, Store, StoreError};
-use crate::engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId};
+use crate::engine::{
+    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, Trigger,
+};
 use crate::time::rfc3339;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
@@ -49,6 +51,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_run ON events(run) WHERE run IS NOT NULL;
     CREATE TABLE cron_marks (dag TEXT PRIMARY KEY, last_slot INTEGER NOT NULL);
     CREATE TABLE paused (dag TEXT PRIMARY KEY);
+    "#,
+    // 2: queued triggers, one JSON list per DAG
+    r#"
+    CREATE TABLE trigger_queues (dag TEXT PRIMARY KEY, queue TEXT NOT NULL);
     "#,
 ];
 
@@ -373,6 +379,20 @@ impl Store for SqliteStore {
                     "INSERT OR REPLACE INTO cron_marks (dag, last_slot) VALUES (?1, ?2)",
                 )?
                 .execute(params![dag, slot])?;
+            }
+            // In step order: a DAG's last queue of the group wins.
+            for (dag, queue) in &c.trigger_queues {
+                if queue.is_empty() {
+                    tx.prepare_cached("DELETE FROM trigger_queues WHERE dag = ?1")?
+                        .execute([dag])?;
+                } else {
+                    let json = serde_json::to_string(queue)
+                        .map_err(|e| StoreError::Corrupt(format!("trigger queue: {e}")))?;
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO trigger_queues (dag, queue) VALUES (?1, ?2)",
+                    )?
+                    .execute(params![dag, json])?;
+                }
             }
         }
         let mut seqs = Vec::with_capacity(c.events.len());
@@ -731,6 +751,18 @@ impl SqliteStore {
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?
         };
+        let mut trigger_queues: HashMap<String, Vec<Trigger>> = HashMap::new();
+        {
+            let mut stmt = self.conn.prepare("SELECT dag, queue FROM trigger_queues")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            for row in rows {
+                let (dag, json) = row?;
+                let queue = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))?;
+                trigger_queues.insert(dag, queue);
+            }
+        }
         Ok(Loaded {
             dag_runs,
             external,
@@ -738,6 +770,7 @@ impl SqliteStore {
             next_dag_run: next_dag_run as u64,
             paused,
             cron_marks,
+            trigger_queues,
             orphans,
         })
     }
