@@ -105,6 +105,9 @@ pub struct Scheduler {
     /// At start-up every DAG is given to the engine, changed or not.
     define_all: bool,
     last_evict: Millis,
+    /// Triggered DAG runs waiting for the commit of the step that created
+    /// them: the writer answers the receiver once it is durable.
+    awaiting_commit: Vec<(CommitAck, Vec<DagRunId>)>,
     last_prune: Millis,
     /// Makes steps durable off this thread (`writer`).
     writer: Option<std::sync::mpsc::SyncSender<crate::writer::Step>>,
@@ -166,6 +169,13 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
         ..Commit::default()
     }
 }
+
+/// Answered by the writer once a step is committed.
+type CommitAck = oneshot::Receiver<Result<Value, RpcError>>;
+
+/// How often the loop looks for the commit of a step that created
+/// triggered DAG runs while one is awaited.
+const COMMIT_POLL: Duration = Duration::from_millis(2);
 
 /// How long a finished DAG run stays in the engine's memory (the store
 /// keeps it; a retry loads it back).
@@ -236,6 +246,7 @@ impl Scheduler {
             start_marks: HashMap::new(),
             define_all: false,
             last_evict: now_ms(),
+            awaiting_commit: Vec::new(),
             writer: Some(writer_tx),
             writer_thread: Some(writer_thread),
             fault,
@@ -373,6 +384,13 @@ impl Scheduler {
             let housekeeping =
                 Duration::from_millis((self.last_evict + 60_000 - now).max(0) as u64);
             let wait = Some(wait.map_or(housekeeping, |w| w.min(housekeeping)));
+            // A triggered DAG run waits for its step's commit (a few ms):
+            // look for the writer's answer that often meanwhile.
+            let wait = if self.awaiting_commit.is_empty() {
+                wait
+            } else {
+                wait.map(|w| w.min(COMMIT_POLL))
+            };
             // Start-up effects are processed at once.
             let wait = if carried.is_empty() {
                 wait
@@ -404,6 +422,11 @@ impl Scheduler {
             let mut replies: Vec<(ReplyTo, Result<Value, RpcError>)> = Vec::new();
             let mut read_replies: Vec<(ReplyTo, Result<Value, RpcError>)> = Vec::new();
             effects.extend(self.engine.handle(now, Input::Tick).effects);
+            let durable = self.committed_triggers();
+            if !durable.is_empty() {
+                let input = Input::TriggerDurable { dag_runs: durable };
+                effects.extend(self.engine.handle(now, input).effects);
+            }
             for msg in batch {
                 match msg {
                     Msg::Request {
@@ -458,8 +481,11 @@ impl Scheduler {
             // started again after the restart, as for any interrupted
             // attempt, and the PDEATHSIG of the spawner thread has already
             // killed the process. Clients hear of the step (answers,
-            // notifications) only after the commit.
+            // notifications) only after the commit. DAG runs created by a
+            // trigger are the exception: their runs start only after the
+            // commit (`await_commit_of_triggers`).
             self.execute(&effects);
+            self.await_commit_of_triggers(&effects, &mut replies);
             for (reply, answer) in read_replies {
                 let _ = reply.send(answer);
             }
@@ -480,6 +506,52 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// Spawn orders leave before their step's commit (see `run_loop`),
+    /// except for DAG runs created by a trigger (cron slot, `after`, hook):
+    /// the engine keeps their runs out of every queue until
+    /// `Input::TriggerDurable`, sent once the writer has committed the step
+    /// that created them. So the trigger row (the DAG run with its
+    /// `<dag>@<slot>` key, the watermark) is durable before any process of
+    /// it exists, and a slot fires at most once even if axd dies between
+    /// the decision and the commit. Submissions through the socket are not
+    /// held: their runs start before the commit, as the README's
+    /// "Spawning" decision says.
+    fn await_commit_of_triggers(
+        &mut self,
+        effects: &[Effect],
+        replies: &mut Vec<(ReplyTo, Result<Value, RpcError>)>,
+    ) {
+        let triggered: Vec<DagRunId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Triggered { dag_run } => Some(*dag_run),
+                _ => None,
+            })
+            .collect();
+        if triggered.is_empty() {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        replies.push((tx, Ok(Value::Null)));
+        self.awaiting_commit.push((rx, triggered));
+    }
+
+    /// Triggered DAG runs whose step the writer has committed since.
+    fn committed_triggers(&mut self) -> Vec<DagRunId> {
+        let mut durable = Vec::new();
+        self.awaiting_commit
+            .retain_mut(|(rx, dag_runs)| match rx.try_recv() {
+                Ok(_) => {
+                    durable.append(dag_runs);
+                    false
+                }
+                Err(oneshot::error::TryRecvError::Empty) => true,
+                // The writer is gone (exit): the runs stay ready in the store.
+                Err(oneshot::error::TryRecvError::Closed) => false,
+            });
+        durable
     }
 
     /// Hands the step's changes, with the answers waiting on them, to the

@@ -44,7 +44,7 @@ fn restart(store: &mut SqliteStore, now: Millis, spec: Arc<DagSpec>) -> Sim {
     let effects = sim
         .engine
         .restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
-    sim.effects.extend(effects);
+    sim.absorb(effects);
     sim.engine.restore_trigger_queues(loaded.trigger_queues);
     let watermark = loaded.cron_marks.get("q").copied();
     sim.input(Input::DefineDag {
@@ -108,4 +108,81 @@ fn a_queued_slot_survives_a_restart() {
         "{:?}",
         loaded.trigger_queues
     );
+}
+
+fn every_minute() -> Arc<DagSpec> {
+    let mut d = DagSpec::adhoc("q", vec![job("j")]);
+    d.schedule = Some("* * * * *".into());
+    Arc::new(d)
+}
+
+/// DAG runs in the store or the engine created for one slot.
+fn runs_for_slot(sim: &Sim, label: &str) -> usize {
+    sim.engine
+        .dag_runs()
+        .filter(|d| d.unique_key.as_deref() == Some(&format!("q@{label}")))
+        .count()
+}
+
+/// Issue 13 / SPEC §4.8: a slot fires at most once even when axd dies
+/// between deciding the slot's DAG run and committing it. No process of a
+/// triggered DAG run exists before its trigger row is committed, so a
+/// death before the commit leaves nothing behind, and the next life fires
+/// the slot (once).
+#[test]
+fn a_triggered_run_starts_only_after_its_trigger_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ax.db");
+    let spec = every_minute();
+    let mut store = SqliteStore::open(&path, false).unwrap();
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.hold_commits = true;
+    sim.now = at("2026-01-01T00:00:00Z");
+    sim.input(Input::DefineDag {
+        spec: spec.clone(),
+        zone: chrono_tz::UTC,
+        watermark: None,
+    })
+    .unwrap();
+    // 00:01 fires, is committed, then starts.
+    sim.advance(60_000);
+    assert!(sim.take_spawns().is_empty(), "not before the commit");
+    let run = sim.engine.runs().next().unwrap().id;
+    assert_eq!(sim.state(run), RunState::Ready);
+    assert_eq!(sim.why(run), "its trigger is being written to the store");
+    commit(&mut sim, &mut store);
+    sim.commit_triggers();
+    let started = sim.take_spawns();
+    assert_eq!(started.len(), 1, "started once the commit is acknowledged");
+    sim.exit(started[0].run, 0);
+    commit(&mut sim, &mut store);
+
+    // 00:02 fires; axd dies before the step reaches the store.
+    sim.advance(60_000);
+    assert_eq!(runs_for_slot(&sim, "2026-01-01T00:02:00Z"), 1);
+    assert!(
+        sim.take_spawns().is_empty(),
+        "no process exists for an uncommitted slot"
+    );
+    drop(sim);
+
+    // The next life: the store knows 00:01 only, so 00:02 fires here, once.
+    let mut sim = restart(&mut store, at("2026-01-01T00:02:05Z"), spec.clone());
+    assert_eq!(
+        runs_for_slot(&sim, "2026-01-01T00:01:00Z"),
+        0,
+        "00:01 finished"
+    );
+    assert_eq!(runs_for_slot(&sim, "2026-01-01T00:02:00Z"), 1);
+    let started = sim.take_spawns();
+    assert_eq!(started.len(), 1);
+    commit(&mut sim, &mut store);
+    drop(sim);
+
+    // Dying after the commit: 00:02 is not fired again; its DAG run is
+    // restored and its interrupted run starts again.
+    let mut sim = restart(&mut store, at("2026-01-01T00:02:30Z"), spec);
+    assert_eq!(runs_for_slot(&sim, "2026-01-01T00:02:00Z"), 1);
+    assert_eq!(sim.take_spawns().len(), 1);
+    assert_eq!(sim.engine.dag_runs().count(), 1);
 }

@@ -39,6 +39,9 @@ impl Engine {
                 })
             }
             RunState::Ready => {
+                if run.awaits_commit {
+                    return Some("its trigger is being written to the store".into());
+                }
                 if self.paused.contains(&*run.dag) {
                     return Some("DAG paused".into());
                 }

@@ -108,6 +108,11 @@ pub enum Input {
     },
     /// Stop dispatching and kill every running attempt as `interrupted`.
     Shutdown,
+    /// The steps that created these DAG runs (`Effect::Triggered`) are
+    /// committed: their runs may start.
+    TriggerDurable {
+        dag_runs: Vec<DagRunId>,
+    },
     /// Time passed; fire due timers.
     Tick,
 }
@@ -198,6 +203,14 @@ pub enum Effect {
         dag_run: DagRunId,
         dag: Arc<str>,
         state: DagRunState,
+    },
+    /// A DAG run created by a trigger (a cron slot, `after`, a hook).
+    /// None of its runs starts until `Input::TriggerDurable` names it: the
+    /// trigger (its DAG run with the `<dag>@<slot>` key, the watermark) is
+    /// committed before any process of it exists, so a slot fires at most
+    /// once even when axd dies between deciding and committing.
+    Triggered {
+        dag_run: DagRunId,
     },
     /// A DAG's queue of triggers changed to `queue` (commit with the runs:
     /// a queued slot survives a restart).

@@ -218,13 +218,11 @@ impl Engine {
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         for id in ids {
-            let r = &self.runs[&id];
-            if r.state == RunState::Ready {
-                self.pools
-                    .get_mut(r.pool())
-                    .expect("a run's pool exists")
-                    .dequeue(r);
-                self.held.entry(r.dag.clone()).or_default().insert(id);
+            if self.runs[&id].state == RunState::Ready {
+                // Out of its pool's queue and back where a paused DAG's
+                // ready run waits.
+                self.leave_ready(id);
+                self.queue_ready(id);
             }
         }
     }
@@ -326,9 +324,14 @@ impl Engine {
     }
 
     /// Puts a ready run where it waits to start: its pool's queue, or
-    /// `held` while its DAG is paused.
+    /// `held` while its DAG is paused, or nowhere until its trigger is
+    /// committed.
     pub(super) fn queue_ready(&mut self, id: RunId) {
         let r = &self.runs[&id];
+        if r.awaits_commit {
+            // Queued by `Input::TriggerDurable`.
+            return;
+        }
         if self.paused.contains(&*r.dag) {
             self.held.entry(r.dag.clone()).or_default().insert(id);
         } else {

@@ -9,7 +9,8 @@
 //!
 //! Invariants kept by every step:
 //! * a `Ready` run of an unpaused DAG is in exactly one pool queue; of a
-//!   paused DAG, in `held` instead;
+//!   paused DAG, in `held` instead; one created by a trigger whose commit
+//!   is not yet acknowledged (`awaits_commit`), in neither;
 //! * `pool.running` and `running_total` count `Running` runs, whose slots
 //!   are only released when the executor reports the process reaped
 //!   (`Exited` / `SpawnFailed`);
@@ -458,6 +459,21 @@ impl Engine {
                     .collect();
                 for id in running {
                     self.kill(id, KillReason::Shutdown);
+                }
+                Ok(Reply::Done)
+            }
+            Input::TriggerDurable { dag_runs } => {
+                for dag_run in dag_runs {
+                    // A DAG run may have ended and left memory meanwhile.
+                    let Some(dr) = self.dag_runs.get(&dag_run) else {
+                        continue;
+                    };
+                    for id in dr.runs.clone() {
+                        let r = self.runs.get_mut(&id).expect("a DAG run's runs are held");
+                        if std::mem::take(&mut r.awaits_commit) && r.state == RunState::Ready {
+                            self.queue_ready(id);
+                        }
+                    }
                 }
                 Ok(Reply::Done)
             }

@@ -58,6 +58,10 @@ pub struct Run {
     /// Some run was ever linked downstream of this one (true even once
     /// those left memory), so its final state outlives its own eviction.
     pub(super) depended_on: bool,
+    /// Created by a trigger whose step is not yet known to be committed:
+    /// once ready, the run waits outside every queue (see
+    /// `Effect::Triggered`).
+    pub(super) awaits_commit: bool,
     pub(super) succeeded_up: u32,
     pub(super) failed_up: u32,
     pub(super) kill: Option<KillReason>,
@@ -104,6 +108,7 @@ impl Run {
             upstream: row.upstream,
             downstream: Vec::new(),
             depended_on: false,
+            awaits_commit: false,
             succeeded_up: 0,
             failed_up: 0,
             kill: None,

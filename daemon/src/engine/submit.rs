@@ -4,6 +4,18 @@ use super::*;
 
 impl Engine {
     pub(super) fn submit(&mut self, now: Millis, s: Submit) -> Result<Reply, EngineError> {
+        self.create(now, s, false)
+    }
+
+    /// A new DAG run. `by_trigger`: created by a cron slot, an `after`
+    /// trigger or a hook, so its runs wait for the step's commit before
+    /// they may start (see `Effect::Triggered`).
+    pub(super) fn create(
+        &mut self,
+        now: Millis,
+        s: Submit,
+        by_trigger: bool,
+    ) -> Result<Reply, EngineError> {
         let spec = s.dag;
         // The graph (ids, deps, cycles) follows the job-file rules; the
         // pools and priorities are checked here because the engine's config
@@ -69,7 +81,8 @@ impl Engine {
                 format!("created by {}", s.trigger),
                 upstream,
             );
-            let run = Run::new(dag_run, dag.clone(), spec.clone(), row);
+            let mut run = Run::new(dag_run, dag.clone(), spec.clone(), row);
+            run.awaits_commit = by_trigger;
             self.counts[state_index(RunState::Waiting)] += 1;
             self.runs.insert(run.id, run);
             self.active_by_dag
@@ -123,6 +136,9 @@ impl Engine {
             let id = ids[i];
             self.recount_upstream(id);
             self.evaluate_waiting(now, id, &s.actor);
+        }
+        if by_trigger {
+            self.effects.push(Effect::Triggered { dag_run });
         }
         Ok(Reply::Submitted {
             dag_run,

@@ -404,7 +404,7 @@ impl Engine {
             unique: unique.map(|key| Unique { key, within: None }),
             after: Vec::new(),
         };
-        if let Err(e) = self.submit(now, submit) {
+        if let Err(e) = self.create(now, submit, true) {
             let actor = self.cron_actor.clone();
             self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }

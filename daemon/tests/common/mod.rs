@@ -12,6 +12,12 @@ pub struct Sim {
     pub now: Millis,
     pub effects: Vec<Effect>,
     pub last: Option<Result<Reply, EngineError>>,
+    /// `false` (the default): every step is committed at once, so DAG runs
+    /// created by triggers are acknowledged in the same `input` call, as
+    /// the daemon does once the writer has committed their step. `true`:
+    /// they wait in `uncommitted` until `commit_triggers`.
+    pub hold_commits: bool,
+    pub uncommitted: Vec<DagRunId>,
 }
 
 pub fn job(id: &str) -> JobSpec {
@@ -43,14 +49,39 @@ impl Sim {
             now: 1_700_000_000_000,
             effects: Vec::new(),
             last: None,
+            hold_commits: false,
+            uncommitted: Vec::new(),
         }
     }
 
     pub fn input(&mut self, input: Input) -> Result<Reply, EngineError> {
         let step = self.engine.handle(self.now, input);
-        self.effects.extend(step.effects);
         self.last = Some(step.reply.clone());
+        self.absorb(step.effects);
         step.reply
+    }
+
+    /// Keeps a step's effects and acknowledges the commit of the DAG runs
+    /// it created by trigger (unless `hold_commits`).
+    pub fn absorb(&mut self, effects: Vec<Effect>) {
+        for e in &effects {
+            if let Effect::Triggered { dag_run } = e {
+                self.uncommitted.push(*dag_run);
+            }
+        }
+        self.effects.extend(effects);
+        if !self.hold_commits && !self.uncommitted.is_empty() {
+            self.commit_triggers();
+        }
+    }
+
+    /// The steps that created the waiting triggered DAG runs are committed.
+    pub fn commit_triggers(&mut self) {
+        let dag_runs = std::mem::take(&mut self.uncommitted);
+        let step = self
+            .engine
+            .handle(self.now, Input::TriggerDurable { dag_runs });
+        self.absorb(step.effects);
     }
 
     pub fn submit(&mut self, dag: Arc<DagSpec>) -> Vec<RunId> {
