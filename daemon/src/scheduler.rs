@@ -1159,9 +1159,18 @@ impl Scheduler {
                             .as_millis() as Millis,
                     ),
                 };
+                // The engine holds every unfinished DAG run with a key; a
+                // finished one it let go of is found in the store.
+                let stored = match within {
+                    Some(_) if !self.engine.holds_unique_key(key) => {
+                        self.store.newest_with_unique_key(key).map_err(store_err)?
+                    }
+                    _ => None,
+                };
                 Some(Unique {
                     key: key.to_string(),
                     within,
+                    stored,
                 })
             }
         };

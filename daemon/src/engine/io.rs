@@ -41,6 +41,19 @@ pub struct Unique {
     pub key: String,
     /// Also deduplicate against finished DAG runs created this recently.
     pub within: Option<Millis>,
+    /// The newest DAG run with this key that the store holds, looked up by
+    /// the caller when the engine does not hold the key (it was evicted from
+    /// memory or finished in an earlier life). Only needed with `within`:
+    /// an unfinished DAG run is always held by the engine.
+    pub stored: Option<UniqueHolder>,
+}
+
+/// A DAG run that carries a unique key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniqueHolder {
+    pub dag_run: DagRunId,
+    pub created_at: Millis,
+    pub runs: Vec<RunId>,
 }
 
 #[derive(Clone, Debug)]

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 
 pub use io::{
     Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, Step, Submit, Unique,
+    UniqueHolder,
 };
 use pool::{Pool, TokenBucket};
 pub use queue::{Aging, Candidate, ReadyQueue};
@@ -279,6 +280,12 @@ impl Engine {
 
     pub fn dag_runs(&self) -> impl Iterator<Item = &DagRun> {
         self.dag_runs.values()
+    }
+
+    /// Whether the engine holds a DAG run with this unique key (every
+    /// unfinished one, and finished ones until they are evicted).
+    pub fn holds_unique_key(&self, key: &str) -> bool {
+        self.unique.contains_key(key)
     }
 
     pub fn is_paused(&self, dag: &str) -> bool {
