@@ -93,7 +93,7 @@ impl Engine {
         let pool = self.pools.get_mut(r.pool()).expect("a run's pool exists");
         pool.running -= 1;
         if let Some(s) = slot {
-            pool.free.insert(s);
+            pool.release(s);
         }
         pool.victims.remove(&Pool::victim(r));
         if kill == Some(KillReason::Preempt) {

@@ -59,6 +59,8 @@ pub struct UniqueHolder {
 #[derive(Clone, Debug)]
 pub enum Input {
     Submit(Submit),
+    /// A reloaded config's scheduling limits and policies.
+    Reconfigure(EngineConfig),
     /// The executor spawned the attempt's process.
     Started {
         run: RunId,

@@ -33,6 +33,7 @@ mod io;
 mod lifecycle;
 mod pool;
 mod queue;
+mod reconfigure;
 mod restore;
 mod run;
 mod submit;
@@ -333,6 +334,7 @@ impl Engine {
     fn apply(&mut self, now: Millis, input: Input) -> Result<Reply, EngineError> {
         match input {
             Input::Submit(s) => self.submit(now, s),
+            Input::Reconfigure(cfg) => self.reconfigure(now, cfg),
             Input::Started {
                 run,
                 attempt,
