@@ -146,9 +146,6 @@ enum Command {
     },
     /// Write the man pages (ax.1, ax-<command>.1) into DIR.
     Man { dir: PathBuf },
-    /// Print docs/cli.md (the markdown reference) to stdout.
-    #[command(hide = true)]
-    Reference,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -203,10 +200,6 @@ fn main() -> ExitCode {
         ),
         Command::Man { dir } => report_io(
             reference::write_man_pages(&Cli::command(), dir).map(|_| ()),
-            &mut err,
-        ),
-        Command::Reference => report_io(
-            out.write_all(reference::markdown(&Cli::command()).as_bytes()),
             &mut err,
         ),
         other => {
@@ -273,8 +266,7 @@ fn main() -> ExitCode {
                 Command::Validate { .. }
                 | Command::Cron { .. }
                 | Command::Completions { .. }
-                | Command::Man { .. }
-                | Command::Reference => unreachable!("handled above"),
+                | Command::Man { .. } => unreachable!("handled above"),
             };
             let socket = cli
                 .socket

@@ -1,7 +1,7 @@
-//! The user's reference generated from the CLI's own definition: the
-//! markdown of `docs/cli.md`, the man pages of `ax man` and the shell
-//! completions of `ax completions`. Everything here takes the `clap::Command`
-//! of the binary, so the reference cannot describe flags the binary lacks.
+//! The user's reference generated from the CLI itself: the markdown of
+//! `docs/cli.md` (from the binary's `--help` answers), the man pages of
+//! `ax man` and the shell completions of `ax completions` (from its
+//! `clap::Command`), so the reference cannot describe flags the binary lacks.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -9,24 +9,23 @@ use std::path::{Path, PathBuf};
 use clap::Command;
 use clap_complete::Shell;
 
-/// Help is rendered at this width in docs/cli.md, whatever the terminal of
-/// the person regenerating it, so the file is the same on every machine.
-const MARKDOWN_HELP_WIDTH: usize = 100;
-
 /// The command that rewrites docs/cli.md from the binary (the test
 /// `cli_reference` compares the file with [`markdown`] otherwise).
 pub const REGENERATE: &str = "AX_UPDATE_DOCS=1 cargo test -p ax-tui --test cli_reference";
 
-/// docs/cli.md: what `--help` prints for the command and for every visible
-/// subcommand, depth first in declaration order, each in a text block.
-pub fn markdown(cmd: &Command) -> String {
-    let cmd = cmd.clone().term_width(MARKDOWN_HELP_WIDTH);
-    let name = cmd.get_name().to_owned();
+/// docs/cli.md: what `--help` prints for the program `name` and for every
+/// subcommand its help lists, depth first in the listed order. `help(path)`
+/// returns what `name path… --help` prints; the text is taken from the
+/// program's own answer, so the file shows exactly what a user sees.
+pub fn markdown<E>(
+    name: &str,
+    mut help: impl FnMut(&[String]) -> Result<String, E>,
+) -> Result<String, E> {
     let mut out = String::new();
     out.push_str(&format!("# `{name}` command-line reference\n\n"));
     out.push_str(&format!(
-        "This file is generated from the definition of the `{name}` binary; do not edit it by\n\
-         hand. After changing a command or a flag, regenerate it with\n\n\
+        "This file is generated from the `{name}` binary; do not edit it by hand.\n\
+         After changing a command or a flag, regenerate it with\n\n\
          ```sh\n{REGENERATE}\n```\n\n\
          (the same test fails while this file differs from the binary).\n\n"
     ));
@@ -41,42 +40,41 @@ pub fn markdown(cmd: &Command) -> String {
          ```\n\n\
          `{name} completions` knows bash, zsh, fish, elvish and powershell.\n"
     ));
-    let mut paths = Vec::new();
-    collect_visible_paths(&cmd, &mut vec![name], &mut paths);
-    for path in paths {
-        out.push_str(&format!("\n## `{}`\n\n```text\n", path.join(" ")));
+    let mut pending = vec![Vec::<String>::new()];
+    while let Some(path) = pending.pop() {
+        let text = help(&path)?;
+        let title: Vec<&str> = std::iter::once(name)
+            .chain(path.iter().map(String::as_str))
+            .collect();
+        out.push_str(&format!("\n## `{}`\n\n```text\n", title.join(" ")));
         // Trailing spaces are an accident of clap's layout; git and editors
         // strip them, which would make the file differ from the generator.
-        for line in help_text(&cmd, &path).trim_end().lines() {
+        for line in text.trim_end().lines() {
             out.push_str(line.trim_end());
             out.push('\n');
         }
         out.push_str("```\n");
-    }
-    out
-}
-
-/// Every command line that names a visible (sub)command, parents first.
-fn collect_visible_paths(cmd: &Command, path: &mut Vec<String>, paths: &mut Vec<Vec<String>>) {
-    paths.push(path.clone());
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        path.push(sub.get_name().to_owned());
-        collect_visible_paths(sub, path, paths);
-        path.pop();
-    }
-}
-
-/// Exactly what `<path> --help` prints: clap chooses the long or the short
-/// layout depending on whether any argument has a long description, so the
-/// text is taken from clap's own answer to the flag.
-fn help_text(cmd: &Command, path: &[String]) -> String {
-    let argv = path.iter().map(String::as_str).chain(["--help"]);
-    match cmd.clone().try_get_matches_from(argv) {
-        Err(answer) if answer.kind() == clap::error::ErrorKind::DisplayHelp => {
-            answer.render().to_string()
+        // Reversed onto the stack, so they come out in the listed order.
+        for sub in listed_subcommands(&text).into_iter().rev() {
+            let mut child = path.clone();
+            child.push(sub);
+            pending.push(child);
         }
-        other => panic!("`{} --help` did not print help: {other:?}", path.join(" ")),
     }
+    Ok(out)
+}
+
+/// The names in the `Commands:` section of a clap help text: the lines
+/// indented by exactly two spaces up to the next blank line.
+fn listed_subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| line.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Writes `<name>.1` for the command and `<name>-<sub>[-<subsub>].1` for
