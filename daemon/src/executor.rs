@@ -255,6 +255,7 @@ fn prepare(
         env,
         cwd: job.cwd.clone(),
         output: write_end,
+        close_fds: crate::spawn::CloseFds::Range,
     };
     let log = LazyLog {
         path: log_path(&cfg.log_dir, order.run, order.attempt),
