@@ -111,6 +111,16 @@ fn user_gid(user: &str) -> String {
         .to_string()
 }
 
+/// `ax` exited with `code`, and its stderr contains `says`.
+fn expect(out: &Output, code: i32, says: &str, what: &str) {
+    assert_eq!(out.status.code(), Some(code), "{what}: {}", describe(out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(says),
+        "{what}: {}",
+        describe(out)
+    );
+}
+
 fn describe(out: &Output) -> String {
     format!(
         "exit {:?}\nstdout: {}\nstderr: {}",
@@ -166,40 +176,13 @@ async fn viewers_read_admins_act_and_others_are_refused_with_real_uids() {
 
     let sock = d.socket.as_path();
     for user in [&viewer, &admin] {
-        let out = ax_as(user, sock, &["status"]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{user} reads: {}",
-            describe(&out)
-        );
-        let out = ax_as(user, sock, &["ls"]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{user} lists: {}",
-            describe(&out)
-        );
+        expect(&ax_as(user, sock, &["status"]), 0, "", "a member reads");
+        expect(&ax_as(user, sock, &["ls"]), 0, "", "a member lists");
     }
     let out = ax_as(&viewer, sock, &["submit", "--", "true"]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a viewer cannot act: {}",
-        describe(&out)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("may only read"),
-        "the refusal says why: {}",
-        describe(&out)
-    );
+    expect(&out, 1, "may only read", "a viewer cannot act");
     let out = ax_as(&admin, sock, &["--json", "submit", "--", "true"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "an admin acts: {}",
-        describe(&out)
-    );
+    expect(&out, 0, "", "an admin acts");
     let submitted: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = submitted["runs"][0].as_u64().expect("a run id");
     let mut c = d.client().await;
@@ -207,32 +190,17 @@ async fn viewers_read_admins_act_and_others_are_refused_with_real_uids() {
 
     // Anyone else cannot even open the socket...
     let out = ax_as(&outsider, sock, &["status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "an outsider is refused: {}",
-        describe(&out)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
-        "{}",
-        describe(&out)
-    );
+    expect(&out, 3, "Permission denied", "an outsider cannot connect");
     // ...and, where the modes are wider than axd made them (a directory
     // prepared by someone else), is refused at hello.
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let out = ax_as(&outsider, sock, &["status"]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "refused at hello: {}",
-        describe(&out)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("may not use this socket"),
-        "{}",
-        describe(&out)
+    expect(
+        &out,
+        1,
+        "may not use this socket",
+        "an outsider is refused at hello",
     );
     drop(accounts);
 }
