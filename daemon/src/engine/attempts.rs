@@ -83,6 +83,13 @@ impl Engine {
         let kill = r.kill.take();
         let slot = r.slot.take();
         if let Some(a) = r.attempts.last_mut() {
+            self.effects.push(Effect::AttemptEnded {
+                dag: r.dag.clone(),
+                spec: r.spec.clone(),
+                job_index: r.job_index,
+                outcome,
+                ran_ms: now - a.started_at,
+            });
             a.finished_at = Some(now);
             a.outcome = Some(outcome);
             a.exit_code = code;

@@ -168,6 +168,8 @@ pub struct SpawnOrder {
     pub slot: u32,
     pub spec: Arc<DagSpec>,
     pub job_index: u32,
+    /// How long the run was ready before this start (queue wait).
+    pub waited_ms: Millis,
 }
 
 impl SpawnOrder {
@@ -208,6 +210,14 @@ pub enum Effect {
     /// attempt's pid, which a restart needs to find its processes).
     Persist {
         run: RunId,
+    },
+    /// An attempt ended (for the metrics; the run's row carries it too).
+    AttemptEnded {
+        dag: Arc<str>,
+        spec: Arc<DagSpec>,
+        job_index: u32,
+        outcome: Outcome,
+        ran_ms: Millis,
     },
     DagRunFinished {
         dag_run: DagRunId,
