@@ -83,6 +83,13 @@ impl Engine {
         let kill = r.kill.take();
         let slot = r.slot.take();
         if let Some(a) = r.attempts.last_mut() {
+            self.effects.push(Effect::AttemptEnded {
+                dag: r.dag.clone(),
+                spec: r.spec.clone(),
+                job_index: r.job_index,
+                outcome,
+                ran_ms: now - a.started_at,
+            });
             a.finished_at = Some(now);
             a.outcome = Some(outcome);
             a.exit_code = code;
@@ -93,7 +100,7 @@ impl Engine {
         let pool = self.pools.get_mut(r.pool()).expect("a run's pool exists");
         pool.running -= 1;
         if let Some(s) = slot {
-            pool.free.insert(s);
+            pool.release(s);
         }
         pool.victims.remove(&Pool::victim(r));
         if kill == Some(KillReason::Preempt) {

@@ -89,6 +89,7 @@ impl Engine {
             slot,
             spec: r.spec.clone(),
             job_index: r.job_index,
+            waited_ms: waited,
         };
         if r.job().preemptible {
             self.pools

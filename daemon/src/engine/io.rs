@@ -41,11 +41,26 @@ pub struct Unique {
     pub key: String,
     /// Also deduplicate against finished DAG runs created this recently.
     pub within: Option<Millis>,
+    /// The newest DAG run with this key that the store holds, looked up by
+    /// the caller when the engine does not hold the key (it was evicted from
+    /// memory or finished in an earlier life). Only needed with `within`:
+    /// an unfinished DAG run is always held by the engine.
+    pub stored: Option<UniqueHolder>,
+}
+
+/// A DAG run that carries a unique key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniqueHolder {
+    pub dag_run: DagRunId,
+    pub created_at: Millis,
+    pub runs: Vec<RunId>,
 }
 
 #[derive(Clone, Debug)]
 pub enum Input {
     Submit(Submit),
+    /// A reloaded config's scheduling limits and policies.
+    Reconfigure(EngineConfig),
     /// The executor spawned the attempt's process.
     Started {
         run: RunId,
@@ -158,6 +173,8 @@ pub struct SpawnOrder {
     pub slot: u32,
     pub spec: Arc<DagSpec>,
     pub job_index: u32,
+    /// How long the run was ready before this start (queue wait).
+    pub waited_ms: Millis,
 }
 
 impl SpawnOrder {
@@ -198,6 +215,14 @@ pub enum Effect {
     /// attempt's pid, which a restart needs to find its processes).
     Persist {
         run: RunId,
+    },
+    /// An attempt ended (for the metrics; the run's row carries it too).
+    AttemptEnded {
+        dag: Arc<str>,
+        spec: Arc<DagSpec>,
+        job_index: u32,
+        outcome: Outcome,
+        ran_ms: Millis,
     },
     DagRunFinished {
         dag_run: DagRunId,

@@ -34,6 +34,7 @@ mod io;
 mod lifecycle;
 mod pool;
 mod queue;
+mod reconfigure;
 mod restore;
 mod run;
 mod submit;
@@ -51,6 +52,7 @@ use serde::{Deserialize, Serialize};
 
 pub use io::{
     Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, Step, Submit, Unique,
+    UniqueHolder,
 };
 use pool::{Pool, TokenBucket};
 pub use queue::{Aging, Candidate, ReadyQueue};
@@ -290,6 +292,12 @@ impl Engine {
         self.dag_runs.values()
     }
 
+    /// Whether the engine holds a DAG run with this unique key (every
+    /// unfinished one, and finished ones until they are evicted).
+    pub fn holds_unique_key(&self, key: &str) -> bool {
+        self.unique.contains_key(key)
+    }
+
     pub fn is_paused(&self, dag: &str) -> bool {
         self.paused.contains(dag)
     }
@@ -335,6 +343,7 @@ impl Engine {
     fn apply(&mut self, now: Millis, input: Input) -> Result<Reply, EngineError> {
         match input {
             Input::Submit(s) => self.submit(now, s),
+            Input::Reconfigure(cfg) => self.reconfigure(now, cfg),
             Input::Started {
                 run,
                 attempt,

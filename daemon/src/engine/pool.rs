@@ -27,6 +27,22 @@ impl Pool {
         }
     }
 
+    /// Gives back a slot index at an attempt's end. An index at or above
+    /// `slots` was held across a shrink and no longer exists.
+    pub(super) fn release(&mut self, slot: u32) {
+        if slot < self.slots {
+            self.free.insert(slot);
+        }
+    }
+
+    /// Sets the pool's size; `held` are the slot indices running attempts
+    /// hold. Keeps the invariant `free = {i < slots : i not held}`, so
+    /// `running < slots` still implies a free slot after a shrink.
+    pub(super) fn resize(&mut self, slots: u32, held: &[u32]) {
+        self.slots = slots;
+        self.free = (0..slots).filter(|i| !held.contains(i)).collect();
+    }
+
     /// Queues a ready run under its priority at its `ready_at`.
     pub(super) fn enqueue(&mut self, run: &Run) {
         self.queue
@@ -66,6 +82,13 @@ impl TokenBucket {
             per_ms: capacity / 60_000.0,
             last: Millis::MIN,
         }
+    }
+    /// A new rate (and capacity); tokens earned so far are kept up to it.
+    pub(super) fn set_rate(&mut self, now: Millis, per_minute: u32) {
+        self.refill(now);
+        self.capacity = f64::from(per_minute.max(1));
+        self.per_ms = self.capacity / 60_000.0;
+        self.tokens = self.tokens.min(self.capacity);
     }
     pub(super) fn refill(&mut self, now: Millis) {
         if self.last != Millis::MIN && now > self.last {

@@ -48,17 +48,13 @@ impl Engine {
             }
         }
         if let Some(u) = &s.unique
-            && let Some(&existing) = self.unique.get(&u.key)
-            && let Some(dr) = self.dag_runs.get(&existing)
+            && let Some(existing) = self.unique_holder(now, u)
         {
-            let recent = u.within.is_some_and(|w| now - dr.created_at <= w);
-            if dr.state == DagRunState::Active || recent {
-                return Ok(Reply::Submitted {
-                    dag_run: existing,
-                    runs: dr.runs.clone(),
-                    deduplicated: true,
-                });
-            }
+            return Ok(Reply::Submitted {
+                dag_run: existing.dag_run,
+                runs: existing.runs,
+                deduplicated: true,
+            });
         }
 
         let dag_run = DagRunId(self.next_dag_run);
@@ -145,6 +141,27 @@ impl Engine {
             runs: ids,
             deduplicated: false,
         })
+    }
+
+    /// The DAG run a submission with `u` is deduplicated against: an
+    /// unfinished one with the key, or with `within`, the newest one created
+    /// that recently. The engine's own map holds every unfinished DAG run
+    /// with a key (and finished ones until eviction); `u.stored` answers for
+    /// the ones only the store holds.
+    fn unique_holder(&self, now: Millis, u: &Unique) -> Option<UniqueHolder> {
+        let (holder, active) = match self.unique.get(&u.key).and_then(|id| self.dag_runs.get(id)) {
+            Some(dr) => (
+                UniqueHolder {
+                    dag_run: dr.id,
+                    created_at: dr.created_at,
+                    runs: dr.runs.clone(),
+                },
+                dr.state == DagRunState::Active,
+            ),
+            None => (u.stored.clone()?, false),
+        };
+        let recent = u.within.is_some_and(|w| now - holder.created_at <= w);
+        (active || recent).then_some(holder)
     }
 
     /// Adds `ids` to the reverse-dependency index of their upstream runs,

@@ -401,7 +401,11 @@ impl Engine {
             dag: spec,
             trigger,
             actor,
-            unique: unique.map(|key| Unique { key, within: None }),
+            unique: unique.map(|key| Unique {
+                key,
+                within: None,
+                stored: None,
+            }),
             after: Vec::new(),
         };
         if let Err(e) = self.create(now, submit, true) {
