@@ -9,14 +9,19 @@ use ax_shared::RunState;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
+use ax_shared::api::Role;
+use ax_shared::protocol::request::Status;
+
 use crate::config::Config;
-use crate::engine::{DagRunId, Engine, RunId};
+use crate::engine::Engine;
 use crate::executor::{ExecConfig, Executor, sweep_orphan};
-use crate::scheduler::{Handle, Msg, Scheduler};
+use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
 use crate::server::{Access, bind, serve};
+use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::store::sqlite::SqliteStore;
 use crate::time::now_ms;
+use crate::writer::Fault;
 
 fn notify(state: &[sd_notify::NotifyState]) {
     let _ = sd_notify::notify(state);
@@ -73,7 +78,9 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
     Ok(lock)
 }
 
-pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+/// Runs axd until it has shut down; the exit code says whether every
+/// thread ended well (`exit_code`).
+pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8> {
     let started = crate::time::monotonic();
     std::fs::create_dir_all(&cfg.state_dir)
         .with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
@@ -139,10 +146,16 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
         db.display()
     );
-    let _ = (RunId(0), DagRunId(0));
-
-    // 3. executor, scheduler, jobs folder
+    // 3. executor, writer, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+    let shutdown = {
+        let tx = std::sync::Mutex::new(tx.clone());
+        Shutdown::new(move || {
+            if let Ok(tx) = tx.lock() {
+                let _ = tx.send(Msg::Wake);
+            }
+        })
+    };
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
     if let Some((old, new)) = crate::spawn::raise_nofile() {
         tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
@@ -167,21 +180,35 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         )
         .context("cannot start the spawner threads")?
     };
-    // A second connection for the writer thread; this one serves reads.
+    // A second connection for the writer thread; the scheduler's serves
+    // reads.
     let writer_store = SqliteStore::open(&db, cfg.synchronous_full)
         .with_context(|| format!("cannot open {}", db.display()))?;
-    let mut scheduler = Scheduler::new(
-        cfg.clone(),
+    let fault: Fault = Arc::default();
+    // Bounded: a store slower than the scheduler slows the scheduler down
+    // rather than letting unwritten steps pile up without end.
+    let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
+    let writer_thread = {
+        let (notify, fault) = (notify_tx.clone(), fault.clone());
+        std::thread::Builder::new()
+            .name("ax-writer".into())
+            .spawn(move || crate::writer::run(Box::new(writer_store), writer_rx, notify, fault))
+            .context("cannot start the store writer thread")?
+    };
+    let mut scheduler = Scheduler::new(Parts {
+        cfg: cfg.clone(),
         config_path,
         engine,
-        Box::new(store),
-        Box::new(writer_store),
-        exec_tx,
-        notify_tx.clone(),
+        store: Box::new(store),
+        exec: exec_tx,
+        notify: notify_tx.clone(),
         stored_terminal,
-    );
+        writer: writer_tx,
+        fault,
+        shutdown: shutdown.clone(),
+    });
     let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.rescan_jobs_with(now, &watcher, &loaded.cron_marks));
+    initial.extend(scheduler.load_jobs(now, &watcher, &loaded.cron_marks));
 
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
@@ -214,8 +241,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         admin_gid,
         socket_gid,
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(serve(listener, handle.clone(), access, stop_rx));
+    let server = tokio::spawn(serve(listener, handle.clone(), access, shutdown.clone()));
 
     tracing::info!(
         "axd {} serving {} ({} ms to ready)",
@@ -233,17 +259,14 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         let handle = handle.clone();
         let period = interval / 2;
         tokio::spawn(async move {
-            let peer = crate::scheduler::Peer {
-                role: crate::scheduler::Role::Owner,
+            let peer = Peer {
+                role: Role::Owner,
                 actor: Arc::from("watchdog"),
             };
             loop {
                 tokio::time::sleep(period).await;
-                if let Ok(status) = handle.call(&peer, "status", serde_json::Value::Null).await {
-                    let running = status["pools"]
-                        .as_array()
-                        .map(|p| p.iter().filter_map(|x| x["running"].as_u64()).sum::<u64>())
-                        .unwrap_or(0);
+                if let Ok(status) = handle.ask(&peer, Status).await {
+                    let running: u32 = status.pools.iter().map(|p| p.running).sum();
                     notify(&[
                         sd_notify::NotifyState::Watchdog,
                         sd_notify::NotifyState::Status(&format!("{running} running")),
@@ -256,26 +279,68 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let _ = scheduler_thread.join();
-        let _ = done_tx.send(());
-    });
-    loop {
+    let mut scheduler_done = tokio::task::spawn_blocking(move || scheduler_thread.join());
+    let scheduler_ended = loop {
         tokio::select! {
-            _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); let _ = tx.send(Msg::Shutdown); }
-            _ = int.recv() => { notify(&[sd_notify::NotifyState::Stopping]); let _ = tx.send(Msg::Shutdown); }
+            _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
+            _ = int.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
             _ = hup.recv() => {
                 notify(&[sd_notify::NotifyState::Reloading]);
                 let _ = tx.send(Msg::Reload);
                 notify(&[sd_notify::NotifyState::Ready]);
             }
-            _ = &mut done_rx => break,
+            ended = &mut scheduler_done => break ended,
         }
-    }
-    let _ = stop_tx.send(true);
+    };
+    // The scheduler has dropped the writer's queue: the writer writes what
+    // it holds, sends the answers waiting on it, and ends.
+    let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    shutdown.stop();
     let _ = server.await;
     let _ = std::fs::remove_file(&cfg.socket);
+    let code = exit_code(&[
+        (
+            "scheduler",
+            scheduler_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+        (
+            "store writer",
+            writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+    ]);
     tracing::info!("axd stopped");
-    Ok(())
+    Ok(code)
+}
+
+/// axd's exit code from how its threads ended: 0 when all returned, 1 when
+/// any panicked (so that systemd's `Restart=on-failure` restarts it).
+pub fn exit_code(threads: &[(&str, std::thread::Result<()>)]) -> u8 {
+    let mut code = 0;
+    for (name, ended) in threads {
+        if let Err(panic) = ended {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!("the {name} thread panicked: {what}");
+            code = 1;
+        }
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code;
+
+    #[test]
+    fn a_panicked_thread_makes_the_exit_code_non_zero() {
+        let fine = std::thread::spawn(|| {}).join();
+        let panicked = std::thread::spawn(|| panic!("scheduler invariant broken")).join();
+        assert_eq!(exit_code(&[("scheduler", fine)]), 0);
+        let fine = std::thread::spawn(|| {}).join();
+        assert_eq!(exit_code(&[("writer", fine), ("scheduler", panicked)]), 1);
+        assert_eq!(exit_code(&[]), 0);
+    }
 }

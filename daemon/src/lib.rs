@@ -1,4 +1,5 @@
-//! The ax daemon: the scheduling engine and (later) the runtime around it.
+//! The ax daemon: the scheduling engine and the runtime around it (store,
+//! executor, socket server, jobs-folder watcher).
 
 pub mod config;
 pub mod daemon;
@@ -8,6 +9,7 @@ pub mod executor;
 pub mod reaper;
 pub mod scheduler;
 pub mod server;
+pub mod shutdown;
 pub mod spawn;
 pub mod store;
 pub mod time;

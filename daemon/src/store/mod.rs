@@ -85,7 +85,6 @@ pub trait Store: Send {
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
     /// State of the newest DAG run of each DAG.
     fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
-    fn integrity_check(&mut self) -> Result<String, StoreError>;
     /// One DAG run, finished or not, to load it back into the engine
     /// (a retry of a run the engine no longer holds).
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError>;
