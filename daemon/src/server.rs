@@ -17,7 +17,7 @@ use ax_shared::api::{HelloAnswer, LogChunk, Role};
 use ax_shared::protocol::request::{Hello, LogInfo, Logs};
 use ax_shared::protocol::{
     Lagged, MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, Request, RpcError, codes,
-    decode_request,
+    decode_request, encode_answer,
 };
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
@@ -307,7 +307,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 snapshot
             }
             (Some(p), Some(Ok(Request::Logs(params)))) => {
-                logs(&handle, p, *params).await.and_then(wire)
+                logs(&handle, p, *params).await.and_then(encode_answer)
             }
             (Some(_), Some(Ok(_))) => unreachable!("pipelined above"),
         };
@@ -318,10 +318,6 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             return;
         }
     }
-}
-
-fn wire<T: serde::Serialize>(answer: T) -> Result<Value, RpcError> {
-    serde_json::to_value(answer).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
 }
 
 async fn recv_opt(
@@ -377,7 +373,7 @@ fn decode_hello(params: Value, role: Option<Role>, uid: u32) -> Result<(Peer, Va
         version: env!("CARGO_PKG_VERSION").into(),
         role,
     };
-    Ok((peer, wire(answer)?))
+    Ok((peer, encode_answer(answer)?))
 }
 
 /// `logs`: a range of an attempt's log. With `follow`, waits (up to

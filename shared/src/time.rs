@@ -56,6 +56,13 @@ pub fn format_utc_ms(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// RFC 3339 in a time zone, to the second (`2026-11-29T03:00:00+01:00`):
+/// fire times as `ax validate` and `ax cron next` show them to people.
+pub fn format_in_zone(t: DateTime<Utc>, zone: &chrono_tz::Tz) -> String {
+    t.with_timezone(zone)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 impl fmt::Display for Timestamp {
     /// An instant chrono cannot represent prints as the empty string.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -118,6 +125,12 @@ mod tests {
         let back: Timestamp = serde_json::from_str("\"2026-11-29T12:00:08.500Z\"").unwrap();
         assert_eq!(back, t);
         assert!(Timestamp::parse("yesterday").is_err());
+        let utc = t.to_datetime().unwrap();
+        assert_eq!(format_utc_ms(utc), "2026-11-29T12:00:08.500Z");
+        assert_eq!(
+            format_in_zone(utc, &chrono_tz::Europe::Paris),
+            "2026-11-29T13:00:08+01:00"
+        );
     }
 
     #[test]

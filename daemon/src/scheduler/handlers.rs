@@ -11,7 +11,7 @@ use ax_shared::api::{
 use ax_shared::protocol::request::{
     Cancel, DagTarget, Events, GetDag, ListRuns, LogInfo, Retry, Trigger,
 };
-use ax_shared::protocol::{Request, RpcError, codes};
+use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -37,9 +37,7 @@ fn not_found(what: String) -> RpcError {
 
 /// An answer as it goes on the wire.
 fn wire<T: Serialize>(answer: Result<T, RpcError>) -> Result<Value, RpcError> {
-    answer.and_then(|a| {
-        serde_json::to_value(a).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
-    })
+    answer.and_then(encode_answer)
 }
 
 impl Scheduler {
@@ -271,6 +269,9 @@ impl Scheduler {
         p: Cancel,
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
+        // Cancelling an upstream run cancels its downstream runs: in a list,
+        // one named later may have ended by then, which is no error.
+        let in_list = p.ids.is_some();
         let ids: Vec<u64> = match (p.ids, p.id) {
             (Some(ids), _) => {
                 for (i, id) in ids.iter().enumerate() {
@@ -290,24 +291,15 @@ impl Scheduler {
                 let mut seen = BTreeSet::new();
                 ids.into_iter().filter(|id| seen.insert(*id)).collect()
             }
-            (None, Some(id)) => {
-                let input = Input::Cancel {
-                    run: RunId(id),
-                    actor: peer.actor.clone(),
-                };
-                self.apply(now, input, effects)?;
-                return Ok(Done::OK);
-            }
+            (None, Some(id)) => vec![id],
             (None, None) => return Err(bad("`id` must be a run id (a positive integer)")),
         };
         for id in ids {
-            // Cancelling an upstream run cancels its downstream runs: one
-            // of those named later has then ended already.
-            if self
+            let ended = self
                 .engine
                 .run(RunId(id))
-                .is_some_and(|r| r.state.is_terminal())
-            {
+                .is_some_and(|r| r.state.is_terminal());
+            if in_list && ended {
                 continue;
             }
             let input = Input::Cancel {

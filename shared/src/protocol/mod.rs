@@ -86,6 +86,11 @@ impl RpcError {
     }
 }
 
+/// An answer as it goes on the wire.
+pub fn encode_answer<T: Serialize>(answer: T) -> Result<Value, RpcError> {
+    serde_json::to_value(answer).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+}
+
 /// Any line the daemon sends: a response (has `id`) or a notification
 /// (has `method`, no `id`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
