@@ -146,14 +146,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
         db.display()
     );
+
     // 3. executor, writer, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let shutdown = {
-        let tx = std::sync::Mutex::new(tx.clone());
+        let tx = tx.clone();
         Shutdown::new(move || {
-            if let Ok(tx) = tx.lock() {
-                let _ = tx.send(Msg::Wake);
-            }
+            let _ = tx.send(Msg::Wake);
         })
     };
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
