@@ -1,8 +1,10 @@
 //! Start-up, signals and shutdown of `axd` (SPEC §5.3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
 
 use anyhow::{Context, anyhow, bail};
 use ax_shared::RunState;
@@ -13,7 +15,7 @@ use ax_shared::api::Role;
 use ax_shared::protocol::request::Status;
 
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::{Effect, Engine, Millis};
 use crate::executor::{ExecConfig, Executor, sweep_orphan};
 use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
 use crate::server::{Access, bind, serve};
@@ -103,49 +105,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let db = cfg.state_dir.join("ax.db");
     let mut store = SqliteStore::open(&db, cfg.synchronous_full)
         .with_context(|| format!("cannot open {}", db.display()))?;
-    let t_load = crate::time::monotonic();
-    let loaded = store.load()?;
-    tracing::debug!("store load took {:?}", t_load.elapsed());
-    // 2. processes of an earlier life die first
-    let swept = loaded
-        .orphans
-        .iter()
-        .filter(|(pid, start)| sweep_orphan(*pid, *start))
-        .count();
-    if swept > 0 {
-        tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
-    }
-    let now = now_ms();
-    let seed = now as u64 ^ u64::from(std::process::id());
-    let mut engine = Engine::new(cfg.engine_config(), seed);
-    for (id, state) in &loaded.external {
-        engine.note_external(*id, *state);
-    }
-    let interrupted = loaded
-        .dag_runs
-        .iter()
-        .flat_map(|d| &d.runs)
-        .filter(|r| r.state == RunState::Running)
-        .count();
-    let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
-    // Paused DAGs first: restoring dispatches, and a paused DAG's runs
-    // must stay held.
-    for dag in &loaded.paused {
-        engine.set_paused(now, dag, true);
-    }
-    let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
-    tracing::debug!("restore done at {:?}", t_load.elapsed());
-    let counts = store.state_counts()?;
-    tracing::debug!("state counts done at {:?}", t_load.elapsed());
-    let mut stored_terminal = BTreeMap::new();
-    for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
-        let total = counts.get(s.as_str()).copied().unwrap_or(0);
-        stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
-    }
-    tracing::info!(
-        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
-        db.display()
-    );
+    let Restored {
+        now,
+        engine,
+        mut initial,
+        stored_terminal,
+        cron_marks,
+    } = restore(&cfg, &mut store, &db)?;
 
     // 3. executor, writer, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
@@ -207,7 +173,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         shutdown: shutdown.clone(),
     });
     let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.load_jobs(now, &watcher, &loaded.cron_marks));
+    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
 
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
@@ -275,6 +241,87 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         });
     }
 
+    let code = serve_until_stopped(&shutdown, &tx, scheduler_thread, writer_thread).await?;
+    let _ = server.await;
+    let _ = std::fs::remove_file(&cfg.socket);
+    tracing::info!("axd stopped");
+    Ok(code)
+}
+
+/// The engine as the store left it, with what the scheduler needs to go
+/// on from there.
+struct Restored {
+    now: Millis,
+    engine: Engine,
+    /// Effects of the restore, for the scheduler's first step.
+    initial: Vec<Effect>,
+    stored_terminal: BTreeMap<RunState, u64>,
+    cron_marks: HashMap<String, i64>,
+}
+
+/// Loads unfinished runs into a new engine; processes of an earlier life
+/// die first.
+fn restore(cfg: &Config, store: &mut SqliteStore, db: &Path) -> anyhow::Result<Restored> {
+    let t_load = crate::time::monotonic();
+    let loaded = store.load()?;
+    tracing::debug!("store load took {:?}", t_load.elapsed());
+    let swept = loaded
+        .orphans
+        .iter()
+        .filter(|(pid, start)| sweep_orphan(*pid, *start))
+        .count();
+    if swept > 0 {
+        tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
+    }
+    let now = now_ms();
+    let seed = now as u64 ^ u64::from(std::process::id());
+    let mut engine = Engine::new(cfg.engine_config(), seed);
+    for (id, state) in &loaded.external {
+        engine.note_external(*id, *state);
+    }
+    let interrupted = loaded
+        .dag_runs
+        .iter()
+        .flat_map(|d| &d.runs)
+        .filter(|r| r.state == RunState::Running)
+        .count();
+    let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
+    // Paused DAGs first: restoring dispatches, and a paused DAG's runs
+    // must stay held.
+    for dag in &loaded.paused {
+        engine.set_paused(now, dag, true);
+    }
+    let initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
+    tracing::debug!("restore done at {:?}", t_load.elapsed());
+    let counts = store.state_counts()?;
+    tracing::debug!("state counts done at {:?}", t_load.elapsed());
+    let mut stored_terminal = BTreeMap::new();
+    for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
+        let total = counts.get(s.as_str()).copied().unwrap_or(0);
+        stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
+    }
+    tracing::info!(
+        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
+        db.display()
+    );
+    Ok(Restored {
+        now,
+        engine,
+        initial,
+        stored_terminal,
+        cron_marks: loaded.cron_marks,
+    })
+}
+
+/// Answers signals until the scheduler thread ends (shutdown complete, or
+/// a panic), then joins the writer and stops the socket. Returns the exit
+/// code.
+async fn serve_until_stopped(
+    shutdown: &Shutdown,
+    tx: &Sender<Msg>,
+    scheduler_thread: JoinHandle<()>,
+    writer_thread: JoinHandle<()>,
+) -> anyhow::Result<u8> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -295,9 +342,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // it holds, sends the answers waiting on it, and ends.
     let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
     shutdown.stop();
-    let _ = server.await;
-    let _ = std::fs::remove_file(&cfg.socket);
-    let code = exit_code(&[
+    Ok(exit_code(&[
         (
             "scheduler",
             scheduler_ended.unwrap_or_else(|e| Err(Box::new(e))),
@@ -306,9 +351,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             "store writer",
             writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
-    ]);
-    tracing::info!("axd stopped");
-    Ok(code)
+    ]))
 }
 
 /// axd's exit code from how its threads ended: 0 when all returned, 1 when
