@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 
 use ax_shared::RunState;
 use ax_shared::api::{
-    DagView, Done, EventView, LogInfoView, PauseAnswer, ReloadAnswer, RunView, StatusView,
-    SubmitResult, SubscribeAnswer,
+    DagView, Done, EventView, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult,
+    SubscribeAnswer,
 };
 use ax_shared::protocol::request::{
-    Cancel, DagTarget, Events, GetDag, ListRuns, LogInfo, Retry, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,
 };
 use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
 use serde::Serialize;
@@ -79,7 +79,7 @@ impl Scheduler {
             ));
         }
         match request {
-            Request::Status(_) => wire(Ok::<StatusView, RpcError>(self.status())),
+            Request::Status(_) => encode_answer(self.status()),
             Request::ListRuns(p) => wire(self.list_runs(now, *p)),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
             Request::ListDags(_) => wire(self.list_dags()),
@@ -88,46 +88,17 @@ impl Scheduler {
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
             Request::Trigger(p) => wire(self.trigger(now, peer, *p, effects)),
             Request::Cancel(p) => wire(self.cancel(now, peer, *p, effects)),
-            Request::CancelDagRun(p) => wire(
-                self.apply(
-                    now,
-                    Input::CancelDagRun {
-                        dag_run: DagRunId(p.id),
-                        actor: peer.actor.clone(),
-                    },
-                    effects,
-                )
-                .map(|_| Done::OK),
-            ),
+            Request::CancelDagRun(p) => wire(self.cancel_dag_run(now, peer, *p, effects)),
             Request::Retry(p) => wire(self.retry(now, peer, *p, effects)),
             Request::Pause(p) => wire(self.pause(now, p.0, true, effects)),
             Request::Resume(p) => wire(self.pause(now, p.0, false, effects)),
-            Request::Reload(_) => {
-                effects.extend(self.reload(now, &peer.actor));
-                wire(Ok::<_, RpcError>(ReloadAnswer {
-                    ok: true,
-                    dags: self.registry.len(),
-                    errors: self.registry.errors().len(),
-                }))
-            }
-            Request::Heartbeat(p) => {
-                if let Some(progress) = p.progress
-                    && !(0.0..=1.0).contains(&progress)
-                {
-                    return Err(bad(format!("progress {progress} must be between 0 and 1")));
-                }
-                let input = Input::Beat {
-                    run: RunId(p.run),
-                    message: p.message,
-                    progress: p.progress,
-                };
-                wire(self.apply(now, input, effects).map(|_| Done::OK))
-            }
+            Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
+            Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
             Request::Events(p) => wire(self.events(*p)),
-            Request::Subscribe(_) => wire(Ok::<_, RpcError>(SubscribeAnswer {
+            Request::Subscribe(_) => encode_answer(SubscribeAnswer {
                 status: self.status(),
-            })),
+            }),
             // Answered by the connection itself (`server`).
             Request::Hello(_) | Request::Logs(_) => Err(RpcError::new(
                 codes::INTERNAL,
@@ -311,6 +282,21 @@ impl Scheduler {
         Ok(Done::OK)
     }
 
+    fn cancel_dag_run(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: CancelDagRun,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        let input = Input::CancelDagRun {
+            dag_run: DagRunId(p.id),
+            actor: peer.actor.clone(),
+        };
+        self.apply(now, input, effects)?;
+        Ok(Done::OK)
+    }
+
     fn retry(
         &mut self,
         now: Millis,
@@ -369,6 +355,41 @@ impl Scheduler {
             ok: true,
             dags: names,
         })
+    }
+
+    /// `reload`: `axd.toml` and the jobs folder, read again.
+    fn reload_request(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        effects: &mut Vec<Effect>,
+    ) -> Result<ReloadAnswer, RpcError> {
+        effects.extend(self.reload(now, &peer.actor));
+        Ok(ReloadAnswer {
+            ok: true,
+            dags: self.registry.len(),
+            errors: self.registry.errors().len(),
+        })
+    }
+
+    fn heartbeat(
+        &mut self,
+        now: Millis,
+        p: Heartbeat,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        if let Some(progress) = p.progress
+            && !(0.0..=1.0).contains(&progress)
+        {
+            return Err(bad(format!("progress {progress} must be between 0 and 1")));
+        }
+        let input = Input::Beat {
+            run: RunId(p.run),
+            message: p.message,
+            progress: p.progress,
+        };
+        self.apply(now, input, effects)?;
+        Ok(Done::OK)
     }
 
     fn log_info(&mut self, p: LogInfo) -> Result<LogInfoView, RpcError> {
