@@ -410,8 +410,10 @@ impl Scheduler {
                     reason,
                     grace_ms,
                 } => {
+                    // At shutdown every job gets the whole `shutdown_grace`
+                    // to stop by itself (SPEC §5.3), whatever its `kill_grace`.
                     let grace_ms = if *reason == KillReason::Shutdown {
-                        (*grace_ms).min(self.cfg.shutdown_grace.as_millis() as Millis)
+                        self.cfg.shutdown_grace.as_millis() as Millis
                     } else {
                         *grace_ms
                     };

@@ -43,11 +43,23 @@ impl Scheduler {
         }
         let unique = match &p.unique {
             None => None,
-            Some(key) => Some(Unique {
-                key: key.clone(),
-                within: duration("unique_for", p.unique_for.as_deref())?
-                    .map(|d| d.as_millis() as Millis),
-            }),
+            Some(key) => {
+                let within = duration("unique_for", p.unique_for.as_deref())?
+                    .map(|d| d.as_millis() as Millis);
+                // The engine holds every unfinished DAG run with a key; a
+                // finished one it let go of is found in the store.
+                let stored = match within {
+                    Some(_) if !self.engine.holds_unique_key(key) => {
+                        self.store.newest_with_unique_key(key).map_err(store_err)?
+                    }
+                    _ => None,
+                };
+                Some(Unique {
+                    key: key.clone(),
+                    within,
+                    stored,
+                })
+            }
         };
         let name = p.name.as_deref().unwrap_or("adhoc");
         let spec = match &p.toml {
