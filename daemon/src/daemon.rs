@@ -1,22 +1,29 @@
 //! Start-up, signals and shutdown of `axd` (SPEC §5.3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
 
 use anyhow::{Context, anyhow, bail};
 use ax_shared::RunState;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
+use ax_shared::api::Role;
+use ax_shared::protocol::request::Status;
+
 use crate::config::Config;
-use crate::engine::{DagRunId, Engine, RunId};
+use crate::engine::{Effect, Engine, Millis};
 use crate::executor::{ExecConfig, Executor, sweep_orphan};
-use crate::scheduler::{Handle, Msg, Scheduler};
+use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
 use crate::server::{Access, bind, serve};
+use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::store::sqlite::SqliteStore;
 use crate::time::now_ms;
+use crate::writer::Fault;
 
 fn notify(state: &[sd_notify::NotifyState]) {
     let _ = sd_notify::notify(state);
@@ -73,7 +80,9 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
     Ok(lock)
 }
 
-pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+/// Runs axd until it has shut down; the exit code says whether every
+/// thread ended well (`exit_code`).
+pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8> {
     let started = crate::time::monotonic();
     std::fs::create_dir_all(&cfg.state_dir)
         .with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
@@ -96,54 +105,22 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     let db = cfg.state_dir.join("ax.db");
     let mut store = SqliteStore::open(&db, cfg.synchronous_full)
         .with_context(|| format!("cannot open {}", db.display()))?;
-    let t_load = crate::time::monotonic();
-    let loaded = store.load()?;
-    tracing::debug!("store load took {:?}", t_load.elapsed());
-    // 2. processes of an earlier life die first
-    let swept = loaded
-        .orphans
-        .iter()
-        .filter(|(pid, start)| sweep_orphan(*pid, *start))
-        .count();
-    if swept > 0 {
-        tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
-    }
-    let now = now_ms();
-    let seed = now as u64 ^ u64::from(std::process::id());
-    let mut engine = Engine::new(cfg.engine_config(), seed);
-    for (id, state) in &loaded.external {
-        engine.note_external(*id, *state);
-    }
-    let interrupted = loaded
-        .dag_runs
-        .iter()
-        .flat_map(|d| &d.runs)
-        .filter(|r| r.state == RunState::Running)
-        .count();
-    let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
-    // Paused DAGs first: restoring dispatches, and a paused DAG's runs
-    // must stay held.
-    for dag in &loaded.paused {
-        engine.set_paused(now, dag, true);
-    }
-    let mut initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
-    engine.restore_trigger_queues(loaded.trigger_queues);
-    tracing::debug!("restore done at {:?}", t_load.elapsed());
-    let counts = store.state_counts()?;
-    tracing::debug!("state counts done at {:?}", t_load.elapsed());
-    let mut stored_terminal = BTreeMap::new();
-    for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
-        let total = counts.get(s.as_str()).copied().unwrap_or(0);
-        stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
-    }
-    tracing::info!(
-        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
-        db.display()
-    );
-    let _ = (RunId(0), DagRunId(0));
+    let Restored {
+        now,
+        engine,
+        mut initial,
+        stored_terminal,
+        cron_marks,
+    } = restore(&cfg, &mut store, &db)?;
 
-    // 3. executor, scheduler, jobs folder
+    // 3. executor, writer, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+    let shutdown = {
+        let tx = tx.clone();
+        Shutdown::new(move || {
+            let _ = tx.send(Msg::Wake);
+        })
+    };
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
     if let Some((old, new)) = crate::spawn::raise_nofile() {
         tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
@@ -168,21 +145,35 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         )
         .context("cannot start the spawner threads")?
     };
-    // A second connection for the writer thread; this one serves reads.
+    // A second connection for the writer thread; the scheduler's serves
+    // reads.
     let writer_store = SqliteStore::open(&db, cfg.synchronous_full)
         .with_context(|| format!("cannot open {}", db.display()))?;
-    let mut scheduler = Scheduler::new(
-        cfg.clone(),
+    let fault: Fault = Arc::default();
+    // Bounded: a store slower than the scheduler slows the scheduler down
+    // rather than letting unwritten steps pile up without end.
+    let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
+    let writer_thread = {
+        let (notify, fault) = (notify_tx.clone(), fault.clone());
+        std::thread::Builder::new()
+            .name("ax-writer".into())
+            .spawn(move || crate::writer::run(Box::new(writer_store), writer_rx, notify, fault))
+            .context("cannot start the store writer thread")?
+    };
+    let mut scheduler = Scheduler::new(Parts {
+        cfg: cfg.clone(),
         config_path,
         engine,
-        Box::new(store),
-        Box::new(writer_store),
-        exec_tx,
-        notify_tx.clone(),
+        store: Box::new(store),
+        exec: exec_tx,
+        notify: notify_tx.clone(),
         stored_terminal,
-    );
+        writer: writer_tx,
+        fault,
+        shutdown: shutdown.clone(),
+    });
     let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.rescan_jobs_with(now, &watcher, &loaded.cron_marks));
+    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
 
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
@@ -212,8 +203,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         admin_gid,
         socket_gid,
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(serve(listener, handle.clone(), access, stop_rx));
+    let server = tokio::spawn(serve(listener, handle.clone(), access, shutdown.clone()));
 
     tracing::info!(
         "axd {} serving {} ({} ms to ready)",
@@ -231,17 +221,14 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         let handle = handle.clone();
         let period = interval / 2;
         tokio::spawn(async move {
-            let peer = crate::scheduler::Peer {
-                role: crate::scheduler::Role::Owner,
+            let peer = Peer {
+                role: Role::Owner,
                 actor: Arc::from("watchdog"),
             };
             loop {
                 tokio::time::sleep(period).await;
-                if let Ok(status) = handle.call(&peer, "status", serde_json::Value::Null).await {
-                    let running = status["pools"]
-                        .as_array()
-                        .map(|p| p.iter().filter_map(|x| x["running"].as_u64()).sum::<u64>())
-                        .unwrap_or(0);
+                if let Ok(status) = handle.ask(&peer, Status).await {
+                    let running: u32 = status.pools.iter().map(|p| p.running).sum();
                     notify(&[
                         sd_notify::NotifyState::Watchdog,
                         sd_notify::NotifyState::Status(&format!("{running} running")),
@@ -251,29 +238,149 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
         });
     }
 
+    let code = serve_until_stopped(&shutdown, &tx, scheduler_thread, writer_thread).await?;
+    let _ = server.await;
+    let _ = std::fs::remove_file(&cfg.socket);
+    tracing::info!("axd stopped");
+    Ok(code)
+}
+
+/// The engine as the store left it, with what the scheduler needs to go
+/// on from there.
+struct Restored {
+    now: Millis,
+    engine: Engine,
+    /// Effects of the restore, for the scheduler's first step.
+    initial: Vec<Effect>,
+    stored_terminal: BTreeMap<RunState, u64>,
+    cron_marks: HashMap<String, i64>,
+}
+
+/// Loads unfinished runs into a new engine; processes of an earlier life
+/// die first.
+fn restore(cfg: &Config, store: &mut SqliteStore, db: &Path) -> anyhow::Result<Restored> {
+    let t_load = crate::time::monotonic();
+    let loaded = store.load()?;
+    tracing::debug!("store load took {:?}", t_load.elapsed());
+    let swept = loaded
+        .orphans
+        .iter()
+        .filter(|(pid, start)| sweep_orphan(*pid, *start))
+        .count();
+    if swept > 0 {
+        tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
+    }
+    let now = now_ms();
+    let seed = now as u64 ^ u64::from(std::process::id());
+    let mut engine = Engine::new(cfg.engine_config(), seed);
+    for (id, state) in &loaded.external {
+        engine.note_external(*id, *state);
+    }
+    let interrupted = loaded
+        .dag_runs
+        .iter()
+        .flat_map(|d| &d.runs)
+        .filter(|r| r.state == RunState::Running)
+        .count();
+    let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
+    // Paused DAGs first: restoring dispatches, and a paused DAG's runs
+    // must stay held.
+    for dag in &loaded.paused {
+        engine.set_paused(now, dag, true);
+    }
+    let initial = engine.restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
+    engine.restore_trigger_queues(loaded.trigger_queues);
+    tracing::debug!("restore done at {:?}", t_load.elapsed());
+    let counts = store.state_counts()?;
+    tracing::debug!("state counts done at {:?}", t_load.elapsed());
+    let mut stored_terminal = BTreeMap::new();
+    for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
+        let total = counts.get(s.as_str()).copied().unwrap_or(0);
+        stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
+    }
+    tracing::info!(
+        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
+        db.display()
+    );
+    Ok(Restored {
+        now,
+        engine,
+        initial,
+        stored_terminal,
+        cron_marks: loaded.cron_marks,
+    })
+}
+
+/// Answers signals until the scheduler thread ends (shutdown complete, or
+/// a panic), then joins the writer and stops the socket. Returns the exit
+/// code.
+async fn serve_until_stopped(
+    shutdown: &Shutdown,
+    tx: &Sender<Msg>,
+    scheduler_thread: JoinHandle<()>,
+    writer_thread: JoinHandle<()>,
+) -> anyhow::Result<u8> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
-    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let _ = scheduler_thread.join();
-        let _ = done_tx.send(());
-    });
-    loop {
+    let mut scheduler_done = tokio::task::spawn_blocking(move || scheduler_thread.join());
+    let scheduler_ended = loop {
         tokio::select! {
-            _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); let _ = tx.send(Msg::Shutdown); }
-            _ = int.recv() => { notify(&[sd_notify::NotifyState::Stopping]); let _ = tx.send(Msg::Shutdown); }
+            _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
+            _ = int.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
             _ = hup.recv() => {
                 notify(&[sd_notify::NotifyState::Reloading]);
                 let _ = tx.send(Msg::Reload);
                 notify(&[sd_notify::NotifyState::Ready]);
             }
-            _ = &mut done_rx => break,
+            ended = &mut scheduler_done => break ended,
+        }
+    };
+    // The scheduler has dropped the writer's queue: the writer writes what
+    // it holds, sends the answers waiting on it, and ends.
+    let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    shutdown.stop();
+    Ok(exit_code(&[
+        (
+            "scheduler",
+            scheduler_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+        (
+            "store writer",
+            writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+    ]))
+}
+
+/// axd's exit code from how its threads ended: 0 when all returned, 1 when
+/// any panicked (so that systemd's `Restart=on-failure` restarts it).
+pub fn exit_code(threads: &[(&str, std::thread::Result<()>)]) -> u8 {
+    let mut code = 0;
+    for (name, ended) in threads {
+        if let Err(panic) = ended {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!("the {name} thread panicked: {what}");
+            code = 1;
         }
     }
-    let _ = stop_tx.send(true);
-    let _ = server.await;
-    let _ = std::fs::remove_file(&cfg.socket);
-    tracing::info!("axd stopped");
-    Ok(())
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exit_code;
+
+    #[test]
+    fn a_panicked_thread_makes_the_exit_code_non_zero() {
+        let fine = std::thread::spawn(|| {}).join();
+        let panicked = std::thread::spawn(|| panic!("scheduler invariant broken")).join();
+        assert_eq!(exit_code(&[("scheduler", fine)]), 0);
+        let fine = std::thread::spawn(|| {}).join();
+        assert_eq!(exit_code(&[("writer", fine), ("scheduler", panicked)]), 1);
+        assert_eq!(exit_code(&[]), 0);
+    }
 }

@@ -1,4 +1,5 @@
-//! The ax daemon: the scheduling engine and (later) the runtime around it.
+//! The ax daemon: the scheduling engine and the runtime around it (store,
+//! executor, socket server, jobs-folder watcher).
 
 pub mod config;
 pub mod daemon;
@@ -10,6 +11,7 @@ pub mod metrics_http;
 pub mod reaper;
 pub mod scheduler;
 pub mod server;
+pub mod shutdown;
 pub mod spawn;
 pub mod store;
 pub mod time;

@@ -13,21 +13,27 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ax_shared::api::{HelloAnswer, LogChunk, Role};
+use ax_shared::protocol::request::{Hello, LogInfo, Logs};
 use ax_shared::protocol::{
-    MAX_FRAME, Message, PROTOCOL_VERSION, Request, RpcError, codes, decode_request,
+    Lagged, MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, Request, RpcError, codes,
+    decode_request, encode_answer,
 };
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-
-/// Requests of one connection in flight at once.
-const MAX_INFLIGHT: usize = 4096;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast;
 use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
 
-use crate::scheduler::{Handle, Peer, Role, log_chunk, read_log};
+use crate::engine::RunId;
+use crate::executor::log_path;
+use crate::scheduler::{Handle, Peer};
+use crate::shutdown::Shutdown;
+
+/// Requests of one connection in flight at once.
+const MAX_INFLIGHT: usize = 4096;
 
 #[derive(Clone, Debug, Default)]
 pub struct Access {
@@ -178,12 +184,10 @@ fn set_access_acl(path: &Path, gids: &[u32], perm: &AclPerm) -> std::io::Result<
     }
 }
 
-pub async fn serve(
-    listener: UnixListener,
-    handle: Handle,
-    access: Access,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
+/// Accepts clients until the shutdown value says `Stopped`.
+pub async fn serve(listener: UnixListener, handle: Handle, access: Access, shutdown: Shutdown) {
+    let stopped = shutdown.stopped();
+    tokio::pin!(stopped);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -197,7 +201,7 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            _ = shutdown.changed() => return,
+            _ = &mut stopped => return,
         }
     }
 }
@@ -304,10 +308,13 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                             return;
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
                         subscription = None;
-                        let note = Message::notification("lagged", json!({"missed": n, "message": "too slow: notifications were dropped; subscribe again"}));
-                        if !send(&mut framed, &note).await {
+                        let note = Notification::Lagged(Lagged {
+                            missed,
+                            message: "too slow: notifications were dropped; subscribe again".into(),
+                        });
+                        if !send_line(&mut framed, note.to_line()).await {
                             return;
                         }
                     }
@@ -332,8 +339,8 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         if line.trim().is_empty() {
             continue;
         }
-        let request: Request = match decode_request(&line) {
-            Ok(r) => r,
+        let frame = match decode_request(&line) {
+            Ok(f) => f,
             Err((id, err)) => {
                 if !send(&mut framed, &Message::error(id, err)).await {
                     return;
@@ -341,24 +348,22 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 continue;
             }
         };
-        let id = request.id.clone().unwrap_or(Value::Null);
-        if let (Some(p), false) = (
-            &peer,
-            ["hello", "subscribe", "logs"].contains(&request.method.as_str()),
-        ) {
-            let (handle, p, method, params, wants_answer) = (
-                handle.clone(),
-                p.clone(),
-                request.method.clone(),
-                request.params.clone(),
-                request.id.is_some(),
-            );
+        let id = frame.id.clone().unwrap_or(Value::Null);
+        let wants_answer = frame.id.is_some();
+        let decoded = match &peer {
+            Some(_) if frame.method != Hello::NAME => {
+                Some(Request::decode(&frame.method, frame.params.clone()))
+            }
+            _ => None,
+        };
+        if let (Some(p), Some(Ok(request))) = (&peer, &decoded)
+            && !matches!(request, Request::Subscribe(_) | Request::Logs(_))
+        {
+            // Pipelined: answered in order once the scheduler has.
+            let (handle, p, request) = (handle.clone(), p.clone(), request.clone());
             inflight.push_back(Box::pin(async move {
-                let answer = handle.call(&p, &method, params).await;
-                wants_answer.then(|| match answer {
-                    Ok(v) => Message::result(id, v),
-                    Err(e) => Message::error(Some(id), e),
-                })
+                let answer = handle.call(&p, request).await;
+                wants_answer.then(|| Message::response(id, answer))
             }));
             continue;
         }
@@ -370,35 +375,36 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                 return;
             }
         }
-        let answer = match (request.method.as_str(), &peer) {
-            ("hello", _) => hello(&request.params, role, uid).map(|(p, v)| {
-                peer = Some(p);
-                v
-            }),
-            (_, None) => Err(RpcError::new(
+        let answer = match (&peer, decoded) {
+            (_, None) if frame.method == Hello::NAME => {
+                decode_hello(frame.params, role, uid).map(|(p, v)| {
+                    peer = Some(p);
+                    v
+                })
+            }
+            (None, _) | (_, None) => Err(RpcError::new(
                 codes::HELLO_REQUIRED,
                 "say hello first: {\"method\": \"hello\", \"params\": {\"protocol\": 1, \"client\": \"name\"}}",
             )),
-            ("subscribe", Some(p)) => {
+            (Some(_), Some(Err(e))) => Err(e),
+            (Some(p), Some(Ok(Request::Subscribe(s)))) => {
                 // Subscribe before the snapshot so nothing falls between.
                 let rx = handle.notify.subscribe();
-                let snapshot = handle.call(p, "subscribe", request.params.clone()).await;
+                let snapshot = handle.call(p, Request::Subscribe(s)).await;
                 if snapshot.is_ok() {
                     subscription = Some(rx);
                 }
                 snapshot
             }
-            ("logs", Some(p)) => logs(&handle, p, &request.params).await,
-            (_, Some(_)) => unreachable!("pipelined above"),
+            (Some(p), Some(Ok(Request::Logs(params)))) => {
+                logs(&handle, p, *params).await.and_then(encode_answer)
+            }
+            (Some(_), Some(Ok(_))) => unreachable!("pipelined above"),
         };
-        if request.id.is_none() {
+        if !wants_answer {
             continue; // a notification from the client: no answer
         }
-        let msg = match answer {
-            Ok(v) => Message::result(id, v),
-            Err(e) => Message::error(Some(id), e),
-        };
-        if !send(&mut framed, &msg).await {
+        if !send(&mut framed, &Message::response(id, answer)).await {
             return;
         }
     }
@@ -413,14 +419,19 @@ async fn recv_opt(
     }
 }
 
-fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), RpcError> {
-    let version = params.get("protocol").and_then(Value::as_u64);
-    if version != Some(u64::from(PROTOCOL_VERSION)) {
+/// `hello`: the protocol version must match and the peer must have a role.
+fn decode_hello(params: Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), RpcError> {
+    let hello = match Request::decode(Hello::NAME, params)? {
+        Request::Hello(h) => h,
+        _ => unreachable!("decoded as hello"),
+    };
+    if hello.protocol != Some(u64::from(PROTOCOL_VERSION)) {
         return Err(RpcError::new(
             codes::VERSION_MISMATCH,
             format!(
                 "protocol version mismatch: client speaks {}, axd speaks {PROTOCOL_VERSION}",
-                version
+                hello
+                    .protocol
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "none".into())
             ),
@@ -434,9 +445,9 @@ fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), 
             ),
         ));
     };
-    let client: String = params
-        .get("client")
-        .and_then(Value::as_str)
+    let client: String = hello
+        .client
+        .as_deref()
         .unwrap_or("unknown")
         .chars()
         .filter(|c| c.is_ascii_graphic())
@@ -446,29 +457,22 @@ fn hello(params: &Value, role: Option<Role>, uid: u32) -> Result<(Peer, Value), 
         role,
         actor: Arc::from(format!("uid {uid} via {client}")),
     };
-    let role_name = match role {
-        Role::Owner => "owner",
-        Role::Admin => "admin",
-        Role::Viewer => "viewer",
+    let answer = HelloAnswer {
+        protocol: PROTOCOL_VERSION,
+        server: "axd".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        role,
     };
-    Ok((
-        peer,
-        json!({"protocol": PROTOCOL_VERSION, "server": "axd", "version": env!("CARGO_PKG_VERSION"), "role": role_name}),
-    ))
+    Ok((peer, encode_answer(answer)?))
 }
 
-/// `logs {run, attempt?, offset?, max?, follow?}`: a range of an attempt's
-/// log. With `follow`, waits (up to `wait_ms`, default 10 s) for new output
-/// before answering, so a client follows a log by calling again with the
-/// returned offset.
-async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, RpcError> {
-    let run = params
-        .get("run")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| RpcError::new(codes::INVALID_PARAMS, "`run` must be a run id"))?;
-    let info = handle.call(peer, "log_info", json!({"run": run})).await?;
-    let attempts = info["attempts"].as_u64().unwrap_or(0) as u32;
-    let attempt = match params.get("attempt").and_then(Value::as_u64) {
+/// `logs`: a range of an attempt's log. With `follow`, waits (up to
+/// `wait_ms`, default 10 s) for new output before answering, so a client
+/// follows a log by calling again with the returned offset.
+async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChunk, RpcError> {
+    let run = p.run;
+    let attempts = handle.ask(peer, LogInfo { run }).await?.attempts;
+    let attempt = match p.attempt {
         Some(a) if a == 0 || a as u32 > attempts => {
             return Err(RpcError::new(
                 codes::NOT_FOUND,
@@ -476,53 +480,63 @@ async fn logs(handle: &Handle, peer: &Peer, params: &Value) -> Result<Value, Rpc
             ));
         }
         Some(a) => a as u32,
-        None if attempts == 0 => return Ok(json!(log_chunk(run, 0, 0, b"", true))),
+        None if attempts == 0 => return Ok(log_chunk(run, 0, 0, b"", true)),
         None => attempts,
     };
-    let mut offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let mut offset = p.offset.unwrap_or(0);
     // `tail: N`: the last N bytes (the console's log tail).
-    if let Some(tail) = params.get("tail").and_then(Value::as_u64) {
-        let len = std::fs::metadata(crate::executor::log_path(
-            &handle.log_dir,
-            crate::engine::RunId(run),
-            attempt,
-        ))
-        .map(|m| m.len())
-        .unwrap_or(0);
+    if let Some(tail) = p.tail {
+        let len = std::fs::metadata(log_path(&handle.log_dir, RunId(run), attempt))
+            .map(|m| m.len())
+            .unwrap_or(0);
         offset = len.saturating_sub(tail);
     }
-    let max = params
-        .get("max")
-        .and_then(Value::as_u64)
-        .unwrap_or(256 * 1024)
-        .min(MAX_FRAME as u64 / 2) as usize;
-    let follow = params
-        .get("follow")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let wait = Duration::from_millis(
-        params
-            .get("wait_ms")
-            .and_then(Value::as_u64)
-            .unwrap_or(10_000)
-            .min(60_000),
-    );
+    let max = p.max.unwrap_or(256 * 1024).min(MAX_FRAME as u64 / 2) as usize;
+    let follow = p.follow.unwrap_or(false);
+    let wait = Duration::from_millis(p.wait_ms.unwrap_or(10_000).min(60_000));
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let running_now = attempt == attempts && info_running(handle, peer, run).await?;
+        let running_now = attempt == attempts && handle.ask(peer, LogInfo { run }).await?.running;
         let (data, next) = read_log(&handle.log_dir, run, attempt, offset, max)
             .map_err(|e| RpcError::new(codes::INTERNAL, format!("reading the log: {e}")))?;
         let eof = data.is_empty() && !running_now;
         if !data.is_empty() || eof || !follow || tokio::time::Instant::now() >= deadline {
-            let mut chunk = log_chunk(run, attempt, next, &data, eof);
-            chunk.offset = next;
-            return Ok(json!(chunk));
+            return Ok(log_chunk(run, attempt, next, &data, eof));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-async fn info_running(handle: &Handle, peer: &Peer, run: u64) -> Result<bool, RpcError> {
-    let info = handle.call(peer, "log_info", json!({"run": run})).await?;
-    Ok(info["running"].as_bool().unwrap_or(false))
+/// Reads a range of an attempt's log: the bytes and the offset after them.
+/// A log not written yet reads as empty.
+pub fn read_log(
+    log_dir: &Path,
+    run: u64,
+    attempt: u32,
+    offset: u64,
+    max: usize,
+) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = log_path(log_dir, RunId(run), attempt);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
+        Err(e) => return Err(e),
+    };
+    f.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::new();
+    f.take(max as u64).read_to_end(&mut buf)?;
+    let next = offset + buf.len() as u64;
+    Ok((buf, next))
+}
+
+/// `offset` is where the next read starts.
+fn log_chunk(run: u64, attempt: u32, offset: u64, data: &[u8], eof: bool) -> LogChunk {
+    LogChunk {
+        run,
+        attempt,
+        offset,
+        data: String::from_utf8_lossy(data).into_owned(),
+        eof,
+    }
 }

@@ -14,10 +14,3 @@ pub fn now_ms() -> Millis {
 pub fn monotonic() -> std::time::Instant {
     std::time::Instant::now()
 }
-
-/// RFC 3339 UTC with milliseconds, the API's time format.
-pub fn rfc3339(ms: Millis) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
-        .unwrap_or_default()
-}

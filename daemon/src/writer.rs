@@ -23,16 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ax_shared::DagSpec;
-use ax_shared::api::StatusView;
-use ax_shared::protocol::RpcError;
-use serde_json::{Value, json};
+use ax_shared::api::{EventView, StatusView};
+use ax_shared::protocol::{Changed, Notification, RpcError};
+use ax_shared::time::Timestamp;
+use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::engine::{DagRun, Event, Run};
 use crate::store::{Commit, Store};
-use crate::time::rfc3339;
-
-pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
 
 /// The store's last write error while it refuses writes; `None` when fine.
 pub type Fault = Arc<Mutex<Option<String>>>;
@@ -45,6 +43,9 @@ const LINGER: Duration = Duration::from_millis(2);
 
 /// Steps merged into one transaction at most.
 const MAX_GROUP: usize = 512;
+
+/// Where an answer goes, as it goes on the wire.
+pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
 
 /// One scheduler step's changes, owned (the engine goes on changing).
 #[derive(Default)]
@@ -209,26 +210,24 @@ fn announce(
     if notify.receiver_count() == 0 || (events.is_empty() && progress.is_empty()) {
         return;
     }
-    let events: Vec<Value> = events
+    let events = events
         .iter()
         .enumerate()
-        .map(|(i, ev)| {
-            json!({
-                "seq": seqs.get(i).copied().unwrap_or(0),
-                "time": rfc3339(ev.at),
-                "run": ev.run.map(|r| r.0),
-                "dag_run": ev.dag_run.0,
-                "from": ev.from.map(|s| s.as_str()),
-                "to": ev.to.map(|s| s.as_str()),
-                "reason": ev.reason,
-                "actor": &*ev.actor,
-            })
+        .map(|(i, ev)| EventView {
+            seq: seqs.get(i).copied().unwrap_or(0),
+            time: Timestamp::from_millis(ev.at),
+            run: ev.run.map(|r| r.0),
+            dag_run: ev.dag_run.0,
+            from: ev.from,
+            to: ev.to,
+            reason: ev.reason.clone(),
+            actor: ev.actor.to_string(),
         })
         .collect();
-    let note = json!({
-        "jsonrpc": "2.0",
-        "method": "changed",
-        "params": { "events": events, "progress": progress, "status": status },
+    let note = Notification::Changed(Changed {
+        events,
+        progress: progress.to_vec(),
+        status,
     });
-    let _ = notify.send(Arc::from(note.to_string()));
+    let _ = notify.send(Arc::from(note.to_line()));
 }

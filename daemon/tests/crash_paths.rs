@@ -29,10 +29,14 @@ async fn output_every_read_keeps_a_job_alive_and_silence_stalls_it() {
     )
     .await[0];
     let r = wait_run(&mut c, talking, 20, |r| r.finished_at.is_some()).await;
-    assert_eq!(r.state, "success", "{r:#?}");
+    assert_eq!(r.state.as_str(), "success", "{r:#?}");
     assert_eq!(r.attempts.len(), 1);
     let r = wait_run(&mut c, silent, 20, |r| r.finished_at.is_some()).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("stalled"), "{r:#?}");
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("stalled"),
+        "{r:#?}"
+    );
     // Killed about 1 s after its last output (at 0.7 s), not 30 s later.
     let lived = ms(&r.attempts[0].finished_at) - ms(&r.attempts[0].started_at);
     assert!((1_500..6_000).contains(&lived), "stalled after {lived} ms");
@@ -83,7 +87,7 @@ async fn shutdown_gives_each_job_the_whole_shutdown_grace() {
     let mut c = d.client().await;
     let r = wait_run(&mut c, id, 10, |r| !r.attempts.is_empty()).await;
     assert_eq!(
-        r.attempts[0].outcome.as_deref(),
+        r.attempts[0].outcome.map(|o| o.as_str()),
         Some("interrupted"),
         "{r:#?}"
     );

@@ -68,7 +68,7 @@ backoff = { kind = "exponential", base = "300ms", max = "10s", jitter = "0s" }
     let ids = submit(&mut c, json!({"toml": job, "name": "flaky"})).await;
     let r = wait_state(&mut c, ids[0], "success", 20).await;
     assert_eq!(r.attempts.len(), 3);
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("failed"));
+    assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("failed"));
     assert_eq!(r.attempts[0].exit_code, Some(1));
     let gap1 = ms(&r.attempts[1].started_at) - ms(&r.attempts[0].finished_at);
     let gap2 = ms(&r.attempts[2].started_at) - ms(&r.attempts[1].finished_at);
@@ -131,7 +131,7 @@ async fn timeout_kills_grandchildren_and_term_ignorers_die_after_grace() {
     let grandchild = read_pid(&pidfile, 10);
     assert!(pid_alive(grandchild));
     let r = wait_state(&mut c, ids[0], "timed_out", 20).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("timed_out"));
+    assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("timed_out"));
     assert!(!pid_alive(grandchild), "the grandchild died with the job");
 
     // A job that ignores SIGTERM (and whose child does too) dies by SIGKILL after kill_grace.
@@ -215,7 +215,7 @@ async fn cancel_unique_heartbeat_and_why() {
     wait_state(&mut c, id, "running", 10).await;
     c.call("cancel", json!({"id": id})).await.unwrap();
     let r = wait_state(&mut c, id, "cancelled", 15).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("cancelled"));
+    assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("cancelled"));
     // unique submissions deduplicate
     let a = c
         .call("submit", json!({"command": "sleep 1000", "unique": "k1"}))
@@ -251,7 +251,7 @@ async fn cancel_unique_heartbeat_and_why() {
     )
     .await[0];
     let r = wait_state(&mut c, hb, "timed_out", 15).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("stalled"));
+    assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("stalled"));
     // heartbeats from inside the job keep it alive and carry a message
     let beat = submit(
         &mut c,
@@ -287,7 +287,10 @@ async fn kill_9_loses_nothing_and_the_running_run_is_interrupted_once() {
     let mut c = d.client().await;
     let r = wait_state(&mut c, running, "success", 20).await;
     assert_eq!(r.attempts.len(), 2, "{r:#?}");
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("interrupted"));
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("interrupted")
+    );
     let lines = std::fs::read_to_string(&marker).unwrap();
     assert_eq!(lines.lines().count(), 2, "re-run exactly once: {lines}");
     for id in acked {
@@ -322,7 +325,10 @@ async fn sigterm_exits_0_and_leaves_no_job_process() {
     d.spawn();
     let mut c = d.client().await;
     let r = wait_run(&mut c, id, 10, |r| r.attempts.len() == 2).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("interrupted"));
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("interrupted")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,7 +371,10 @@ async fn spawn_errors_are_recorded_and_follow_the_retry_policy() {
     .await[0];
     let r = wait_state(&mut c, missing, "failed", 15).await;
     assert_eq!(r.attempts.len(), 2, "retried once");
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("spawn_error"));
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("spawn_error")
+    );
     assert!(
         r.reason
             .as_deref()
@@ -379,7 +388,10 @@ async fn spawn_errors_are_recorded_and_follow_the_retry_policy() {
     )
     .await[0];
     let r = wait_state(&mut c, bad_cwd, "failed", 15).await;
-    assert_eq!(r.attempts[0].outcome.as_deref(), Some("spawn_error"));
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("spawn_error")
+    );
     // PATH lookup for argv programs, SIGPIPE back to default in jobs
     let path = submit(
         &mut c,

@@ -322,7 +322,11 @@ async fn a_pause_survives_a_restart_and_holds_queued_runs() {
     let mut c = d.client().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = get_run(&mut c, id).await;
-    assert_eq!(r.state, "ready", "still held after the restart: {r:?}");
+    assert_eq!(
+        r.state.as_str(),
+        "ready",
+        "still held after the restart: {r:?}"
+    );
     assert_eq!(r.why.as_deref(), Some("DAG paused"));
     assert!(dags(&mut c).await[0].paused);
     c.call("resume", json!({"dag": "held"})).await.unwrap();

@@ -212,7 +212,7 @@ fn lagging_subscriber_gets_a_lagged_notice() {
         let (mut lagged, mut disconnected) = (false, false);
         while Instant::now() < deadline {
             match tokio::time::timeout(Duration::from_secs(5), sub.next_notification()).await {
-                Ok(Ok((method, _))) if method == "lagged" => {
+                Ok(Ok(ax_shared::protocol::Notification::Lagged(_))) => {
                     lagged = true;
                     break;
                 }
@@ -340,4 +340,63 @@ fn systemd_unit_verifies_where_systemd_analyze_exists() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("axd.service:"), "{err}");
+}
+
+/// A request with a bad part is refused whole with `invalid_params` naming
+/// the part, and nothing of it is applied (issue 13): a `cancel` list with
+/// an unknown id cancels none of the others, an `env` with a number
+/// submits nothing, a progress out of range changes no message.
+#[test]
+fn requests_with_a_bad_part_are_refused_whole() {
+    let d = Daemon::start(&[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = d.client().await;
+        let long = submit(&mut c, json!({"argv": ["sleep", "30"]})).await[0];
+        wait_state(&mut c, long, "running", 10).await;
+        let queued = submit(&mut c, json!({"argv": ["true"], "after": [long]})).await[0];
+
+        let e = c
+            .call("cancel", json!({"ids": [long, 999_999, queued]}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Some("invalid_params"), "{e}");
+        assert!(e.to_string().contains("ids[1]"), "names the part: {e}");
+        assert_eq!(get_run(&mut c, long).await.state.as_str(), "running");
+        assert_eq!(get_run(&mut c, queued).await.state.as_str(), "waiting");
+
+        let before: Vec<Value> =
+            serde_json::from_value(c.call("list_runs", json!({"limit": 100})).await.unwrap())
+                .unwrap();
+        let e = c
+            .call(
+                "submit",
+                json!({"command": "true", "env": {"GOOD": "x", "BAD": 1}}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Some("invalid_params"), "{e}");
+        assert!(e.to_string().contains("env.BAD"), "names the part: {e}");
+        let after: Vec<Value> =
+            serde_json::from_value(c.call("list_runs", json!({"limit": 100})).await.unwrap())
+                .unwrap();
+        assert_eq!(after.len(), before.len(), "nothing was submitted");
+
+        let e = c
+            .call(
+                "heartbeat",
+                json!({"run": long, "message": "never seen", "progress": 1.5}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), Some("invalid_params"), "{e}");
+        assert_eq!(get_run(&mut c, long).await.message, None);
+
+        // The whole list, when every part is good, is applied.
+        c.call("cancel", json!({"ids": [queued, long]}))
+            .await
+            .unwrap();
+        wait_state(&mut c, long, "cancelled", 10).await;
+        assert_eq!(get_run(&mut c, queued).await.state.as_str(), "cancelled");
+    });
 }

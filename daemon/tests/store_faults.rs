@@ -150,7 +150,7 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
         "the refusal says what happened"
     );
     assert!(t.elapsed() < Duration::from_secs(2), "refused promptly");
-    assert_eq!(get_run(&mut c, long).await.state, "running");
+    assert_eq!(get_run(&mut c, long).await.state.as_str(), "running");
 
     // The job finishes while the disk is still full: its end is kept in
     // memory and written on recovery.
@@ -199,7 +199,7 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
             "acknowledged run {id} lost after recovery: {r:?}"
         );
     }
-    assert_eq!(get_run(&mut c, long).await.state, "success");
+    assert_eq!(get_run(&mut c, long).await.state.as_str(), "success");
     assert!(
         m.daemon.log().contains("store writable again"),
         "recovery is logged"

@@ -1,17 +1,22 @@
-//! JSON shapes of SPEC §6 (field names are part of the contract).
+//! JSON shapes of SPEC §6 (field names are part of the contract): the
+//! views of runs, DAGs and the daemon, and the answers of every method.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::jobfile::FileError;
+use crate::time::Timestamp;
+use crate::{Outcome, RunState};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AttemptView {
     pub n: u32,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub outcome: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// `None` while the attempt runs.
+    pub outcome: Option<Outcome>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
 }
@@ -19,11 +24,11 @@ pub struct AttemptView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
     pub seq: i64,
-    pub time: String,
+    pub time: Timestamp,
     pub run: Option<u64>,
     pub dag_run: u64,
-    pub from: Option<String>,
-    pub to: Option<String>,
+    pub from: Option<RunState>,
+    pub to: Option<RunState>,
     pub reason: String,
     pub actor: String,
 }
@@ -34,7 +39,7 @@ pub struct RunView {
     pub dag: String,
     pub job: String,
     pub dag_run: u64,
-    pub state: String,
+    pub state: RunState,
     pub priority: u8,
     pub effective_priority: u8,
     pub pool: String,
@@ -42,11 +47,11 @@ pub struct RunView {
     /// Retries allowed after the first attempt.
     #[serde(default)]
     pub retries: u32,
-    pub created_at: Option<String>,
-    pub ready_at: Option<String>,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub next_at: Option<String>,
+    pub created_at: Option<Timestamp>,
+    pub ready_at: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub next_at: Option<Timestamp>,
     pub reason: Option<String>,
     pub why: Option<String>,
     pub message: Option<String>,
@@ -87,9 +92,9 @@ pub struct DagView {
     pub jobs: Vec<String>,
     pub schedule: Option<String>,
     pub timezone: Option<String>,
-    pub next_fire: Option<String>,
+    pub next_fire: Option<Timestamp>,
     pub paused: bool,
-    pub last_run_state: Option<String>,
+    pub last_run_state: Option<DagRunState>,
     pub error: Option<FileError>,
     /// Job id → its deps, for drawing.
     #[serde(default)]
@@ -111,4 +116,123 @@ pub struct LogChunk {
     pub data: String,
     /// The attempt has ended and everything was read.
     pub eof: bool,
+}
+
+/// Where a DAG run is. `Finished` is said of a DAG run only the store
+/// holds, whose end state the answer does not look up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DagRunState {
+    Active,
+    Success,
+    Failed,
+    Cancelled,
+    Finished,
+}
+
+impl DagRunState {
+    pub const ALL: [DagRunState; 5] = [
+        DagRunState::Active,
+        DagRunState::Success,
+        DagRunState::Failed,
+        DagRunState::Cancelled,
+        DagRunState::Finished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DagRunState::Active => "active",
+            DagRunState::Success => "success",
+            DagRunState::Failed => "failed",
+            DagRunState::Cancelled => "cancelled",
+            DagRunState::Finished => "finished",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DagRunState> {
+        DagRunState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl fmt::Display for DagRunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `get_dag_run`: a DAG run with its jobs' deps and states, for drawing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DagRunView {
+    pub id: u64,
+    pub dag: String,
+    pub state: DagRunState,
+    pub jobs: Vec<DagRunJob>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DagRunJob {
+    pub id: String,
+    pub deps: Vec<String>,
+    /// `None` for a job that has no run in this DAG run.
+    pub run: Option<u64>,
+    pub state: Option<RunState>,
+}
+
+/// What a client is allowed to do (SPEC §5.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The daemon's own uid or root.
+    Owner,
+    /// Member of `admin_group`: may act.
+    Admin,
+    /// Member of `socket_group`: may only read.
+    Viewer,
+}
+
+/// `hello`'s answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HelloAnswer {
+    pub protocol: u32,
+    pub server: String,
+    pub version: String,
+    pub role: Role,
+}
+
+/// The answer of actions that return nothing else (`cancel`, `retry`, …).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    pub ok: bool,
+}
+
+impl Done {
+    pub const OK: Done = Done { ok: true };
+}
+
+/// `pause` / `resume`: the DAGs they applied to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseAnswer {
+    pub ok: bool,
+    pub dags: Vec<String>,
+}
+
+/// `reload`: how many DAGs are known now, and how many of them have errors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReloadAnswer {
+    pub ok: bool,
+    pub dags: usize,
+    pub errors: usize,
+}
+
+/// `subscribe`: the status at the moment notifications start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubscribeAnswer {
+    pub status: StatusView,
+}
+
+/// `log_info`: how many attempts a run has, and whether its last runs now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogInfoView {
+    pub attempts: u32,
+    pub running: bool,
 }

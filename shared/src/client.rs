@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LinesCodec};
 
-use crate::protocol::{MAX_FRAME, Message, PROTOCOL_VERSION, RpcError};
+use crate::api::HelloAnswer;
+use crate::protocol::request::Hello;
+use crate::protocol::{MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, RpcError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -51,7 +53,8 @@ pub struct Client {
     next_id: u64,
     /// Notifications that arrived while waiting for a response.
     pending: std::collections::VecDeque<Message>,
-    pub server: Value,
+    /// What the daemon said to `hello`.
+    pub server: HelloAnswer,
 }
 
 impl Client {
@@ -64,32 +67,53 @@ impl Client {
                     path: path.to_path_buf(),
                     source,
                 })?;
-        let mut client = Client {
-            framed: Framed::new(stream, LinesCodec::new_with_max_length(64 * MAX_FRAME)),
-            next_id: 1,
-            pending: Default::default(),
-            server: Value::Null,
+        let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(64 * MAX_FRAME));
+        let hello = Hello {
+            protocol: Some(u64::from(PROTOCOL_VERSION)),
+            client: Some(client_name.to_string()),
         };
-        client.server = client
-            .call(
-                "hello",
-                json!({ "protocol": PROTOCOL_VERSION, "client": client_name }),
-            )
-            .await?;
-        Ok(client)
-    }
-
-    /// One request, waiting for its response (notifications that arrive in
-    /// between are kept for `next_notification`).
-    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let line =
-            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
-        self.framed
+        let line = request_line(1, Hello::NAME, to_params(&hello)?);
+        framed
             .send(line)
             .await
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let mut client = Client {
+            framed,
+            next_id: 2,
+            pending: Default::default(),
+            server: HelloAnswer {
+                protocol: PROTOCOL_VERSION,
+                server: String::new(),
+                version: String::new(),
+                role: crate::api::Role::Viewer,
+            },
+        };
+        client.server = decode_answer(client.answer(1).await?)?;
+        Ok(client)
+    }
+
+    /// One typed request: `client.request(GetRun { id }).await` is a
+    /// `RunView`.
+    pub async fn request<M: Method>(&mut self, params: M) -> Result<M::Answer, ClientError> {
+        let params = to_params(&params)?;
+        decode_answer(self.call(M::NAME, params).await?)
+    }
+
+    /// One request by name with raw params (for tests that speak the
+    /// protocol as a foreign client would), waiting for its response.
+    /// Notifications that arrive in between are kept for
+    /// `next_notification`.
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.framed
+            .send(request_line(id, method, params))
+            .await
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        self.answer(id).await
+    }
+
+    async fn answer(&mut self, id: u64) -> Result<Value, ClientError> {
         loop {
             let msg = self.read().await?;
             if msg.is_notification() {
@@ -106,15 +130,17 @@ impl Client {
         }
     }
 
-    /// The next notification (`method`, `params`), e.g. after `subscribe`.
-    pub async fn next_notification(&mut self) -> Result<(String, Value), ClientError> {
+    /// The next notification, e.g. after `subscribe`.
+    pub async fn next_notification(&mut self) -> Result<Notification, ClientError> {
         loop {
             let msg = match self.pending.pop_front() {
                 Some(m) => m,
                 None => self.read().await?,
             };
             if let Some(method) = msg.method {
-                return Ok((method, msg.params.unwrap_or(Value::Null)));
+                return Notification::decode(&method, msg.params.unwrap_or(Value::Null)).map_err(
+                    |e| ClientError::Protocol(format!("bad {method:?} notification: {e}")),
+                );
             }
             if let Some(e) = msg.error {
                 return Err(ClientError::Rpc(e));
@@ -130,4 +156,17 @@ impl Client {
                 .map_err(|e| ClientError::Protocol(format!("bad frame from axd: {e}"))),
         }
     }
+}
+
+/// A request line exactly as ax clients write it (keys sorted).
+pub fn request_line(id: u64, method: &str, params: Value) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string()
+}
+
+fn to_params<P: serde::Serialize>(params: &P) -> Result<Value, ClientError> {
+    serde_json::to_value(params).map_err(|e| ClientError::Protocol(e.to_string()))
+}
+
+fn decode_answer<A: serde::de::DeserializeOwned>(v: Value) -> Result<A, ClientError> {
+    serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("unexpected answer: {e}")))
 }

@@ -16,6 +16,8 @@
 
 use std::collections::HashMap;
 
+use crate::RunState;
+
 /// One node: its id and the ids it depends on.
 #[derive(Clone, Debug)]
 pub struct DagNode {
@@ -57,43 +59,32 @@ impl Grid {
     }
 }
 
-/// Nodes and run states from a `get_dag_run` answer
-/// (`{"jobs": [{"id", "deps", "state"}…]}`).
-pub fn nodes_of_dag_run(v: &serde_json::Value) -> (Vec<DagNode>, Vec<Option<String>>) {
-    let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
-    let nodes = jobs
+/// Nodes and run states from a `get_dag_run` answer.
+pub fn nodes_of_dag_run(v: &crate::api::DagRunView) -> (Vec<DagNode>, Vec<Option<RunState>>) {
+    let nodes = v
+        .jobs
         .iter()
         .map(|j| DagNode {
-            id: j["id"].as_str().unwrap_or_default().into(),
-            deps: j["deps"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|d| d.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            id: j.id.clone(),
+            deps: j.deps.clone(),
         })
         .collect();
-    let states = jobs
-        .iter()
-        .map(|j| j["state"].as_str().map(str::to_string))
-        .collect();
+    let states = v.jobs.iter().map(|j| j.state).collect();
     (nodes, states)
 }
 
 /// The mark shown in a node for a run state (`None`: no run).
-pub fn state_mark(state: Option<&str>) -> char {
+pub fn state_mark(state: Option<RunState>) -> char {
     match state {
-        Some("waiting") => '○',
-        Some("delayed") => '◷',
-        Some("ready") => '◌',
-        Some("running") => '▶',
-        Some("success") => '✓',
-        Some("failed") => '✗',
-        Some("timed_out") => '⊗',
-        Some("cancelled") => '⊘',
-        _ => '·',
+        Some(RunState::Waiting) => '○',
+        Some(RunState::Delayed) => '◷',
+        Some(RunState::Ready) => '◌',
+        Some(RunState::Running) => '▶',
+        Some(RunState::Success) => '✓',
+        Some(RunState::Failed) => '✗',
+        Some(RunState::TimedOut) => '⊗',
+        Some(RunState::Cancelled) => '⊘',
+        None => '·',
     }
 }
 
@@ -427,14 +418,14 @@ pub fn render_text(grid: &Grid, colour: Option<&dyn Fn(usize) -> &'static str>) 
 }
 
 /// ANSI colour of a state (for `render_text`).
-pub fn state_ansi(state: Option<&str>) -> &'static str {
+pub fn state_ansi(state: Option<RunState>) -> &'static str {
     match state {
-        Some("success") => "32",
-        Some("failed") | Some("timed_out") => "31",
-        Some("running") => "36;1",
-        Some("delayed") => "33",
-        Some("cancelled") => "90",
-        Some("ready") => "34",
-        _ => "37",
+        Some(RunState::Success) => "32",
+        Some(RunState::Failed | RunState::TimedOut) => "31",
+        Some(RunState::Running) => "36;1",
+        Some(RunState::Delayed) => "33",
+        Some(RunState::Cancelled) => "90",
+        Some(RunState::Ready) => "34",
+        Some(RunState::Waiting) | None => "37",
     }
 }

@@ -398,7 +398,7 @@ impl Cx<'_> {
         let has_jobs = root.contains_key("job");
         let job_id_for_shorthand = name.rsplit('/').next().unwrap_or(name).to_string();
 
-        for (key, value) in root.iter() {
+        for key in root.keys() {
             let k = key.get_ref().as_ref();
             let known = DAG_KEYS.contains(&k)
                 || (shorthand && JOB_KEYS.contains(&k) && !["id", "deps"].contains(&k));
@@ -410,7 +410,6 @@ impl Cx<'_> {
                 };
                 self.err(key.span(), format!("unknown key `{k}`{hint}"));
             }
-            let _ = value;
         }
         if shorthand && has_jobs {
             let span = root.get("job").map(|v| v.span()).unwrap_or(0..0);

@@ -1,5 +1,5 @@
 //! Shared pieces of ax: the data model, job-file parsing and validation,
-//! cron schedules, and (later) the JSON-RPC protocol and its client.
+//! cron schedules, time formats, and the JSON-RPC protocol with its client.
 
 pub mod api;
 pub mod client;
@@ -9,5 +9,6 @@ pub mod duration;
 pub mod jobfile;
 pub mod model;
 pub mod protocol;
+pub mod time;
 
 pub use model::*;

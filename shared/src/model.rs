@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// State of a run (SPEC §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// State of a run (SPEC §3). Every run starts `Waiting` (the default).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    #[default]
     Waiting,
     Delayed,
     Ready,
@@ -79,6 +82,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Success,
+        Outcome::Failed,
+        Outcome::TimedOut,
+        Outcome::Stalled,
+        Outcome::SpawnError,
+        Outcome::Cancelled,
+        Outcome::Preempted,
+        Outcome::Interrupted,
+    ];
+
+    pub fn parse(text: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Success => "success",

@@ -157,17 +157,8 @@ fn long_edges_pass_through_dummy_columns() {
 
 #[test]
 fn marks_are_distinct() {
-    let states = [
-        "waiting",
-        "delayed",
-        "ready",
-        "running",
-        "success",
-        "failed",
-        "timed_out",
-        "cancelled",
-    ];
-    let mut marks: Vec<char> = states.iter().map(|s| state_mark(Some(s))).collect();
+    let states = ax_shared::RunState::ALL;
+    let mut marks: Vec<char> = states.iter().map(|s| state_mark(Some(*s))).collect();
     marks.sort();
     marks.dedup();
     assert_eq!(marks.len(), states.len());

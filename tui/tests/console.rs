@@ -1,7 +1,9 @@
 //! The console, rendered with ratatui's TestBackend (insta snapshots), and
 //! `update` for every action.
 
-use ax_shared::api::{AttemptView, PoolView, RunView, StatusView};
+use ax_shared::api::{AttemptView, DagRunView, PoolView, RunView, StatusView};
+use ax_shared::time::Timestamp;
+use ax_shared::{Outcome, RunState};
 use ax_tui::console::state::{Action, App, Command, Conn, DaemonEvent, Mode, Pane};
 use ax_tui::console::ui;
 use chrono::{DateTime, Utc};
@@ -15,8 +17,8 @@ fn now() -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn t(s: &str) -> Option<String> {
-    Some(format!("2026-11-29T{s}.000Z"))
+fn t(s: &str) -> Option<Timestamp> {
+    Some(Timestamp::parse(&format!("2026-11-29T{s}.000Z")).unwrap())
 }
 
 fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
@@ -25,7 +27,7 @@ fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
         dag: dag.into(),
         job: job.into(),
         dag_run: 1,
-        state: state.into(),
+        state: RunState::parse(state).unwrap(),
         priority: 50,
         effective_priority: 50,
         pool: "default".into(),
@@ -41,7 +43,7 @@ fn flaky() -> RunView {
         n,
         started_at: t(s),
         finished_at: t(e),
-        outcome: Some(outcome.into()),
+        outcome: Outcome::parse(outcome),
         exit_code: if outcome == "failed" { Some(1) } else { None },
         signal: None,
     };
@@ -118,7 +120,7 @@ fn app() -> App {
         n: 1,
         started_at: t("11:58:00"),
         finished_at: t("11:58:42"),
-        outcome: Some("success".into()),
+        outcome: Some(Outcome::Success),
         exit_code: Some(0),
         signal: None,
     }];
@@ -177,8 +179,8 @@ fn disconnected_state() {
     insta::assert_snapshot!(draw(&a, 80, 24).backend());
 }
 
-fn dag_json(jobs: Vec<(String, Vec<String>, &str)>) -> serde_json::Value {
-    json!({"id": 1, "dag": "d", "state": "active", "jobs": jobs.into_iter().map(|(id, deps, state)| json!({"id": id, "deps": deps, "state": state})).collect::<Vec<_>>()})
+fn dag_json(jobs: Vec<(String, Vec<String>, &str)>) -> DagRunView {
+    serde_json::from_value(json!({"id": 1, "dag": "d", "state": "active", "jobs": jobs.into_iter().map(|(id, deps, state)| json!({"id": id, "deps": deps, "run": null, "state": state})).collect::<Vec<_>>()})).unwrap()
 }
 
 #[test]
@@ -253,7 +255,10 @@ fn update_moves_and_switches() {
     assert_eq!(a.focus, Pane::Detail);
     match a.update(Action::SelectTab(3)).as_slice() {
         [Command::FetchWindow { states, .. }] => {
-            assert_eq!(states, &vec!["failed", "timed_out", "cancelled"])
+            assert_eq!(
+                states,
+                &vec![RunState::Failed, RunState::TimedOut, RunState::Cancelled]
+            )
         }
         other => panic!("{other:?}"),
     }

@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(ax_daemon::daemon::run(cfg, args.config)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("axd: {e:#}");
             ExitCode::FAILURE

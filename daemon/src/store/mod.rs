@@ -92,7 +92,6 @@ pub trait Store: Send {
     fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
     /// The newest DAG run created with this unique key, finished or not.
     fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError>;
-    fn integrity_check(&mut self) -> Result<String, StoreError>;
     /// One DAG run, finished or not, to load it back into the engine
     /// (a retry of a run the engine no longer holds).
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError>;

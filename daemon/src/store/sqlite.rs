@@ -1,9 +1,10 @@
 //! The SQLite store: WAL, `synchronous = FULL` by default, `BEGIN
 //! IMMEDIATE` for every write, schema versioned in `user_version`.
 //!
-//! One connection, owned by the scheduler thread; every commit is one
-//! transaction (group commit: a whole scheduler step, however many
-//! submissions and transitions it holds, costs one fsync).
+//! Two connections to one database: the scheduler thread's serves reads,
+//! the writer thread's writes. Every commit is one transaction (group
+//! commit: the steps waiting at the writer, however many submissions and
+//! transitions they hold, cost one fsync).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -18,7 +19,7 @@ use crate::engine::{
     Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, Trigger,
     UniqueHolder,
 };
-use crate::time::rfc3339;
+use ax_shared::time::Timestamp;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
 type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::engine::IdHasher>>;
@@ -173,9 +174,12 @@ impl SqliteStore {
                 r.get::<_, i64>(0)? as u64,
                 AttemptView {
                     n: r.get::<_, i64>(1)? as u32,
-                    started_at: r.get::<_, Option<i64>>(2)?.map(rfc3339),
-                    finished_at: r.get::<_, Option<i64>>(3)?.map(rfc3339),
-                    outcome: r.get(4)?,
+                    started_at: r.get::<_, Option<i64>>(2)?.map(Timestamp::from_millis),
+                    finished_at: r.get::<_, Option<i64>>(3)?.map(Timestamp::from_millis),
+                    outcome: r
+                        .get::<_, Option<String>>(4)?
+                        .map(|o| parsed(4, &o, Outcome::parse))
+                        .transpose()?,
                     exit_code: r.get(5)?,
                     signal: r.get(6)?,
                 },
@@ -201,16 +205,16 @@ impl SqliteStore {
                 dag: r.get(1)?,
                 job: r.get(2)?,
                 dag_run: r.get::<_, i64>(3)? as u64,
-                state: r.get(4)?,
+                state: parsed(4, &r.get::<_, String>(4)?, RunState::parse)?,
                 pool: r.get(5)?,
                 priority,
                 effective_priority: priority,
                 retries: r.get::<_, i64>(7)? as u32,
-                created_at: r.get::<_, Option<i64>>(8)?.map(rfc3339),
-                ready_at: r.get::<_, Option<i64>>(9)?.map(rfc3339),
-                started_at: r.get::<_, Option<i64>>(10)?.map(rfc3339),
-                finished_at: r.get::<_, Option<i64>>(11)?.map(rfc3339),
-                next_at: r.get::<_, Option<i64>>(12)?.map(rfc3339),
+                created_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),
+                ready_at: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
+                started_at: r.get::<_, Option<i64>>(10)?.map(Timestamp::from_millis),
+                finished_at: r.get::<_, Option<i64>>(11)?.map(Timestamp::from_millis),
+                next_at: r.get::<_, Option<i64>>(12)?.map(Timestamp::from_millis),
                 reason: r.get(13)?,
                 message: r.get(14)?,
                 progress: r.get(15)?,
@@ -229,14 +233,32 @@ impl SqliteStore {
 
 const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
 
+/// A state or outcome column's text as its type; unknown text is a
+/// corrupt row.
+fn parsed<T>(column: usize, text: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            format!("unknown value {text:?}").into(),
+        )
+    })
+}
+
 fn event_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventView> {
     Ok(EventView {
         seq: r.get(0)?,
-        time: rfc3339(r.get(1)?),
+        time: Timestamp::from_millis(r.get(1)?),
         run: r.get::<_, Option<i64>>(2)?.map(|v| v as u64),
         dag_run: r.get::<_, i64>(3)? as u64,
-        from: r.get(4)?,
-        to: r.get(5)?,
+        from: r
+            .get::<_, Option<String>>(4)?
+            .map(|s| parsed(4, &s, RunState::parse))
+            .transpose()?,
+        to: r
+            .get::<_, Option<String>>(5)?
+            .map(|s| parsed(5, &s, RunState::parse))
+            .transpose()?,
         reason: r.get(6)?,
         actor: r.get(7)?,
     })
@@ -592,12 +614,6 @@ impl Store for SqliteStore {
             created_at,
             runs,
         }))
-    }
-
-    fn integrity_check(&mut self) -> Result<String, StoreError> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
     }
 
     fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError> {

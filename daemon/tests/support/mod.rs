@@ -156,7 +156,7 @@ pub async fn wait_run(
 }
 
 pub async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunView {
-    wait_run(c, id, secs, |r| r.state == state).await
+    wait_run(c, id, secs, |r| r.state.as_str() == state).await
 }
 
 pub async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
@@ -179,10 +179,8 @@ pub async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
         .collect()
 }
 
-pub fn ms(t: &Option<String>) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(t.as_deref().expect("time set"))
-        .unwrap()
-        .timestamp_millis()
+pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
+    t.expect("time set").millis()
 }
 
 pub fn pid_alive(pid: i32) -> bool {

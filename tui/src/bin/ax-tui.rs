@@ -103,21 +103,33 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
 }
 
 async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
-    use serde_json::json;
+    use ax_shared::protocol::request::{Submit, Trigger};
     let mut c = ax_shared::client::Client::connect(socket, "ax-tui-demo").await?;
     for dag in ["weekly-report", "etl-nightly", "disk-usage"] {
-        c.call("trigger", json!({"dag": dag})).await?;
+        c.request(Trigger { dag: dag.into() }).await?;
     }
-    c.call(
-        "submit",
-        json!({"name": "flaky-upload", "command": "echo uploading; sleep 1; exit 1", "retries": 3}),
-    )
+    let job = |name: &str, command: &str| Submit {
+        name: Some(name.into()),
+        command: Some(command.into()),
+        ..Submit::default()
+    };
+    c.request(Submit {
+        retries: Some(3),
+        ..job("flaky-upload", "echo uploading; sleep 1; exit 1")
+    })
     .await?;
-    c.call("submit", json!({"name": "long-backfill", "command": "for i in $(seq 1 600); do ax heartbeat --progress 0.$((i % 10)) \"chunk $i\"; echo chunk $i; sleep 1; done", "pool": "io"})).await?;
-    c.call(
-        "submit",
-        json!({"name": "urgent-fix", "command": "sleep 5; echo fixed", "priority": 95}),
-    )
+    c.request(Submit {
+        pool: Some("io".into()),
+        ..job(
+            "long-backfill",
+            "for i in $(seq 1 600); do ax heartbeat --progress 0.$((i % 10)) \"chunk $i\"; echo chunk $i; sleep 1; done",
+        )
+    })
+    .await?;
+    c.request(Submit {
+        priority: Some(95),
+        ..job("urgent-fix", "sleep 5; echo fixed")
+    })
     .await?;
     Ok(())
 }

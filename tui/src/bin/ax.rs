@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ax_tui::cli::remote::{Remote, SubmitOpts};
+use ax_tui::cli::remote::{Remote, SubmitArgs};
 use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -80,35 +80,7 @@ enum Command {
     /// Start a DAG run now; prints its id.
     Trigger { dag: String },
     /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
-    Submit {
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
-        priority: Option<u8>,
-        #[arg(long)]
-        pool: Option<String>,
-        /// e.g. 90s, 10m, 1h30m, or none
-        #[arg(long)]
-        timeout: Option<String>,
-        #[arg(long)]
-        retries: Option<u32>,
-        #[arg(long)]
-        heartbeat: Option<String>,
-        /// Run only after this run succeeded (repeatable).
-        #[arg(long = "after", value_name = "RUN")]
-        after: Vec<u64>,
-        /// Deduplicate: return the unfinished run with this key instead.
-        #[arg(long)]
-        unique: Option<String>,
-        /// With --unique: also deduplicate against runs created this recently.
-        #[arg(long, requires = "unique")]
-        unique_for: Option<String>,
-        /// A job file to run as an ad-hoc DAG run.
-        #[arg(short = 'f', long = "file", conflicts_with = "command")]
-        file: Option<PathBuf>,
-        #[arg(last = true, value_name = "CMD")]
-        command: Vec<String>,
-    },
+    Submit(SubmitArgs),
     /// Cancel runs.
     Cancel { runs: Vec<u64> },
     /// Retry ended runs (revives downstream runs cancelled because of them).
@@ -224,37 +196,13 @@ fn main() -> ExitCode {
                         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
                 },
                 Command::Trigger { dag } => Remote::Trigger { dag },
-                Command::Submit {
-                    name,
-                    priority,
-                    pool,
-                    timeout,
-                    retries,
-                    heartbeat,
-                    after,
-                    unique,
-                    unique_for,
-                    file,
-                    command,
-                } => {
-                    if file.is_none() && command.is_empty() {
+                Command::Submit(args) => {
+                    if args.file.is_none() && args.command.is_empty() {
                         let _ =
                             writeln!(err, "ax submit: give a command after `--`, or -f FILE.toml");
                         return ExitCode::from(exit::USAGE as u8);
                     }
-                    Remote::Submit(SubmitOpts {
-                        name,
-                        priority,
-                        pool,
-                        timeout,
-                        retries,
-                        heartbeat,
-                        after,
-                        unique,
-                        unique_for,
-                        file,
-                        command,
-                    })
+                    Remote::Submit(args)
                 }
                 Command::Cancel { runs } => Remote::Cancel { runs },
                 Command::Retry { runs } => Remote::Retry { runs },

@@ -8,7 +8,9 @@ use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, load_
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::{exit, rfc3339_ms};
+use ax_shared::time::{format_in_zone, format_utc_ms};
+
+use super::exit;
 
 /// `ax cron next EXPR [--tz TZ] [--from RFC3339] [-n N]`: prints the next N
 /// fire times strictly after FROM, one RFC 3339 instant per line in the
@@ -50,20 +52,14 @@ pub fn cron_next(
         },
     };
     let times = schedule.upcoming(from, &zone, n);
-    let shown: Vec<String> = times
-        .iter()
-        .map(|t| {
-            t.with_timezone(&zone)
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        })
-        .collect();
+    let shown: Vec<String> = times.iter().map(|t| format_in_zone(*t, &zone)).collect();
     if as_json {
         let doc = json!({
             "expression": expr,
             "timezone": zone.name(),
             "fixed_time": schedule.is_fixed_time(),
-            "from": rfc3339_ms(from),
-            "next": times.iter().map(|t| rfc3339_ms(*t)).collect::<Vec<_>>(),
+            "from": format_utc_ms(from),
+            "next": times.iter().map(|t| format_utc_ms(*t)).collect::<Vec<_>>(),
         });
         let _ = writeln!(out, "{doc}");
     } else {
@@ -134,7 +130,7 @@ pub fn validate(
                 "jobs": d.spec.jobs.iter().map(|j| json!({"id": j.id, "deps": j.deps, "pool": j.pool, "priority": j.priority})).collect::<Vec<_>>(),
                 "schedule": d.spec.schedule,
                 "timezone": zone.name(),
-                "next_fire": next.iter().map(|t| rfc3339_ms(*t)).collect::<Vec<_>>(),
+                "next_fire": next.iter().map(|t| format_utc_ms(*t)).collect::<Vec<_>>(),
             }));
             continue;
         }
@@ -165,12 +161,7 @@ pub fn validate(
         if let Some(s) = &d.spec.schedule {
             let _ = writeln!(out, "  schedule {s:?} in {}; next fire times:", zone.name());
             for t in &next {
-                let _ = writeln!(
-                    out,
-                    "    {}",
-                    t.with_timezone(&zone)
-                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                );
+                let _ = writeln!(out, "    {}", format_in_zone(*t, &zone));
             }
         }
         if !d.spec.after.is_empty() {

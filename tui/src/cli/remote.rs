@@ -4,30 +4,91 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ax_shared::api::{DagView, EventView, LogChunk, RunView, StatusView, SubmitResult};
+use ax_shared::api::{EventView, RunView, SubmitResult};
 use ax_shared::client::{Client, ClientError};
 use ax_shared::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
-use ax_shared::protocol::codes;
+use ax_shared::protocol::request::{
+    Cancel, DagTarget, Events, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns, Logs,
+    Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe, Trigger,
+};
+use ax_shared::protocol::{Method, Notification, codes};
+use ax_shared::time::{Timestamp, elapsed_coarse};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::exit;
 
-/// Options of `ax submit`.
-#[derive(Debug, Default, Clone)]
-pub struct SubmitOpts {
+/// The flags of `ax submit`: the `submit` request's params, as typed on
+/// the command line.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct SubmitArgs {
+    #[arg(long)]
     pub name: Option<String>,
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub priority: Option<u8>,
+    #[arg(long)]
     pub pool: Option<String>,
+    /// e.g. 90s, 10m, 1h30m, or none
+    #[arg(long)]
     pub timeout: Option<String>,
+    #[arg(long)]
     pub retries: Option<u32>,
+    #[arg(long)]
     pub heartbeat: Option<String>,
+    /// Run only after this run succeeded (repeatable).
+    #[arg(long = "after", value_name = "RUN")]
     pub after: Vec<u64>,
+    /// Deduplicate: return the unfinished run with this key instead.
+    #[arg(long)]
     pub unique: Option<String>,
+    /// With --unique: also deduplicate against runs created this recently.
+    #[arg(long, requires = "unique")]
     pub unique_for: Option<String>,
+    /// A job file to run as an ad-hoc DAG run.
+    #[arg(short = 'f', long = "file", conflicts_with = "command")]
     pub file: Option<PathBuf>,
+    #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+impl SubmitArgs {
+    /// The request: a job file's text (named after the file unless
+    /// `--name`), or one command (a single word list runs with `sh -c`).
+    pub fn to_params(&self) -> Result<Submit, ClientError> {
+        let mut p = Submit {
+            priority: self.priority.map(u64::from),
+            pool: self.pool.clone(),
+            timeout: self.timeout.clone(),
+            retries: self.retries.map(u64::from),
+            heartbeat: self.heartbeat.clone(),
+            unique: self.unique.clone(),
+            unique_for: self.unique_for.clone(),
+            after: (!self.after.is_empty()).then(|| self.after.clone()),
+            name: self.name.clone(),
+            ..Submit::default()
+        };
+        match &self.file {
+            Some(f) => {
+                p.toml = Some(std::fs::read_to_string(f).map_err(|e| {
+                    ClientError::Protocol(format!("cannot read {}: {e}", f.display()))
+                })?);
+                p.name = Some(
+                    self.name
+                        .clone()
+                        .or_else(|| f.file_stem().and_then(|s| s.to_str()).map(str::to_string))
+                        .unwrap_or_else(|| "adhoc".into()),
+                );
+                p.file = Some(f.display().to_string());
+            }
+            None => match self.command.as_slice() {
+                [one] => p.command = Some(one.clone()),
+                all => p.argv = Some(all.to_vec()),
+            },
+        }
+        Ok(p)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -55,7 +116,7 @@ pub enum Remote {
     Trigger {
         dag: String,
     },
-    Submit(SubmitOpts),
+    Submit(SubmitArgs),
     Cancel {
         runs: Vec<u64>,
     },
@@ -136,25 +197,16 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
     code
 }
 
-fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ClientError> {
-    serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("unexpected answer: {e}")))
+/// `--json`: the answer as the daemon sent it (keys sorted).
+fn print_json<T: Serialize>(o: &mut Out<'_>, answer: &T) -> i32 {
+    let _ = writeln!(o.out, "{}", json!(answer));
+    exit::OK
 }
 
-fn age(created: &Option<String>) -> String {
-    let Some(t) = created
-        .as_deref()
-        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-    else {
-        return "-".into();
-    };
-    let secs = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-        .num_seconds()
-        .max(0);
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m", secs / 60),
-        3600..=86399 => format!("{}h", secs / 3600),
-        _ => format!("{}d", secs / 86400),
+fn age(created: Option<Timestamp>) -> String {
+    match created {
+        Some(t) => elapsed_coarse((chrono::Utc::now().timestamp_millis() - t.millis()) / 1000),
+        None => "-".into(),
     }
 }
 
@@ -181,7 +233,7 @@ pub fn run_line(r: &RunView) -> String {
         r.attempts.len(),
         r.retries + 1,
         truncate(&r.pool, 8),
-        age(&r.created_at),
+        age(r.created_at),
         detail
     )
 }
@@ -199,12 +251,10 @@ fn truncate(s: &str, n: usize) -> String {
 async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, ClientError> {
     match cmd {
         Remote::Status => {
-            let v = c.call("status", Value::Null).await?;
+            let s = c.request(Status).await?;
             if o.json {
-                let _ = writeln!(o.out, "{v}");
-                return Ok(exit::OK);
+                return Ok(print_json(o, &s));
             }
-            let s: StatusView = parse(v)?;
             let _ = writeln!(
                 o.out,
                 "axd {}  up {}s  max_concurrency {} (+{} burst, {} in use)",
@@ -234,19 +284,17 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(exit::OK)
         }
         Remote::Ls { state, dag, limit } => {
-            let mut p = json!({"limit": limit});
-            if let Some(s) = state {
-                p["state"] = json!(s);
-            }
-            if let Some(d) = dag {
-                p["dag"] = json!(d);
-            }
-            let v = c.call("list_runs", p).await?;
+            let runs = c
+                .request(ListRuns {
+                    state: state.map(StateFilter::Text),
+                    dag,
+                    limit: Some(u64::from(limit)),
+                    ..ListRuns::default()
+                })
+                .await?;
             if o.json {
-                let _ = writeln!(o.out, "{v}");
-                return Ok(exit::OK);
+                return Ok(print_json(o, &runs));
             }
-            let runs: Vec<RunView> = parse(v)?;
             let _ = writeln!(
                 o.out,
                 "{:>7}  {:<20} {:<16} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE",
@@ -258,12 +306,10 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(exit::OK)
         }
         Remote::Show { run } => {
-            let v = c.call("get_run", json!({"id": run})).await?;
+            let r = c.request(GetRun { id: run }).await?;
             if o.json {
-                let _ = writeln!(o.out, "{v}");
-                return Ok(exit::OK);
+                return Ok(print_json(o, &r));
             }
-            let r: RunView = parse(v)?;
             let w = &mut o.out;
             let _ = writeln!(
                 w,
@@ -287,11 +333,11 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 r.retries + 1
             );
             for (k, t) in [
-                ("created", &r.created_at),
-                ("ready", &r.ready_at),
-                ("started", &r.started_at),
-                ("finished", &r.finished_at),
-                ("next", &r.next_at),
+                ("created", r.created_at),
+                ("ready", r.ready_at),
+                ("started", r.started_at),
+                ("finished", r.finished_at),
+                ("next", r.next_at),
             ] {
                 if let Some(t) = t {
                     let _ = writeln!(w, "  {k:<11} {t}");
@@ -315,9 +361,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     w,
                     "  #{:<2} {} → {}  {}{}{}",
                     a.n,
-                    a.started_at.as_deref().unwrap_or("-"),
-                    a.finished_at.as_deref().unwrap_or("running"),
-                    a.outcome.as_deref().unwrap_or(""),
+                    a.started_at.map_or("-".into(), |t| t.to_string()),
+                    a.finished_at.map_or("running".into(), |t| t.to_string()),
+                    a.outcome.map_or("", |o| o.as_str()),
                     a.exit_code
                         .map(|c| format!(" exit {c}"))
                         .unwrap_or_default(),
@@ -337,11 +383,15 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
         } => {
             let mut offset = 0u64;
             loop {
-                let mut p = json!({"run": run, "offset": offset, "follow": follow});
-                if let Some(a) = attempt {
-                    p["attempt"] = json!(a);
-                }
-                let chunk: LogChunk = parse(c.call("logs", p).await?)?;
+                let chunk = c
+                    .request(Logs {
+                        run,
+                        attempt: attempt.map(u64::from),
+                        offset: Some(offset),
+                        follow: Some(follow),
+                        ..Logs::default()
+                    })
+                    .await?;
                 if o.json {
                     let _ = writeln!(o.out, "{}", json!(chunk));
                 } else {
@@ -355,12 +405,10 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
         }
         Remote::Dags => {
-            let v = c.call("list_dags", Value::Null).await?;
+            let dags = c.request(ListDags).await?;
             if o.json {
-                let _ = writeln!(o.out, "{v}");
-                return Ok(exit::OK);
+                return Ok(print_json(o, &dags));
             }
-            let dags: Vec<DagView> = parse(v)?;
             let _ = writeln!(
                 o.out,
                 "{:<24} {:<16} {:<22} {:<7} {:<10} ERROR",
@@ -372,21 +420,21 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     "{:<24} {:<16} {:<22} {:<7} {:<10} {}",
                     truncate(&d.name, 24),
                     d.schedule.as_deref().unwrap_or("-"),
-                    d.next_fire
-                        .as_deref()
-                        .map(|t| &t[..t.len().min(19)])
-                        .unwrap_or("-"),
+                    d.next_fire.map_or("-".into(), |t| {
+                        let t = t.to_string();
+                        t[..t.len().min(19)].to_string()
+                    }),
                     if d.paused { "yes" } else { "no" },
-                    d.last_run_state.as_deref().unwrap_or("-"),
+                    d.last_run_state.map_or("-", |s| s.as_str()),
                     d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
                 );
             }
             Ok(exit::OK)
         }
         Remote::Dag { dag, run, colour } => {
-            let (nodes, states): (Vec<DagNode>, Vec<Option<String>>) = match run {
+            let (nodes, states): (Vec<DagNode>, Vec<Option<ax_shared::RunState>>) = match run {
                 None => {
-                    let v: DagView = parse(c.call("get_dag", json!({"name": dag})).await?)?;
+                    let v = c.request(GetDag { name: dag.clone() }).await?;
                     let nodes = v
                         .jobs
                         .iter()
@@ -398,19 +446,19 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     (nodes, vec![None; v.jobs.len()])
                 }
                 Some(id) => {
-                    let v = c.call("get_dag_run", json!({"id": id})).await?;
-                    if v["dag"] != dag.as_str() {
+                    let v = c.request(GetDagRun { id }).await?;
+                    if v.dag != dag {
                         let _ = writeln!(
                             o.err,
                             "ax: DAG run {id} belongs to DAG {}, not {dag:?}",
-                            v["dag"]
+                            json!(v.dag)
                         );
                         return Ok(exit::NOT_FOUND);
                     }
                     nodes_of_dag_run(&v)
                 }
             };
-            let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));
+            let grid = layout(&nodes, &|i| state_mark(states[i]));
             if o.json {
                 let _ = writeln!(
                     o.out,
@@ -419,7 +467,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 );
                 return Ok(exit::OK);
             }
-            let colour_of = |i: usize| state_ansi(states[i].as_deref());
+            let colour_of = |i: usize| state_ansi(states[i]);
             let text = render_text(
                 &grid,
                 if colour && run.is_some() {
@@ -435,84 +483,32 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(exit::OK)
         }
         Remote::Trigger { dag } => {
-            let v = c.call("trigger", json!({"dag": dag})).await?;
-            print_submit(o, v)
+            let r = c.request(Trigger { dag }).await?;
+            Ok(print_submit(o, r))
         }
-        Remote::Submit(opts) => {
-            let mut p = json!({});
-            if let Some(f) = &opts.file {
-                let text = std::fs::read_to_string(f).map_err(|e| {
-                    ClientError::Protocol(format!("cannot read {}: {e}", f.display()))
-                })?;
-                let name = opts
-                    .name
-                    .clone()
-                    .or_else(|| f.file_stem().and_then(|s| s.to_str()).map(str::to_string))
-                    .unwrap_or_else(|| "adhoc".into());
-                p = json!({"toml": text, "name": name, "file": f.display().to_string()});
-            } else if opts.command.len() == 1 {
-                p["command"] = json!(opts.command[0]);
-            } else {
-                p["argv"] = json!(opts.command);
-            }
-            let set = |p: &mut Value, k: &str, v: Value| {
-                if !v.is_null() {
-                    p[k] = v;
-                }
-            };
-            if opts.file.is_none() {
-                set(&mut p, "name", json!(opts.name));
-            }
-            set(&mut p, "priority", json!(opts.priority));
-            set(&mut p, "pool", json!(opts.pool));
-            set(&mut p, "timeout", json!(opts.timeout));
-            set(&mut p, "retries", json!(opts.retries));
-            set(&mut p, "heartbeat", json!(opts.heartbeat));
-            set(&mut p, "unique", json!(opts.unique));
-            set(&mut p, "unique_for", json!(opts.unique_for));
-            if !opts.after.is_empty() {
-                p["after"] = json!(opts.after);
-            }
-            let v = c.call("submit", p).await?;
-            print_submit(o, v)
+        Remote::Submit(args) => {
+            let r = c.request(args.to_params()?).await?;
+            Ok(print_submit(o, r))
         }
         Remote::Cancel { runs } | Remote::Retry { runs } if runs.is_empty() => {
             let _ = writeln!(o.err, "ax: give at least one run id");
             Ok(exit::USAGE)
         }
-        Remote::Cancel { runs } => each(c, o, "cancel", "cancelled", runs).await,
-        Remote::Retry { runs } => each(c, o, "retry", "retried", runs).await,
+        Remote::Cancel { runs } => {
+            each(c, o, "cancelled", runs, |id| Cancel {
+                id: Some(id),
+                ids: None,
+            })
+            .await
+        }
+        Remote::Retry { runs } => each(c, o, "retried", runs, |id| Retry { id }).await,
         Remote::Pause { dag, all } | Remote::Resume { dag, all } if dag.is_none() && !all => {
             let _ = writeln!(o.err, "ax: name a DAG or give --all");
             Ok(exit::USAGE)
         }
-        Remote::Pause { dag, all } => {
-            simple(
-                c,
-                o,
-                "pause",
-                if all {
-                    json!({"all": true})
-                } else {
-                    json!({"dag": dag})
-                },
-            )
-            .await
-        }
-        Remote::Resume { dag, all } => {
-            simple(
-                c,
-                o,
-                "resume",
-                if all {
-                    json!({"all": true})
-                } else {
-                    json!({"dag": dag})
-                },
-            )
-            .await
-        }
-        Remote::Reload => simple(c, o, "reload", Value::Null).await,
+        Remote::Pause { dag, all } => simple(c, o, Pause(DagTarget { dag, all })).await,
+        Remote::Resume { dag, all } => simple(c, o, Resume(DagTarget { dag, all })).await,
+        Remote::Reload => simple(c, o, Reload).await,
         Remote::Heartbeat { message, progress } => {
             let Some(run) = std::env::var("AX_RUN_ID")
                 .ok()
@@ -524,29 +520,25 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 );
                 return Ok(exit::USAGE);
             };
-            simple(
-                c,
-                o,
-                "heartbeat",
-                json!({"run": run, "message": message, "progress": progress}),
-            )
-            .await
+            let beat = Heartbeat {
+                run,
+                message,
+                progress,
+            };
+            simple(c, o, beat).await
         }
         Remote::Events { follow } => {
             let mut after = 0i64;
             if follow {
                 // Subscribe first so nothing falls between the backlog and the stream.
-                c.call("subscribe", Value::Null).await?;
+                c.request(Subscribe).await?;
             }
             loop {
-                let v = c
-                    .call("events", json!({"after": after, "limit": 5000}))
-                    .await?;
-                let events: Vec<EventView> = parse(v)?;
-                if events.is_empty() {
+                let events = c.request(backlog(after)).await?;
+                let Some(last) = events.last() else {
                     break;
-                }
-                after = events.last().map(|e| e.seq).unwrap_or(after);
+                };
+                after = last.seq;
                 for e in &events {
                     print_event(o, e);
                 }
@@ -555,28 +547,33 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 return Ok(exit::OK);
             }
             loop {
-                let (method, params) = c.next_notification().await?;
-                if method == "lagged" {
-                    c.call("subscribe", Value::Null).await?;
-                    let v = c
-                        .call("events", json!({"after": after, "limit": 5000}))
-                        .await?;
-                    for e in parse::<Vec<EventView>>(v)? {
-                        after = e.seq;
-                        print_event(o, &e);
+                match c.next_notification().await? {
+                    Notification::Lagged(_) => {
+                        c.request(Subscribe).await?;
+                        for e in c.request(backlog(after)).await? {
+                            after = e.seq;
+                            print_event(o, &e);
+                        }
                     }
-                    continue;
-                }
-                for e in params["events"].as_array().cloned().unwrap_or_default() {
-                    if let Ok(ev) = serde_json::from_value::<EventView>(e)
-                        && ev.seq > after
-                    {
-                        after = ev.seq;
-                        print_event(o, &ev);
+                    Notification::Changed(changed) => {
+                        for ev in changed.events {
+                            if ev.seq > after {
+                                after = ev.seq;
+                                print_event(o, &ev);
+                            }
+                        }
                     }
                 }
             }
         }
+    }
+}
+
+/// Events after `after`, in pages.
+fn backlog(after: i64) -> Events {
+    Events {
+        after: Some(after),
+        limit: Some(5000),
     }
 }
 
@@ -605,12 +602,10 @@ pub fn event_line(e: &EventView) -> String {
     )
 }
 
-fn print_submit(o: &mut Out<'_>, v: Value) -> Result<i32, ClientError> {
+fn print_submit(o: &mut Out<'_>, r: SubmitResult) -> i32 {
     if o.json {
-        let _ = writeln!(o.out, "{v}");
-        return Ok(exit::OK);
+        return print_json(o, &r);
     }
-    let r: SubmitResult = parse(v)?;
     let ids: Vec<String> = r.runs.iter().map(u64::to_string).collect();
     if r.runs.len() == 1 {
         let _ = writeln!(o.out, "{}", ids[0]);
@@ -625,33 +620,30 @@ fn print_submit(o: &mut Out<'_>, v: Value) -> Result<i32, ClientError> {
             ids.join(" ")
         );
     }
-    Ok(exit::OK)
+    exit::OK
 }
 
-async fn simple(
-    c: &mut Client,
-    o: &mut Out<'_>,
-    method: &str,
-    params: Value,
-) -> Result<i32, ClientError> {
-    let v = c.call(method, params).await?;
+/// A request whose answer is printed only with `--json`.
+async fn simple<M: Method>(c: &mut Client, o: &mut Out<'_>, params: M) -> Result<i32, ClientError> {
+    let answer = c.request(params).await?;
     if o.json {
-        let _ = writeln!(o.out, "{v}");
+        print_json(o, &answer);
     }
     Ok(exit::OK)
 }
 
-async fn each(
+/// One request per run; the exit code is the worst of them.
+async fn each<M: Method>(
     c: &mut Client,
     o: &mut Out<'_>,
-    method: &str,
     past: &str,
     runs: Vec<u64>,
+    params: impl Fn(u64) -> M,
 ) -> Result<i32, ClientError> {
     let mut worst = exit::OK;
     let mut results = Vec::new();
     for id in runs {
-        match c.call(method, json!({"id": id})).await {
+        match c.request(params(id)).await {
             Ok(_) => {
                 results.push(json!({"id": id, "ok": true}));
                 if !o.json {

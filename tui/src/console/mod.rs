@@ -5,6 +5,7 @@
 //! returns requests for the daemon tasks (`net`); `ui::render` draws the
 //! state and nothing else; key bindings are data (`keymap`).
 
+pub mod action;
 pub mod keymap;
 pub mod net;
 pub mod run;

@@ -5,9 +5,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ax_shared::api::{RunView, StatusView};
 use ax_shared::client::{Client, ClientError};
-use serde_json::{Value, json};
+use ax_shared::protocol::Notification;
+use ax_shared::protocol::request::{
+    Cancel, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry, StateFilter,
+    Subscribe, Trigger,
+};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::state::{Command, DaemonEvent, Event};
@@ -31,14 +34,10 @@ async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
     loop {
         match Client::connect(&socket, "ax-tui").await {
             Ok(mut c) => {
-                let version = c.server["version"].as_str().unwrap_or("?").to_string();
-                match c.call("subscribe", Value::Null).await {
+                let version = c.server.version.clone();
+                match c.request(Subscribe).await {
                     Ok(snapshot) => {
-                        if let Ok(s) =
-                            serde_json::from_value::<StatusView>(snapshot["status"].clone())
-                        {
-                            send(&events, DaemonEvent::Status(s));
-                        }
+                        send(&events, DaemonEvent::Status(snapshot.status));
                         send(&events, DaemonEvent::Connected { version });
                     }
                     Err(e) => send(
@@ -50,29 +49,18 @@ async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
                 }
                 loop {
                     match c.next_notification().await {
-                        Ok((method, params)) if method == "changed" => {
-                            let status = serde_json::from_value(params["status"].clone()).ok();
-                            let mut runs: Vec<u64> = params["events"]
-                                .as_array()
-                                .map(|a| a.iter().filter_map(|e| e["run"].as_u64()).collect())
-                                .unwrap_or_default();
-                            runs.extend(
-                                params["progress"]
-                                    .as_array()
-                                    .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
-                                    .unwrap_or_default(),
-                            );
+                        Ok(Notification::Changed(changed)) => {
+                            let runs_changed = changed.runs();
                             send(
                                 &events,
                                 DaemonEvent::Changed {
-                                    status,
-                                    runs_changed: runs,
+                                    status: Some(changed.status),
+                                    runs_changed,
                                 },
                             );
                         }
                         // Too slow: resubscribe (a new connection) and refetch.
-                        Ok((method, _)) if method == "lagged" => break,
-                        Ok(_) => {}
+                        Ok(Notification::Lagged(_)) => break,
                         Err(e) => {
                             send(
                                 &events,
@@ -198,20 +186,19 @@ async fn execute(
             filter,
             limit,
         } => {
-            let mut p = json!({"limit": limit});
-            if !states.is_empty() {
-                p["state"] = json!(states);
-            }
-            if !filter.is_empty() {
-                p["filter"] = json!(filter);
-            }
-            let runs: Vec<RunView> = serde_json::from_value(c.call("list_runs", p).await?)
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let p = ListRuns {
+                state: (!states.is_empty()).then(|| {
+                    StateFilter::List(states.iter().map(|s| s.as_str().to_string()).collect())
+                }),
+                filter: (!filter.is_empty()).then(|| filter.clone()),
+                limit: Some(u64::from(*limit)),
+                ..ListRuns::default()
+            };
+            let runs = c.request(p).await?;
             send(events, DaemonEvent::Window(runs));
         }
         Command::FetchDetail(id) => {
-            let r: RunView = serde_json::from_value(c.call("get_run", json!({"id": id})).await?)
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let r = c.request(GetRun { id: *id }).await?;
             send(events, DaemonEvent::Detail(Box::new(r)));
         }
         Command::FetchLog {
@@ -219,15 +206,16 @@ async fn execute(
             attempt,
             offset,
         } => {
-            let mut p = json!({"run": run});
-            if let Some(a) = attempt {
-                p["attempt"] = json!(a);
-            }
+            let mut p = Logs {
+                run: *run,
+                attempt: attempt.map(u64::from),
+                ..Logs::default()
+            };
             if *offset == u64::MAX {
                 // The tail for the detail pane: the last few KiB.
-                p["tail"] = json!(TAIL_BYTES);
-                let chunk = c.call("logs", p).await?;
-                let data = chunk["data"].as_str().unwrap_or_default();
+                p.tail = Some(TAIL_BYTES);
+                let chunk = c.request(p).await?;
+                let data = chunk.data.as_str();
                 // Drop a partial first line.
                 let text = match data.find('\n') {
                     Some(i) if data.len() as u64 >= TAIL_BYTES => &data[i + 1..],
@@ -241,25 +229,29 @@ async fn execute(
                     },
                 );
             } else {
-                p["offset"] = json!(offset);
-                let chunk = c.call("logs", p).await?;
+                p.offset = Some(*offset);
+                let chunk = c.request(p).await?;
                 send(
                     events,
                     DaemonEvent::Log {
                         run: *run,
-                        offset: chunk["offset"].as_u64().unwrap_or(*offset),
-                        data: chunk["data"].as_str().unwrap_or_default().to_string(),
-                        eof: chunk["eof"].as_bool().unwrap_or(true),
+                        offset: chunk.offset,
+                        data: chunk.data,
+                        eof: chunk.eof,
                     },
                 );
             }
         }
         Command::FetchDagRun(id) => {
-            let v = c.call("get_dag_run", json!({"id": id})).await?;
+            let v = c.request(GetDagRun { id: *id }).await?;
             send(events, DaemonEvent::DagRun(v));
         }
         Command::Cancel(id) => {
-            c.call("cancel", json!({"id": id})).await?;
+            c.request(Cancel {
+                id: Some(*id),
+                ids: None,
+            })
+            .await?;
             send(
                 events,
                 DaemonEvent::ActionResult {
@@ -269,7 +261,7 @@ async fn execute(
             );
         }
         Command::Retry(id) => {
-            c.call("retry", json!({"id": id})).await?;
+            c.request(Retry { id: *id }).await?;
             send(
                 events,
                 DaemonEvent::ActionResult {
@@ -279,18 +271,25 @@ async fn execute(
             );
         }
         Command::Trigger(dag) => {
-            let v = c.call("trigger", json!({"dag": dag})).await?;
+            let v = c.request(Trigger { dag: dag.clone() }).await?;
             send(
                 events,
                 DaemonEvent::ActionResult {
                     ok: true,
-                    message: format!("trigger {dag}: DAG run {}", v["dag_run"]),
+                    message: format!("trigger {dag}: DAG run {}", v.dag_run),
                 },
             );
         }
         Command::Pause { dag, pause } => {
-            c.call(if *pause { "pause" } else { "resume" }, json!({"dag": dag}))
-                .await?;
+            let target = DagTarget {
+                dag: Some(dag.clone()),
+                all: false,
+            };
+            if *pause {
+                c.request(Pause(target)).await?;
+            } else {
+                c.request(Resume(target)).await?;
+            }
             send(
                 events,
                 DaemonEvent::ActionResult {

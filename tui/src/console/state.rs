@@ -4,9 +4,11 @@
 
 use std::collections::VecDeque;
 
-use ax_shared::api::{RunView, StatusView};
+use ax_shared::RunState;
+use ax_shared::api::{DagRunView, RunView, StatusView};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+
+pub use super::action::{Action, Mode};
 
 /// What happens to the console.
 #[derive(Clone, Debug)]
@@ -45,7 +47,7 @@ pub enum DaemonEvent {
         data: String,
         eof: bool,
     },
-    DagRun(Value),
+    DagRun(DagRunView),
     /// The daemon's answer to an action.
     ActionResult {
         ok: bool,
@@ -53,41 +55,11 @@ pub enum DaemonEvent {
     },
 }
 
-/// User intents (from the keymap) and daemon events, in one enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Up,
-    Down,
-    Left,
-    Right,
-    PageUp,
-    PageDown,
-    Detail,
-    NextPane,
-    SelectTab(usize),
-    StartFilter,
-    FilterInput(char),
-    FilterBackspace,
-    FilterDone,
-    FilterCancel,
-    AskCancel,
-    Confirm(bool),
-    Retry,
-    Trigger,
-    TogglePause,
-    OpenDag,
-    OpenLog,
-    ToggleFollow,
-    Help,
-    Back,
-    Quit,
-}
-
 /// Requests for the daemon tasks.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     FetchWindow {
-        states: Vec<&'static str>,
+        states: Vec<RunState>,
         filter: String,
         limit: u32,
     },
@@ -109,16 +81,6 @@ pub enum Command {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Mode {
-    Main,
-    Filter,
-    ConfirmCancel(u64),
-    Help,
-    Dag,
-    Log,
-}
-
-#[derive(Clone, Debug, PartialEq)]
 pub enum Conn {
     Connecting,
     Connected { version: String },
@@ -132,12 +94,26 @@ pub enum Pane {
 }
 
 /// The state tabs: title and the run states they show.
-pub const TABS: [(&str, &[&str]); 5] = [
+pub const TABS: [(&str, &[RunState]); 5] = [
     ("All", &[]),
-    ("Running", &["running"]),
-    ("Queued", &["waiting", "delayed", "ready"]),
-    ("Failed", &["failed", "timed_out", "cancelled"]),
-    ("Succeeded", &["success"]),
+    ("Running", &[RunState::Running]),
+    (
+        "Queued",
+        &[RunState::Waiting, RunState::Delayed, RunState::Ready],
+    ),
+    (
+        "Failed",
+        &[RunState::Failed, RunState::TimedOut, RunState::Cancelled],
+    ),
+    ("Succeeded", &[RunState::Success]),
+];
+
+/// The states the queue chart counts, bottom to top.
+pub const QUEUED: [RunState; 4] = [
+    RunState::Waiting,
+    RunState::Delayed,
+    RunState::Ready,
+    RunState::Running,
 ];
 
 /// How many queue-depth samples the chart keeps (one per second).
@@ -158,7 +134,7 @@ pub struct App {
     pub log_tail: String,
     pub mode: Mode,
     pub focus: Pane,
-    pub dag_run: Option<Value>,
+    pub dag_run: Option<DagRunView>,
     pub scroll: (u16, u16),
     pub log: String,
     pub log_run: Option<u64>,
@@ -252,7 +228,7 @@ impl App {
                     c.push(Command::FetchDetail(r.id));
                 }
                 if self.mode == Mode::Dag
-                    && let Some(dr) = self.dag_run.as_ref().and_then(|d| d["id"].as_u64())
+                    && let Some(dr) = self.dag_run.as_ref().map(|d| d.id)
                 {
                     c.push(Command::FetchDagRun(dr));
                 }
@@ -339,12 +315,11 @@ impl App {
     pub fn on_tick(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.now = now;
         if let Some(s) = &self.status {
-            let n = |k: &str| s.runs.get(k).copied().unwrap_or(0);
+            let n = |state: RunState| s.runs.get(state.as_str()).copied().unwrap_or(0);
             if self.history.len() == HISTORY {
                 self.history.pop_front();
             }
-            self.history
-                .push_back([n("waiting"), n("delayed"), n("ready"), n("running")]);
+            self.history.push_back(QUEUED.map(n));
         }
         vec![]
     }
@@ -461,10 +436,7 @@ impl App {
                 vec![self.window_command()]
             }
             Action::AskCancel => match self.selected_run().cloned() {
-                Some(r)
-                    if !["success", "failed", "timed_out", "cancelled"]
-                        .contains(&r.state.as_str()) =>
-                {
+                Some(r) if !r.state.is_terminal() => {
                     let id = r.id;
                     self.mode = Mode::ConfirmCancel(id);
                     self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);

@@ -2,6 +2,8 @@
 
 use ax_shared::api::RunView;
 use ax_shared::dagdraw::{LEGEND, layout, nodes_of_dag_run, state_mark};
+use ax_shared::time::{Timestamp, elapsed};
+use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -22,44 +24,32 @@ fn fg(app: &App, c: Color) -> Style {
     }
 }
 
-fn state_colour(state: &str) -> Color {
+fn state_colour(state: RunState) -> Color {
     match state {
-        "success" => Color::Green,
-        "failed" | "timed_out" => Color::Red,
-        "running" => Color::Cyan,
-        "delayed" => Color::Yellow,
-        "cancelled" => Color::DarkGray,
-        "ready" => Color::Blue,
-        _ => Color::Gray,
+        RunState::Success => Color::Green,
+        RunState::Failed | RunState::TimedOut => Color::Red,
+        RunState::Running => Color::Cyan,
+        RunState::Delayed => Color::Yellow,
+        RunState::Cancelled => Color::DarkGray,
+        RunState::Ready => Color::Blue,
+        RunState::Waiting => Color::Gray,
     }
 }
 
-fn outcome_colour(outcome: Option<&str>) -> Color {
+/// `None`: the attempt runs.
+fn outcome_colour(outcome: Option<Outcome>) -> Color {
     match outcome {
-        Some("success") => Color::Green,
-        Some("failed") | Some("spawn_error") => Color::Red,
-        Some("timed_out") | Some("stalled") => Color::Magenta,
-        Some("cancelled") => Color::DarkGray,
-        Some("preempted") | Some("interrupted") => Color::Yellow,
+        Some(Outcome::Success) => Color::Green,
+        Some(Outcome::Failed | Outcome::SpawnError) => Color::Red,
+        Some(Outcome::TimedOut | Outcome::Stalled) => Color::Magenta,
+        Some(Outcome::Cancelled) => Color::DarkGray,
+        Some(Outcome::Preempted | Outcome::Interrupted) => Color::Yellow,
         None => Color::Cyan,
-        _ => Color::Gray,
     }
 }
 
-fn parse(t: &Option<String>) -> Option<DateTime<Utc>> {
-    t.as_deref()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        .map(|t| t.with_timezone(&Utc))
-}
-
-pub fn human_secs(s: i64) -> String {
-    let s = s.max(0);
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
-    }
+fn parse(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
+    t.and_then(Timestamp::to_datetime)
 }
 
 /// Draws the whole screen.
@@ -133,7 +123,7 @@ fn render_header(f: &mut Frame, app: &App, area: Rect) {
         Conn::Disconnected { .. } => Span::styled("disconnected — retrying", fg(app, Color::Red)),
     };
     let version = match (&app.conn, &app.status) {
-        (_, Some(s)) => format!("axd {} · up {}", s.version, human_secs(s.uptime_s as i64)),
+        (_, Some(s)) => format!("axd {} · up {}", s.version, elapsed(s.uptime_s as i64)),
         (Conn::Connected { version }, None) => format!("axd {version}"),
         _ => "axd".into(),
     };
@@ -198,7 +188,6 @@ fn render_pools(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn render_chart(f: &mut Frame, app: &App, area: Rect) {
-    let names = ["waiting", "delayed", "ready", "running"];
     let colours = [Color::Gray, Color::Yellow, Color::Blue, Color::Cyan];
     let last = app.history.back().copied().unwrap_or_default();
     let label_w = 14u16;
@@ -238,18 +227,17 @@ fn render_chart(f: &mut Frame, app: &App, area: Rect) {
             .style(fg(app, Color::Cyan)),
         b,
     );
-    let _ = names;
 }
 
 fn render_tabs(f: &mut Frame, app: &App, area: Rect) {
-    let counts = |states: &[&str]| -> Option<u64> {
+    let counts = |states: &[RunState]| -> Option<u64> {
         let s = app.status.as_ref()?;
         Some(if states.is_empty() {
             s.runs.values().sum()
         } else {
             states
                 .iter()
-                .map(|k| s.runs.get(*k).copied().unwrap_or(0))
+                .map(|k| s.runs.get(k.as_str()).copied().unwrap_or(0))
                 .sum()
         })
     };
@@ -296,10 +284,10 @@ fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
             None => m.clone(),
         };
     }
-    if r.state == "running"
-        && let Some(s) = parse(&r.started_at)
+    if r.state == RunState::Running
+        && let Some(s) = parse(r.started_at)
     {
-        return format!("running for {}", human_secs((now - s).num_seconds()));
+        return format!("running for {}", elapsed((now - s).num_seconds()));
     }
     r.reason.clone().unwrap_or_default()
 }
@@ -320,15 +308,15 @@ fn render_runs(f: &mut Frame, app: &App, area: Rect) {
         .runs
         .iter()
         .map(|r| {
-            let age = parse(&r.finished_at)
-                .zip(parse(&r.started_at))
-                .map(|(e, s)| human_secs((e - s).num_seconds()))
-                .or_else(|| parse(&r.created_at).map(|c| human_secs((app.now - c).num_seconds())))
+            let age = parse(r.finished_at)
+                .zip(parse(r.started_at))
+                .map(|(e, s)| elapsed((e - s).num_seconds()))
+                .or_else(|| parse(r.created_at).map(|c| elapsed((app.now - c).num_seconds())))
                 .unwrap_or_default();
             Row::new(vec![
                 Cell::from(r.id.to_string()),
                 Cell::from(format!("{}/{}", r.dag, r.job)),
-                Cell::from(r.state.clone()).style(fg(app, state_colour(&r.state))),
+                Cell::from(r.state.as_str()).style(fg(app, state_colour(r.state))),
                 Cell::from(if r.effective_priority != r.priority {
                     format!("{}↑{}", r.priority, r.effective_priority)
                 } else {
@@ -378,16 +366,16 @@ fn render_runs(f: &mut Frame, app: &App, area: Rect) {
 pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let starts: Vec<Option<DateTime<Utc>>> =
-        r.attempts.iter().map(|a| parse(&a.started_at)).collect();
+        r.attempts.iter().map(|a| parse(a.started_at)).collect();
     let Some(t0) = starts.iter().flatten().min().copied() else {
         lines.push(Line::from("no attempts yet"));
         return lines;
     };
-    let next = parse(&r.next_at);
+    let next = parse(r.next_at);
     let end = r
         .attempts
         .iter()
-        .map(|a| parse(&a.finished_at).unwrap_or(app.now))
+        .map(|a| parse(a.finished_at).unwrap_or(app.now))
         .chain(next)
         .max()
         .unwrap_or(app.now)
@@ -399,13 +387,13 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
     };
     let mut cells: Vec<(char, Color)> = vec![('·', Color::DarkGray); width];
     for a in &r.attempts {
-        let Some(s) = parse(&a.started_at) else {
+        let Some(s) = parse(a.started_at) else {
             continue;
         };
-        let e = parse(&a.finished_at).unwrap_or(app.now);
+        let e = parse(a.finished_at).unwrap_or(app.now);
         let (c0, c1) = (col(s), col(e).max(col(s)));
         for c in cells.iter_mut().take(c1 + 1).skip(c0) {
-            *c = ('█', outcome_colour(a.outcome.as_deref()));
+            *c = ('█', outcome_colour(a.outcome));
         }
     }
     if let Some(n) = next {
@@ -419,22 +407,22 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
     lines.push(Line::from(bar));
     let mut legend: Vec<Span> = Vec::new();
     for a in &r.attempts {
-        let dur = parse(&a.started_at)
-            .map(|s| human_secs((parse(&a.finished_at).unwrap_or(app.now) - s).num_seconds()))
+        let dur = parse(a.started_at)
+            .map(|s| elapsed((parse(a.finished_at).unwrap_or(app.now) - s).num_seconds()))
             .unwrap_or_default();
         legend.push(Span::styled(
             format!(
                 "#{} {} {dur}",
                 a.n,
-                a.outcome.as_deref().unwrap_or("running")
+                a.outcome.map_or("running", |o| o.as_str())
             ),
-            fg(app, outcome_colour(a.outcome.as_deref())),
+            fg(app, outcome_colour(a.outcome)),
         ));
         legend.push(Span::raw("  "));
     }
     if let Some(n) = next {
         legend.push(Span::styled(
-            format!("next retry in {}", human_secs((n - app.now).num_seconds())),
+            format!("next retry in {}", elapsed((n - app.now).num_seconds())),
             fg(app, Color::Yellow),
         ));
     }
@@ -468,7 +456,7 @@ fn render_detail(f: &mut Frame, app: &App, area: Rect) {
                 Style::default().add_modifier(Modifier::BOLD),
             ),
             Span::raw(format!("{}/{} · DAG run {} · ", r.dag, r.job, r.dag_run)),
-            Span::styled(r.state.clone(), fg(app, state_colour(&r.state))),
+            Span::styled(r.state.as_str(), fg(app, state_colour(r.state))),
         ]),
         Line::from(format!(
             "priority {} (effective {}) · pool {} · attempts {}/{}",
@@ -508,13 +496,10 @@ fn render_dag(f: &mut Frame, app: &App, area: Rect) {
         return;
     };
     let (nodes, states) = nodes_of_dag_run(v);
-    let grid = layout(&nodes, &|i| state_mark(states[i].as_deref()));
-    let block = Block::default().borders(Borders::ALL).title(format!(
-        " DAG {} · run {} · {} ",
-        v["dag"].as_str().unwrap_or(""),
-        v["id"],
-        v["state"].as_str().unwrap_or("")
-    ));
+    let grid = layout(&nodes, &|i| state_mark(states[i]));
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" DAG {} · run {} · {} ", v.dag, v.id, v.state));
     let inner = block.inner(area);
     f.render_widget(block, area);
     let [canvas, legend] =
@@ -537,7 +522,7 @@ fn render_dag(f: &mut Frame, app: &App, area: Rect) {
                 continue;
             }
             let style = match grid.owner_at(gx, gy) {
-                Some(i) => fg(app, state_colour(states[i].as_deref().unwrap_or("waiting")))
+                Some(i) => fg(app, state_colour(states[i].unwrap_or(RunState::Waiting)))
                     .add_modifier(Modifier::BOLD),
                 None => fg(app, Color::DarkGray),
             };

@@ -3,9 +3,19 @@
 //! JSON-RPC requires `error.code` to be an integer; the stable, documented
 //! error code string that clients should match on is `error.data.code`
 //! (`not_found`, `invalid_params`, …).
+//!
+//! Every line either side writes is encoded through `serde_json::Value`,
+//! whose objects keep their keys sorted: the byte-exact lines are pinned by
+//! `tests/protocol.rs`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub mod notification;
+pub mod request;
+
+pub use notification::{Changed, Lagged, Notification};
+pub use request::{Method, Request};
 
 /// Bumped on incompatible changes; `hello` refuses a mismatch.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -13,8 +23,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest frame (one line) either side accepts.
 pub const MAX_FRAME: usize = 1 << 20;
 
+/// One request line as framed, before its params are decoded.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Request {
+pub struct RequestFrame {
     pub jsonrpc: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<Value>,
@@ -75,6 +86,11 @@ impl RpcError {
     }
 }
 
+/// An answer as it goes on the wire.
+pub fn encode_answer<T: Serialize>(answer: T) -> Result<Value, RpcError> {
+    serde_json::to_value(answer).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+}
+
 /// Any line the daemon sends: a response (has `id`) or a notification
 /// (has `method`, no `id`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -123,6 +139,13 @@ impl Message {
             params: Some(params),
         }
     }
+    /// The answer to a request.
+    pub fn response(id: Value, answer: Result<Value, RpcError>) -> Message {
+        match answer {
+            Ok(v) => Message::result(id, v),
+            Err(e) => Message::error(Some(id), e),
+        }
+    }
     pub fn is_notification(&self) -> bool {
         self.id.is_none() && self.method.is_some()
     }
@@ -131,7 +154,7 @@ impl Message {
 /// Decodes one request line. On failure, the id to answer with (when the
 /// line was JSON with an `id`) and the error, which names what was wrong.
 /// Never panics, whatever the bytes (fuzzed: `fuzz/`).
-pub fn decode_request(line: &str) -> Result<Request, (Option<Value>, RpcError)> {
+pub fn decode_request(line: &str) -> Result<RequestFrame, (Option<Value>, RpcError)> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         (
             None,
@@ -139,7 +162,7 @@ pub fn decode_request(line: &str) -> Result<Request, (Option<Value>, RpcError)> 
         )
     })?;
     let id = v.get("id").cloned();
-    match serde_json::from_value::<Request>(v) {
+    match serde_json::from_value::<RequestFrame>(v) {
         Ok(r) if r.jsonrpc == "2.0" => Ok(r),
         Ok(_) | Err(_) => Err((
             id,

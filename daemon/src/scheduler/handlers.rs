@@ -1,0 +1,412 @@
+//! One function per request. Each checks every part of its request before
+//! it changes anything, so a refused request has applied nothing.
+
+use std::collections::BTreeSet;
+
+use ax_shared::RunState;
+use ax_shared::api::{
+    DagView, Done, EventView, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult,
+    SubscribeAnswer,
+};
+use ax_shared::protocol::request::{
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,
+};
+use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Peer, Scheduler};
+use crate::engine::{DagRunId, Effect, EngineError, Input, Millis, Reply, RunId, Submit};
+use crate::store::{RunQuery, StoreError};
+
+pub(super) fn bad(msg: impl Into<String>) -> RpcError {
+    RpcError::new(codes::INVALID_PARAMS, msg)
+}
+
+pub(super) fn engine_err(e: EngineError) -> RpcError {
+    RpcError::new(e.code(), e.to_string())
+}
+
+pub(crate) fn store_err(e: StoreError) -> RpcError {
+    RpcError::new(codes::STORE_ERROR, e.to_string())
+}
+
+fn not_found(what: String) -> RpcError {
+    RpcError::new(codes::NOT_FOUND, format!("{what} not found"))
+}
+
+/// An answer as it goes on the wire.
+fn wire<T: Serialize>(answer: Result<T, RpcError>) -> Result<Value, RpcError> {
+    answer.and_then(encode_answer)
+}
+
+impl Scheduler {
+    /// Checks who may do what, then answers the request. Its effects join
+    /// the step's.
+    pub(super) fn request(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        request: Request,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Value, RpcError> {
+        let method = request.method();
+        if request.is_write() && peer.role == ax_shared::api::Role::Viewer {
+            return Err(RpcError::new(
+                codes::FORBIDDEN,
+                format!("{method}: members of socket_group may only read"),
+            ));
+        }
+        if self.shutdown_at.is_some()
+            && matches!(
+                request,
+                Request::Submit(_) | Request::Trigger(_) | Request::Retry(_)
+            )
+        {
+            return Err(RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down"));
+        }
+        // A heartbeat only keeps a running job alive, which must go on
+        // while the disk is full; every other write would be lost.
+        if request.is_write()
+            && !matches!(request, Request::Heartbeat(_))
+            && let Some(error) = self.store_fault()
+        {
+            return Err(RpcError::new(
+                codes::STORE_ERROR,
+                format!(
+                    "{method} not accepted: the store cannot write ({error}); try again when it recovers"
+                ),
+            ));
+        }
+        match request {
+            Request::Status(_) => encode_answer(self.status()),
+            Request::ListRuns(p) => wire(self.list_runs(now, *p)),
+            Request::GetRun(p) => wire(self.get_run(now, p.id)),
+            Request::ListDags(_) => wire(self.list_dags()),
+            Request::GetDag(p) => wire(self.get_dag(*p)),
+            Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
+            Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
+            Request::Trigger(p) => wire(self.trigger(now, peer, *p, effects)),
+            Request::Cancel(p) => wire(self.cancel(now, peer, *p, effects)),
+            Request::CancelDagRun(p) => wire(self.cancel_dag_run(now, peer, *p, effects)),
+            Request::Retry(p) => wire(self.retry(now, peer, *p, effects)),
+            Request::Pause(p) => wire(self.pause(now, p.0, true, effects)),
+            Request::Resume(p) => wire(self.pause(now, p.0, false, effects)),
+            Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
+            Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
+            Request::LogInfo(p) => wire(self.log_info(*p)),
+            Request::Events(p) => wire(self.events(*p)),
+            Request::Subscribe(_) => encode_answer(SubscribeAnswer {
+                status: self.status(),
+            }),
+            // Answered by the connection itself (`server`).
+            Request::Hello(_) | Request::Logs(_) => Err(RpcError::new(
+                codes::INTERNAL,
+                format!("{method} is answered by the connection"),
+            )),
+        }
+    }
+
+    /// Applies one input for a request: its effects join the step's, its
+    /// error becomes the request's answer.
+    pub(super) fn apply(
+        &mut self,
+        now: Millis,
+        input: Input,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Reply, RpcError> {
+        let step = self.engine.handle(now, input);
+        effects.extend(step.effects);
+        step.reply.map_err(engine_err)
+    }
+
+    fn list_runs(&mut self, now: Millis, p: ListRuns) -> Result<Vec<RunView>, RpcError> {
+        let mut q = RunQuery {
+            limit: 50,
+            ..RunQuery::default()
+        };
+        if let Some(filter) = &p.state {
+            for name in filter.names() {
+                q.states.push(RunState::parse(name).ok_or_else(|| {
+                    bad(format!("unknown state {name:?} (waiting, delayed, ready, running, success, failed, timed_out, cancelled)"))
+                })?);
+            }
+        }
+        q.dag = p.dag;
+        q.text = p.filter.filter(|t| !t.is_empty());
+        q.dag_run = p.dag_run;
+        if let Some(limit) = p.limit {
+            if !(1..=10_000).contains(&limit) {
+                return Err(bad("`limit` must be 1-10000"));
+            }
+            q.limit = limit as usize;
+        }
+        q.before = p.before;
+        let views = self.store.list_runs(&q).map_err(store_err)?;
+        Ok(views.into_iter().map(|v| self.live(v, now)).collect())
+    }
+
+    fn get_run(&mut self, now: Millis, id: u64) -> Result<RunView, RpcError> {
+        let view = self
+            .store
+            .get_run(id)
+            .map_err(store_err)?
+            .ok_or_else(|| not_found(format!("run {id}")))?;
+        let mut view = self.live(view, now);
+        view.events = Some(self.store.run_events(id, 1000).map_err(store_err)?);
+        Ok(view)
+    }
+
+    fn list_dags(&mut self) -> Result<Vec<DagView>, RpcError> {
+        let last = self.store.last_dag_run_states().map_err(store_err)?;
+        Ok(self
+            .registry
+            .iter()
+            .map(|(n, e)| self.dag_view(n, e, &last))
+            .collect())
+    }
+
+    fn get_dag(&mut self, p: GetDag) -> Result<DagView, RpcError> {
+        let last = self.store.last_dag_run_states().map_err(store_err)?;
+        let entry = self
+            .registry
+            .get(&p.name)
+            .ok_or_else(|| not_found(format!("DAG {:?}", p.name)))?;
+        Ok(self.dag_view(&p.name, entry, &last))
+    }
+
+    /// Starts a DAG run and names what it created.
+    pub(super) fn create(
+        &mut self,
+        now: Millis,
+        submit: Submit,
+        effects: &mut Vec<Effect>,
+    ) -> Result<SubmitResult, RpcError> {
+        match self.apply(now, Input::Submit(submit), effects)? {
+            Reply::Submitted {
+                dag_run,
+                runs,
+                deduplicated,
+            } => Ok(SubmitResult {
+                dag_run: dag_run.0,
+                runs: runs.iter().map(|r| r.0).collect(),
+                deduplicated,
+            }),
+            Reply::Done => Err(RpcError::new(codes::INTERNAL, "submit gave no ids")),
+        }
+    }
+
+    fn trigger(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: Trigger,
+        effects: &mut Vec<Effect>,
+    ) -> Result<SubmitResult, RpcError> {
+        let name = p.dag;
+        let entry = self
+            .registry
+            .get(&name)
+            .ok_or_else(|| not_found(format!("DAG {name:?}")))?;
+        let spec = entry.spec.clone().ok_or_else(|| {
+            RpcError::new(
+                codes::INVALID_STATE,
+                format!(
+                    "DAG {name:?} has no valid version: {}",
+                    entry
+                        .error
+                        .as_ref()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default()
+                ),
+            )
+        })?;
+        let submit = Submit {
+            dag: spec,
+            trigger: format!("manual trigger by {}", peer.actor),
+            actor: peer.actor.clone(),
+            unique: None,
+            after: vec![],
+        };
+        self.create(now, submit, effects)
+    }
+
+    /// `id`: one run. `ids`: all of them or none — every id must name a
+    /// run that has not ended, or nothing is cancelled.
+    fn cancel(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: Cancel,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        // Cancelling an upstream run cancels its downstream runs: in a list,
+        // one named later may have ended by then, which is no error.
+        let in_list = p.ids.is_some();
+        let ids: Vec<u64> = match (p.ids, p.id) {
+            (Some(ids), _) => {
+                for (i, id) in ids.iter().enumerate() {
+                    match self.engine.run(RunId(*id)) {
+                        None => {
+                            return Err(bad(format!("cancel: `ids[{i}]`: run {id} not found")));
+                        }
+                        Some(r) if r.state.is_terminal() => {
+                            return Err(bad(format!(
+                                "cancel: `ids[{i}]`: run {id} already ended ({})",
+                                r.state
+                            )));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                let mut seen = BTreeSet::new();
+                ids.into_iter().filter(|id| seen.insert(*id)).collect()
+            }
+            (None, Some(id)) => vec![id],
+            (None, None) => return Err(bad("`id` must be a run id (a positive integer)")),
+        };
+        for id in ids {
+            let ended = self
+                .engine
+                .run(RunId(id))
+                .is_some_and(|r| r.state.is_terminal());
+            if in_list && ended {
+                continue;
+            }
+            let input = Input::Cancel {
+                run: RunId(id),
+                actor: peer.actor.clone(),
+            };
+            self.apply(now, input, effects)?;
+        }
+        Ok(Done::OK)
+    }
+
+    fn cancel_dag_run(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: CancelDagRun,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        let input = Input::CancelDagRun {
+            dag_run: DagRunId(p.id),
+            actor: peer.actor.clone(),
+        };
+        self.apply(now, input, effects)?;
+        Ok(Done::OK)
+    }
+
+    fn retry(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: Retry,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        let id = p.id;
+        if self.engine.run(RunId(id)).is_none() {
+            // A finished run the engine let go of: load its DAG run back
+            // from the store, then retry it like any other.
+            let view = self
+                .store
+                .get_run(id)
+                .map_err(store_err)?
+                .ok_or_else(|| not_found(format!("run {id}")))?;
+            let dr = self
+                .store
+                .load_dag_run(view.dag_run)
+                .map_err(store_err)?
+                .ok_or_else(|| not_found(format!("DAG run {}", view.dag_run)))?;
+            effects.extend(self.engine.restore(now, vec![dr], 0, 0));
+            self.refresh_counts();
+        }
+        let input = Input::Retry {
+            run: RunId(id),
+            actor: peer.actor.clone(),
+        };
+        self.apply(now, input, effects)?;
+        Ok(Done::OK)
+    }
+
+    fn pause(
+        &mut self,
+        now: Millis,
+        target: DagTarget,
+        paused: bool,
+        effects: &mut Vec<Effect>,
+    ) -> Result<PauseAnswer, RpcError> {
+        let names: Vec<String> = match (target.all, target.dag) {
+            (true, _) => self.registry.names(),
+            (false, Some(name)) if self.registry.get(&name).is_some() => vec![name],
+            (false, Some(name)) => return Err(not_found(format!("DAG {name:?}"))),
+            (false, None) => return Err(bad("`dag` must be a string")),
+        };
+        for n in &names {
+            let input = if paused {
+                Input::Pause { dag: n.clone() }
+            } else {
+                Input::Resume { dag: n.clone() }
+            };
+            effects.extend(self.engine.handle(now, input).effects);
+            self.registry.note_paused(n, paused);
+        }
+        Ok(PauseAnswer {
+            ok: true,
+            dags: names,
+        })
+    }
+
+    /// `reload`: `axd.toml` and the jobs folder, read again.
+    fn reload_request(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        effects: &mut Vec<Effect>,
+    ) -> Result<ReloadAnswer, RpcError> {
+        effects.extend(self.reload(now, &peer.actor));
+        Ok(ReloadAnswer {
+            ok: true,
+            dags: self.registry.len(),
+            errors: self.registry.errors().len(),
+        })
+    }
+
+    fn heartbeat(
+        &mut self,
+        now: Millis,
+        p: Heartbeat,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Done, RpcError> {
+        if let Some(progress) = p.progress
+            && !(0.0..=1.0).contains(&progress)
+        {
+            return Err(bad(format!("progress {progress} must be between 0 and 1")));
+        }
+        let input = Input::Beat {
+            run: RunId(p.run),
+            message: p.message,
+            progress: p.progress,
+        };
+        self.apply(now, input, effects)?;
+        Ok(Done::OK)
+    }
+
+    fn log_info(&mut self, p: LogInfo) -> Result<LogInfoView, RpcError> {
+        let id = p.run;
+        let (attempts, running) = match self.engine.run(RunId(id)) {
+            Some(r) => (r.attempts.len() as u32, r.state == RunState::Running),
+            None => match self.store.get_run(id).map_err(store_err)? {
+                Some(v) => (v.attempts.len() as u32, v.state == RunState::Running),
+                None => return Err(not_found(format!("run {id}"))),
+            },
+        };
+        Ok(LogInfoView { attempts, running })
+    }
+
+    fn events(&mut self, p: Events) -> Result<Vec<EventView>, RpcError> {
+        let after = p.after.unwrap_or(0);
+        let limit = p.limit.unwrap_or(1000).min(10_000) as usize;
+        self.store.events_after(after, limit).map_err(store_err)
+    }
+}

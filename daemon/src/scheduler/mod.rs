@@ -1,0 +1,577 @@
+//! The scheduler thread: the one owner of the engine and the store's read
+//! connection.
+//!
+//! It sleeps until the engine's next deadline or the next message
+//! (`recv_timeout`), then takes every message that is waiting and applies
+//! them all to the engine as one step. It hands the step's spawn and kill
+//! orders to the executor at once, and the step's changes, with the answers
+//! and notifications that depend on them, to the writer thread (`writer`),
+//! which sends those only once the step is durable.
+//!
+//! Requests are answered by `handlers` (one function per request), views
+//! built by `views`, DAGs kept by `registry`.
+
+mod handlers;
+mod registry;
+mod submit;
+mod views;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::time::Duration;
+
+use ax_shared::RunState;
+use ax_shared::api::Role;
+use ax_shared::protocol::{Method, Request, RpcError, codes};
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::config::Config;
+use crate::engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
+use crate::executor::{ExecEvent, Executor};
+use crate::shutdown::{Phase, Shutdown};
+use crate::store::{Commit, Store};
+use crate::time::now_ms;
+use crate::writer::{Fault, ReplyTo, Step};
+use registry::{DagRegistry, Define};
+
+/// Who is asking.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub role: Role,
+    pub actor: Arc<str>,
+}
+
+pub enum Msg {
+    Request {
+        peer: Peer,
+        request: Request,
+        reply: ReplyTo,
+    },
+    Exec(ExecEvent),
+    /// Look at the shutdown value (it has changed).
+    Wake,
+    Reload,
+    /// The jobs folder changed.
+    Rescan,
+}
+
+/// What the socket server needs to talk to the scheduler.
+#[derive(Clone)]
+pub struct Handle {
+    pub tx: Sender<Msg>,
+    pub notify: broadcast::Sender<Arc<str>>,
+    pub log_dir: PathBuf,
+}
+
+fn shutting_down() -> RpcError {
+    RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down")
+}
+
+impl Handle {
+    /// One request, answered as it goes on the wire.
+    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Request {
+                peer: peer.clone(),
+                request,
+                reply,
+            })
+            .map_err(|_| shutting_down())?;
+        rx.await.map_err(|_| shutting_down())?
+    }
+
+    /// One typed request, for the daemon's own use (`logs`, the watchdog).
+    pub async fn ask<M: Method>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError> {
+        let v = self.call(peer, params.into()).await?;
+        serde_json::from_value(v).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+    }
+}
+
+/// What a step's effects change in the store: the DAG runs and runs they
+/// touched (as the engine now has them), their events and cron marks.
+pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
+    let mut runs: BTreeSet<RunId> = BTreeSet::new();
+    let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
+    let mut events = Vec::new();
+    let mut cron_marks = Vec::new();
+    let mut trigger_queues = Vec::new();
+    for e in effects {
+        match e {
+            Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
+            Effect::TriggerQueue { dag, queue } => {
+                trigger_queues.push((dag.clone(), queue.clone()));
+            }
+            Effect::Event(ev) => {
+                if let Some(r) = ev.run {
+                    runs.insert(r);
+                }
+                dag_runs.insert(ev.dag_run);
+                events.push(ev);
+            }
+            Effect::Progress { run } | Effect::Persist { run } => {
+                runs.insert(*run);
+            }
+            Effect::Spawn(o) => {
+                runs.insert(o.run);
+            }
+            _ => {}
+        }
+    }
+    Commit {
+        dag_runs: dag_runs.iter().filter_map(|d| engine.dag_run(*d)).collect(),
+        runs: runs.iter().filter_map(|r| engine.run(*r)).collect(),
+        events,
+        cron_marks,
+        trigger_queues,
+        ..Commit::default()
+    }
+}
+
+/// How long a finished DAG run stays in the engine's memory (the store
+/// keeps it; a retry loads it back).
+const EVICT_AFTER: Millis = 10 * 60_000;
+
+/// Answered by the writer once a step is committed.
+type CommitAck = oneshot::Receiver<Result<Value, RpcError>>;
+
+/// How often the loop looks for the commit of a step that created
+/// triggered DAG runs while one is awaited.
+const COMMIT_POLL: Duration = Duration::from_millis(2);
+
+/// Messages taken into one step at most.
+const MAX_BATCH: usize = 4096;
+
+/// What the scheduler is given at start.
+pub struct Parts {
+    pub cfg: Config,
+    pub config_path: Option<PathBuf>,
+    pub engine: Engine,
+    pub store: Box<dyn Store>,
+    pub exec: Executor,
+    pub notify: broadcast::Sender<Arc<str>>,
+    /// Counts of finished runs that live only in the store.
+    pub stored_terminal: BTreeMap<RunState, u64>,
+    /// The writer thread's queue (`writer::run`).
+    pub writer: SyncSender<Step>,
+    pub fault: Fault,
+    pub shutdown: Shutdown,
+}
+
+pub struct Scheduler {
+    cfg: Config,
+    config_path: Option<PathBuf>,
+    engine: Engine,
+    store: Box<dyn Store>,
+    registry: DagRegistry,
+    exec: Executor,
+    notify: broadcast::Sender<Arc<str>>,
+    started: std::time::Instant,
+    stored_terminal: BTreeMap<RunState, u64>,
+    shutdown: Shutdown,
+    /// Set once shutdown began: the time by which every job must be gone.
+    shutdown_at: Option<Millis>,
+    last_evict: Millis,
+    last_prune: Millis,
+    /// Triggered DAG runs waiting for the commit of the step that created
+    /// them: the writer answers the receiver once it is durable.
+    awaiting_commit: Vec<(CommitAck, Vec<DagRunId>)>,
+    writer: SyncSender<Step>,
+    /// Set by the writer while the store refuses writes (disk full).
+    fault: Fault,
+}
+
+type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
+
+impl Scheduler {
+    pub fn new(parts: Parts) -> Scheduler {
+        Scheduler {
+            cfg: parts.cfg,
+            config_path: parts.config_path,
+            engine: parts.engine,
+            store: parts.store,
+            registry: DagRegistry::default(),
+            exec: parts.exec,
+            notify: parts.notify,
+            started: crate::time::monotonic(),
+            stored_terminal: parts.stored_terminal,
+            shutdown: parts.shutdown,
+            shutdown_at: None,
+            last_evict: now_ms(),
+            last_prune: 0,
+            awaiting_commit: Vec::new(),
+            writer: parts.writer,
+            fault: parts.fault,
+        }
+    }
+
+    pub fn pool_names(&self) -> Vec<String> {
+        self.cfg.pools.keys().cloned().collect()
+    }
+
+    fn store_fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Loads the jobs folder at start-up: every DAG is given to the engine
+    /// with the cron watermark the store kept for it.
+    pub fn load_jobs(
+        &mut self,
+        now: Millis,
+        actor: &Arc<str>,
+        watermarks: &HashMap<String, i64>,
+    ) -> Vec<Effect> {
+        match self.store.load_dag_defs() {
+            Ok(defs) => self.registry.restore_last_good(defs),
+            Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
+        }
+        let define = Define::All { watermarks };
+        self.registry
+            .rescan(&mut self.engine, &self.cfg, now, actor, define)
+    }
+
+    /// Scans the jobs folder again (reload, watcher).
+    fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        self.registry
+            .rescan(&mut self.engine, &self.cfg, now, actor, Define::Changed)
+    }
+
+    /// The thread body: runs until shutdown completes. Dropping the
+    /// scheduler closes the writer's queue; the writer then writes what it
+    /// holds and ends.
+    pub fn run(mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
+        let mut carried = initial;
+        loop {
+            // Start-up effects are processed at once.
+            let wait = if carried.is_empty() {
+                self.wait()
+            } else {
+                Duration::ZERO
+            };
+            let first = match rx.recv_timeout(wait) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut batch: Vec<Msg> = first.into_iter().collect();
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let mut effects = std::mem::take(&mut carried);
+            self.step(now_ms(), batch, &mut effects);
+            if self.finished() {
+                return;
+            }
+        }
+    }
+
+    /// How long to sleep: until the engine's next deadline, the shutdown
+    /// deadline or the next housekeeping, whichever is first.
+    fn wait(&self) -> Duration {
+        let now = now_ms();
+        let until = |t: Millis| Duration::from_millis((t - now).max(0) as u64);
+        [
+            self.engine.next_wakeup(),
+            self.shutdown_at,
+            Some(self.last_evict + 60_000),
+        ]
+        .into_iter()
+        .flatten()
+        .map(until)
+        // A triggered DAG run waits for its step's commit (a few ms): look
+        // for the writer's answer that often meanwhile.
+        .chain((!self.awaiting_commit.is_empty()).then_some(COMMIT_POLL))
+        .min()
+        .unwrap_or(Duration::MAX)
+    }
+
+    /// One step: every message of the batch applied, then the orders out,
+    /// then the changes to the writer.
+    fn step(&mut self, now: Millis, batch: Vec<Msg>, effects: &mut Vec<Effect>) {
+        // Answers to requests that changed nothing (reads, refusals, and
+        // heartbeats, which change only a deadline in memory) never wait
+        // for the store; the others are sent once written.
+        let mut durable: Answers = Vec::new();
+        let mut immediate: Answers = Vec::new();
+        effects.extend(self.engine.handle(now, Input::Tick).effects);
+        let committed = self.committed_triggers();
+        if !committed.is_empty() {
+            let input = Input::TriggerDurable {
+                dag_runs: committed,
+            };
+            effects.extend(self.engine.handle(now, input).effects);
+        }
+        self.obey_shutdown(now, effects);
+        for msg in batch {
+            match msg {
+                Msg::Request {
+                    peer,
+                    request,
+                    reply,
+                } => {
+                    let waits = request.is_write() && !matches!(request, Request::Heartbeat(_));
+                    let answer = self.request(now, &peer, request, effects);
+                    if answer.is_ok() && waits {
+                        durable.push((reply, answer));
+                    } else {
+                        immediate.push((reply, answer));
+                    }
+                }
+                Msg::Exec(input) => {
+                    if let Input::Exited { run, attempt, .. }
+                    | Input::SpawnFailed { run, attempt, .. } = &input
+                    {
+                        self.exec.ended(*run, *attempt);
+                    }
+                    effects.extend(self.engine.handle(now, input).effects);
+                }
+                Msg::Wake => self.obey_shutdown(now, effects),
+                Msg::Rescan => {
+                    let actor: Arc<str> = Arc::from("watcher");
+                    effects.extend(self.rescan_jobs(now, &actor));
+                }
+                Msg::Reload => {
+                    let actor: Arc<str> = Arc::from("signal SIGHUP");
+                    effects.extend(self.reload(now, &actor));
+                }
+            }
+        }
+        // Spawn and kill orders go out before the step is durable, so
+        // processes start while the writer thread makes it so (the fsync
+        // is off the start path, and off this thread). A crash in that
+        // window leaves the store saying `ready`: the run is started again
+        // after the restart, as for any interrupted attempt, and the
+        // PDEATHSIG of the spawner thread has already killed the process.
+        // Clients hear of the step (answers to writes, notifications) only
+        // after the commit. DAG runs created by a trigger are the
+        // exception: their runs start only after the commit
+        // (`await_commit_of_triggers`).
+        self.execute(effects);
+        self.await_commit_of_triggers(effects, &mut durable);
+        for (reply, answer) in immediate {
+            let _ = reply.send(answer);
+        }
+        self.write(effects, durable);
+        self.maintain(now_ms());
+    }
+
+    /// Begins shutdown once it is asked for: no more dispatch, running jobs
+    /// are told to stop.
+    fn obey_shutdown(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        if self.shutdown_at.is_some() || self.shutdown.phase() == Phase::Serving {
+            return;
+        }
+        tracing::info!("shutting down: stopping dispatch, terminating running jobs");
+        self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
+        effects.extend(self.engine.handle(now, Input::Shutdown).effects);
+    }
+
+    /// Shutdown is complete: every job is gone, or the grace has passed.
+    fn finished(&self) -> bool {
+        let Some(deadline) = self.shutdown_at else {
+            return false;
+        };
+        if self.engine.running_total() == 0 {
+            tracing::info!("all jobs stopped; exiting");
+            return true;
+        }
+        if now_ms() >= deadline + 5_000 {
+            tracing::warn!(
+                "shutdown grace exceeded; {} jobs still running",
+                self.engine.running_total()
+            );
+            return true;
+        }
+        false
+    }
+
+    /// Spawn orders leave before their step's commit (see `step`), except
+    /// for DAG runs created by a trigger (cron slot, `after`, hook): the
+    /// engine keeps their runs out of every queue until
+    /// `Input::TriggerDurable`, sent once the writer has committed the step
+    /// that created them. So the trigger row (the DAG run with its
+    /// `<dag>@<slot>` key, the watermark) is durable before any process of
+    /// it exists, and a slot fires at most once even if axd dies between
+    /// the decision and the commit. Submissions through the socket are not
+    /// held: their runs start before the commit, as the README's
+    /// "Spawning" decision says.
+    fn await_commit_of_triggers(&mut self, effects: &[Effect], replies: &mut Answers) {
+        let triggered: Vec<DagRunId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Triggered { dag_run } => Some(*dag_run),
+                _ => None,
+            })
+            .collect();
+        if triggered.is_empty() {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        replies.push((tx, Ok(Value::Null)));
+        self.awaiting_commit.push((rx, triggered));
+    }
+
+    /// Triggered DAG runs whose step the writer has committed since.
+    fn committed_triggers(&mut self) -> Vec<DagRunId> {
+        let mut durable = Vec::new();
+        self.awaiting_commit
+            .retain_mut(|(rx, dag_runs)| match rx.try_recv() {
+                Ok(_) => {
+                    durable.append(dag_runs);
+                    false
+                }
+                Err(oneshot::error::TryRecvError::Empty) => true,
+                // The writer is gone (exit): the runs stay ready in the store.
+                Err(oneshot::error::TryRecvError::Closed) => false,
+            });
+        durable
+    }
+
+    /// Hands the step's changes, with the answers waiting on them, to the
+    /// writer.
+    fn write(&mut self, effects: &[Effect], replies: Answers) {
+        let c = commit_of(&self.engine, effects);
+        let progress: Vec<u64> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Progress { run } => Some(run.0),
+                _ => None,
+            })
+            .collect();
+        // Nothing to write, answer or announce (a tick, an output
+        // heartbeat, a read): no step.
+        if c.is_empty() && replies.is_empty() && progress.is_empty() && !self.registry.has_pending()
+        {
+            return;
+        }
+        let announce =
+            self.notify.receiver_count() > 0 && (!c.events.is_empty() || !progress.is_empty());
+        let defs = self.registry.take_pending();
+        let step = Step {
+            dag_runs: c.dag_runs.into_iter().map(DagRun::row).collect(),
+            runs: c.runs.into_iter().cloned().collect(),
+            events: c.events.into_iter().cloned().collect(),
+            cron_marks: c.cron_marks,
+            trigger_queues: c.trigger_queues,
+            paused: defs.paused,
+            dag_defs: defs.dag_defs,
+            removed_defs: defs.removed,
+            progress,
+            replies,
+            status: announce.then(|| self.status()),
+        };
+        // The writer ends only after this thread drops its queue.
+        let _ = self.writer.send(step);
+    }
+
+    fn execute(&mut self, effects: &[Effect]) {
+        for e in effects {
+            match e {
+                Effect::Spawn(o) => {
+                    self.exec.spawn(o.clone());
+                }
+                Effect::Kill {
+                    run,
+                    attempt,
+                    reason,
+                    grace_ms,
+                } => {
+                    // At shutdown every job gets the whole `shutdown_grace`
+                    // to stop by itself (SPEC §5.3), whatever its `kill_grace`.
+                    let grace_ms = if *reason == KillReason::Shutdown {
+                        self.cfg.shutdown_grace.as_millis() as Millis
+                    } else {
+                        *grace_ms
+                    };
+                    self.exec.kill(*run, *attempt, grace_ms);
+                }
+                Effect::DagRunFinished {
+                    dag,
+                    state,
+                    dag_run,
+                } => {
+                    tracing::info!(dag = %dag, dag_run = dag_run.0, "DAG run finished: {state:?}");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn reload(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        if let Some(path) = &self.config_path {
+            match Config::load(path) {
+                Ok(c) => {
+                    if c.pools != self.cfg.pools || c.max_concurrency != self.cfg.max_concurrency {
+                        tracing::warn!(
+                            "reload: pool and concurrency changes take effect at the next restart"
+                        );
+                    }
+                    let keep_pools = self.cfg.pools.clone();
+                    let keep_max = self.cfg.max_concurrency;
+                    self.cfg = c;
+                    self.cfg.pools = keep_pools;
+                    self.cfg.max_concurrency = keep_max;
+                    tracing::info!("config reloaded from {}", path.display());
+                }
+                Err(e) => tracing::error!("reload refused, keeping the old config: {e}"),
+            }
+        }
+        self.rescan_jobs(now, actor)
+    }
+
+    /// Re-derives the count of finished runs held only by the store (after
+    /// pruning, or loading a DAG run back into the engine).
+    fn refresh_counts(&mut self) {
+        if let Ok(counts) = self.store.state_counts() {
+            for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
+                let total = counts.get(s.as_str()).copied().unwrap_or(0);
+                let held = self.engine.count(s) + self.engine.evicted_count(s);
+                self.stored_terminal.insert(s, total.saturating_sub(held));
+            }
+        }
+    }
+
+    /// Housekeeping, at most once a minute: finished DAG runs leave the
+    /// engine's memory after `EVICT_AFTER`; DAG runs, events and logs older
+    /// than `logs.retain` leave the store (hourly).
+    fn maintain(&mut self, now: Millis) {
+        if now - self.last_evict < 60_000 {
+            return;
+        }
+        self.last_evict = now;
+        let evicted = self.engine.evict_finished(now - EVICT_AFTER);
+        if evicted > 0 {
+            tracing::debug!("{evicted} finished DAG runs left memory");
+        }
+        if now - self.last_prune < 3_600_000 {
+            return;
+        }
+        self.last_prune = now;
+        let before = now - self.cfg.log_retain.as_millis() as Millis;
+        // Only DAG runs the engine no longer holds can be pruned.
+        let before = before.min(now - EVICT_AFTER);
+        match self.store.prune(before) {
+            Ok(logs) => {
+                let log_dir = self.cfg.state_dir.join("logs");
+                for (run, attempt) in &logs {
+                    let _ = std::fs::remove_file(crate::executor::log_path(
+                        &log_dir,
+                        RunId(*run),
+                        *attempt,
+                    ));
+                }
+                if !logs.is_empty() {
+                    tracing::info!("pruned {} attempts older than logs.retain", logs.len());
+                }
+                self.refresh_counts();
+            }
+            Err(e) => tracing::warn!("pruning old runs failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The DAG registry: every DAG of the jobs folder (its last good version
+//! and its file's current error), and the definition changes the store has
+//! not yet been given.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ax_shared::DagSpec;
+use ax_shared::jobfile::FileError;
+
+use crate::config::Config;
+use crate::dags::{DagEntry, rescan};
+use crate::engine::{Effect, Engine, Input, Millis};
+
+/// Which DAGs a scan hands to the engine.
+pub enum Define<'a> {
+    /// Only those whose file changed (reload, watcher).
+    Changed,
+    /// Every DAG (start-up), with the cron watermarks the store kept.
+    All {
+        watermarks: &'a HashMap<String, i64>,
+    },
+}
+
+/// Definition changes to write with the next step.
+#[derive(Default)]
+pub struct PendingDefs {
+    pub dag_defs: Vec<Arc<DagSpec>>,
+    pub removed: Vec<String>,
+    pub paused: Vec<(String, bool)>,
+}
+
+impl PendingDefs {
+    pub fn is_empty(&self) -> bool {
+        self.dag_defs.is_empty() && self.removed.is_empty() && self.paused.is_empty()
+    }
+}
+
+#[derive(Default)]
+pub struct DagRegistry {
+    dags: BTreeMap<String, DagEntry>,
+    pending: PendingDefs,
+}
+
+impl DagRegistry {
+    /// The last good version of every DAG from an earlier life: a file that
+    /// is broken now keeps it (SPEC §5.4), across restarts too.
+    pub fn restore_last_good(&mut self, defs: Vec<DagSpec>) {
+        for spec in defs {
+            self.dags.insert(
+                spec.name.clone(),
+                DagEntry {
+                    file: PathBuf::from(&spec.file),
+                    spec: Some(Arc::new(spec)),
+                    error: None,
+                    hash: String::new(),
+                },
+            );
+        }
+    }
+
+    /// Scans the jobs folder: changed DAGs (or all, per `define`) are
+    /// defined in the engine, deleted ones removed from it.
+    pub fn rescan(
+        &mut self,
+        engine: &mut Engine,
+        cfg: &Config,
+        now: Millis,
+        actor: &Arc<str>,
+        define: Define<'_>,
+    ) -> Vec<Effect> {
+        let pools: Vec<String> = cfg.pools.keys().cloned().collect();
+        let before: BTreeMap<String, String> = self
+            .dags
+            .iter()
+            .map(|(k, v)| (k.clone(), v.hash.clone()))
+            .collect();
+        let removed = rescan(&cfg.jobs_dir, &pools, &mut self.dags);
+        let mut to_define: Vec<Arc<DagSpec>> = Vec::new();
+        for (name, entry) in &self.dags {
+            if let Some(e) = &entry.error {
+                tracing::warn!(dag = %name, "job file error: {e}");
+            }
+            let changed = before.get(name) != Some(&entry.hash);
+            if changed && let Some(spec) = &entry.spec {
+                tracing::info!(dag = %name, file = %entry.file.display(), "DAG loaded");
+                self.pending.dag_defs.push(spec.clone());
+            }
+            if changed || matches!(define, Define::All { .. }) {
+                to_define.extend(entry.spec.clone());
+            }
+        }
+        let mut effects = Vec::new();
+        for spec in to_define {
+            let tz = spec.timezone.as_deref().unwrap_or(&cfg.timezone);
+            let zone = ax_shared::cron::parse_zone(tz).unwrap_or(chrono_tz::UTC);
+            let watermark = match define {
+                Define::All { watermarks } => watermarks.get(&spec.name).copied(),
+                Define::Changed => None,
+            };
+            let input = Input::DefineDag {
+                spec,
+                zone,
+                watermark,
+            };
+            effects.extend(engine.handle(now, input).effects);
+        }
+        for name in removed {
+            tracing::info!(dag = %name, "DAG removed (file deleted)");
+            let input = Input::RemoveDag {
+                dag: name.clone(),
+                actor: actor.clone(),
+            };
+            effects.extend(engine.handle(now, input).effects);
+            self.pending.removed.push(name);
+        }
+        effects
+    }
+
+    pub fn get(&self, name: &str) -> Option<&DagEntry> {
+        self.dags.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &DagEntry)> {
+        self.dags.iter()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.dags.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.dags.len()
+    }
+
+    pub fn errors(&self) -> Vec<FileError> {
+        self.dags.values().filter_map(|d| d.error.clone()).collect()
+    }
+
+    /// A pause or resume to write with the next step.
+    pub fn note_paused(&mut self, dag: &str, paused: bool) {
+        self.pending.paused.push((dag.to_string(), paused));
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    pub fn take_pending(&mut self) -> PendingDefs {
+        std::mem::take(&mut self.pending)
+    }
+}

@@ -1,0 +1,157 @@
+//! `submit`: an ad-hoc job or a job file's DAG, checked whole before the
+//! engine sees it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ax_shared::api::SubmitResult;
+use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
+use ax_shared::protocol::request::Submit as SubmitParams;
+use ax_shared::protocol::{RpcError, codes};
+use ax_shared::{DagSpec, Exec, JobSpec, Timeout};
+
+use super::handlers::{bad, store_err};
+use super::{Peer, Scheduler};
+use crate::engine::{Effect, Millis, RunId, Submit, Unique};
+
+fn duration(key: &str, text: Option<&str>) -> Result<Option<Duration>, RpcError> {
+    text.map(|s| ax_shared::duration::parse_duration(s).map_err(|e| bad(format!("{key}: {e}"))))
+        .transpose()
+}
+
+impl Scheduler {
+    pub(super) fn submit(
+        &mut self,
+        now: Millis,
+        peer: &Peer,
+        p: SubmitParams,
+        effects: &mut Vec<Effect>,
+    ) -> Result<SubmitResult, RpcError> {
+        let after: Vec<RunId> = p.after.iter().flatten().map(|a| RunId(*a)).collect();
+        for a in &after {
+            if self.engine.run(*a).is_none() {
+                match self.store.run_state(a.0).map_err(store_err)? {
+                    Some(s) => self.engine.note_external(*a, s),
+                    None => {
+                        return Err(RpcError::new(
+                            codes::NOT_FOUND,
+                            format!("--after: run {a} not found"),
+                        ));
+                    }
+                }
+            }
+        }
+        let unique = match &p.unique {
+            None => None,
+            Some(key) => {
+                let within = duration("unique_for", p.unique_for.as_deref())?
+                    .map(|d| d.as_millis() as Millis);
+                // The engine holds every unfinished DAG run with a key; a
+                // finished one it let go of is found in the store.
+                let stored = match within {
+                    Some(_) if !self.engine.holds_unique_key(key) => {
+                        self.store.newest_with_unique_key(key).map_err(store_err)?
+                    }
+                    _ => None,
+                };
+                Some(Unique {
+                    key: key.clone(),
+                    within,
+                    stored,
+                })
+            }
+        };
+        let name = p.name.as_deref().unwrap_or("adhoc");
+        let spec = match &p.toml {
+            Some(text) => {
+                let file = p.file.as_deref().unwrap_or(name);
+                let opts = ValidateOptions {
+                    pools: Some(self.pool_names()),
+                };
+                match parse_dag(name, file, text, &opts) {
+                    Ok(d) => d.spec,
+                    Err(errors) => {
+                        let list: Vec<String> = errors.iter().map(FileError::to_string).collect();
+                        let mut e = RpcError::new(
+                            codes::INVALID_PARAMS,
+                            format!("invalid job file:\n{}", list.join("\n")),
+                        );
+                        e.data = Some(
+                            serde_json::json!({"code": codes::INVALID_PARAMS, "errors": errors}),
+                        );
+                        return Err(e);
+                    }
+                }
+            }
+            None => DagSpec::adhoc(name, vec![self.adhoc_job(&p)?]),
+        };
+        let submit = Submit {
+            dag: Arc::new(spec),
+            trigger: format!("submit by {}", peer.actor),
+            actor: peer.actor.clone(),
+            unique,
+            after,
+        };
+        self.create(now, submit, effects)
+    }
+
+    /// One job from `ax submit` options.
+    fn adhoc_job(&self, p: &SubmitParams) -> Result<JobSpec, RpcError> {
+        let exec = match (&p.command, &p.argv) {
+            (Some(s), None) if !s.trim().is_empty() => Exec::Shell(s.clone()),
+            (None, Some(a)) if !a.is_empty() => Exec::Argv(a.clone()),
+            _ => {
+                return Err(bad(
+                    "give exactly one of `command` (a shell string) or `argv` (a non-empty list)",
+                ));
+            }
+        };
+        let name = p.name.as_deref().unwrap_or("adhoc");
+        let id = name.rsplit('/').next().unwrap_or(name);
+        if !ax_shared::jobfile::valid_id(id) {
+            return Err(bad(format!("name {name:?}: use 1-64 of A-Z a-z 0-9 _ . -")));
+        }
+        let mut job = JobSpec::new(id, exec);
+        if let Some(priority) = p.priority {
+            if !(1..=100).contains(&priority) {
+                return Err(bad("priority must be 1-100"));
+            }
+            job.priority = priority as u8;
+        }
+        if let Some(pool) = &p.pool {
+            if !self.cfg.pools.contains_key(pool) {
+                return Err(bad(format!(
+                    "unknown pool {pool:?} (configured: {})",
+                    self.pool_names().join(", ")
+                )));
+            }
+            job.pool = pool.clone();
+        }
+        match p.timeout.as_deref() {
+            Some("none") => job.timeout = Timeout::Never,
+            other => {
+                if let Some(t) = duration("timeout", other)? {
+                    job.timeout = Timeout::After(t);
+                }
+            }
+        }
+        job.heartbeat = duration("heartbeat", p.heartbeat.as_deref())?;
+        if let Some(grace) = duration("kill_grace", p.kill_grace.as_deref())? {
+            job.kill_grace = grace;
+        }
+        if let Some(retries) = p.retries {
+            if retries > 10_000 {
+                return Err(bad("retries must be 0-10000"));
+            }
+            job.retries = retries as u32;
+        }
+        if let Some(cwd) = &p.cwd {
+            if !std::path::Path::new(cwd).is_absolute() {
+                return Err(bad(format!("cwd {cwd:?} must be absolute")));
+            }
+            job.cwd = Some(cwd.into());
+        }
+        job.env.extend(p.env.clone().unwrap_or_default());
+        Ok(job)
+    }
+}

@@ -1,0 +1,195 @@
+//! The API's views of the daemon, runs, DAGs and DAG runs. Runs the engine
+//! holds are shown from the engine (live `why`, effective priority, and the
+//! state this very step has reached); others from the store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ax_shared::api::{
+    AttemptView, DagRunJob, DagRunState, DagRunView, DagView, PoolView, RunView, StatusView,
+};
+use ax_shared::protocol::{RpcError, codes};
+use ax_shared::time::Timestamp;
+use ax_shared::{DagSpec, RunState};
+
+use super::Scheduler;
+use super::handlers::store_err;
+use crate::dags::DagEntry;
+use crate::engine::{self, DagRunId, Millis, RunId};
+use crate::store::RunQuery;
+
+fn dag_run_state(s: engine::DagRunState) -> DagRunState {
+    match s {
+        engine::DagRunState::Active => DagRunState::Active,
+        engine::DagRunState::Success => DagRunState::Success,
+        engine::DagRunState::Failed => DagRunState::Failed,
+        engine::DagRunState::Cancelled => DagRunState::Cancelled,
+    }
+}
+
+impl Scheduler {
+    pub(super) fn status(&self) -> StatusView {
+        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+        for s in RunState::ALL {
+            let n = self.engine.count(s)
+                + self.engine.evicted_count(s)
+                + self.stored_terminal.get(&s).copied().unwrap_or(0);
+            runs.insert(s.as_str().into(), n);
+        }
+        StatusView {
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: self.started.elapsed().as_secs(),
+            pools: self
+                .engine
+                .pool_usage()
+                .into_iter()
+                .map(|(name, slots, running)| PoolView {
+                    name,
+                    slots,
+                    running,
+                })
+                .collect(),
+            max_concurrency: self.cfg.max_concurrency,
+            burst_in_use: self.engine.burst_in_use(),
+            burst_extra: self.cfg.burst_extra,
+            runs,
+            errors: self.registry.errors(),
+            store_error: self.store_fault(),
+        }
+    }
+
+    /// A run as the API shows it: `v` (from the store) unless the engine
+    /// holds the run.
+    pub(super) fn live(&self, v: RunView, now: Millis) -> RunView {
+        let Some(r) = self.engine.run(RunId(v.id)) else {
+            return v;
+        };
+        let t = |ms: Option<Millis>| ms.map(Timestamp::from_millis);
+        RunView {
+            id: r.id.0,
+            dag: r.dag.to_string(),
+            job: r.job().id.clone(),
+            dag_run: r.dag_run.0,
+            state: r.state,
+            priority: r.priority(),
+            effective_priority: self
+                .engine
+                .effective_priority(r.id, now)
+                .unwrap_or(r.priority()),
+            pool: r.pool().into(),
+            attempts: r
+                .attempts
+                .iter()
+                .map(|a| AttemptView {
+                    n: a.n,
+                    started_at: Some(Timestamp::from_millis(a.started_at)),
+                    finished_at: t(a.finished_at),
+                    outcome: a.outcome,
+                    exit_code: a.exit_code,
+                    signal: a.signal,
+                })
+                .collect(),
+            retries: r.job().retries,
+            created_at: Some(Timestamp::from_millis(r.created_at)),
+            ready_at: t(r.ready_at),
+            started_at: t(r.started_at),
+            finished_at: t(r.finished_at),
+            next_at: t(r.next_at),
+            reason: Some(r.reason.clone()),
+            why: self.engine.why(r.id, now),
+            message: r.message.clone(),
+            progress: r.progress,
+            events: None,
+        }
+    }
+
+    /// `last`: the state of each DAG's newest DAG run, as the store has it.
+    pub(super) fn dag_view(
+        &self,
+        name: &str,
+        entry: &DagEntry,
+        last: &HashMap<String, String>,
+    ) -> DagView {
+        let spec = entry.spec.as_deref();
+        let tz = spec
+            .and_then(|s| s.timezone.clone())
+            .unwrap_or_else(|| self.cfg.timezone.clone());
+        DagView {
+            name: name.into(),
+            file: entry.file.display().to_string(),
+            jobs: spec
+                .map(|s| s.jobs.iter().map(|j| j.id.clone()).collect())
+                .unwrap_or_default(),
+            schedule: spec.and_then(|s| s.schedule.clone()),
+            timezone: spec.map(|_| tz),
+            next_fire: self.engine.next_fire(name).map(Timestamp::from_millis),
+            paused: self.engine.is_paused(name),
+            last_run_state: last.get(name).and_then(|s| DagRunState::parse(s)),
+            error: entry.error.clone(),
+            deps: spec
+                .map(|s| {
+                    s.jobs
+                        .iter()
+                        .map(|j| (j.id.clone(), j.deps.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A DAG run with its jobs' deps and states (for drawing it).
+    pub(super) fn dag_run_view(&mut self, now: Millis, id: u64) -> Result<DagRunView, RpcError> {
+        let (spec, state, runs): (Arc<DagSpec>, DagRunState, Vec<RunView>) =
+            match self.engine.dag_run(DagRunId(id)) {
+                Some(dr) => {
+                    let views = dr
+                        .runs
+                        .iter()
+                        .map(|r| {
+                            let stub = RunView {
+                                id: r.0,
+                                ..RunView::default()
+                            };
+                            self.live(stub, now)
+                        })
+                        .collect();
+                    (dr.spec.clone(), dag_run_state(dr.state), views)
+                }
+                None => {
+                    let spec =
+                        self.store
+                            .dag_run_spec(id)
+                            .map_err(store_err)?
+                            .ok_or_else(|| {
+                                RpcError::new(codes::NOT_FOUND, format!("DAG run {id} not found"))
+                            })?;
+                    let q = RunQuery {
+                        dag_run: Some(id),
+                        limit: 10_000,
+                        ..RunQuery::default()
+                    };
+                    let views = self.store.list_runs(&q).map_err(store_err)?;
+                    (spec, DagRunState::Finished, views)
+                }
+            };
+        let jobs = spec
+            .jobs
+            .iter()
+            .map(|j| {
+                let run = runs.iter().find(|r| r.job == j.id);
+                DagRunJob {
+                    id: j.id.clone(),
+                    deps: j.deps.clone(),
+                    run: run.map(|r| r.id),
+                    state: run.map(|r| r.state),
+                }
+            })
+            .collect();
+        Ok(DagRunView {
+            id,
+            dag: spec.name.clone(),
+            state,
+            jobs,
+        })
+    }
+}
