@@ -582,8 +582,11 @@ mod tests {
         );
     }
 
-    /// What a job sees of its descriptors and signals: the output of
-    /// `sh -c 'ls /proc/$$/fd; grep ^Sig... /proc/$$/status'`.
+    /// What a job sees of its descriptors and signals: the shell's
+    /// `SigBlk`/`SigIgn` lines, read with builtins before it forks anything
+    /// (a shell blocks every signal around its own forks, so a child
+    /// reading the shell's status could see that mask), then `ls` of the
+    /// shell's descriptors.
     async fn job_view(close_fds: CloseFds) -> String {
         static BASE: std::sync::OnceLock<BaseEnv> = std::sync::OnceLock::new();
         let base = BASE.get_or_init(|| BaseEnv::new(vec![("PATH".into(), "/usr/bin:/bin".into())]));
@@ -592,7 +595,7 @@ mod tests {
             program: "/bin/sh".into(),
             args: vec![
                 "-c".into(),
-                "ls /proc/$$/fd; grep -E '^Sig(Blk|Ign)' /proc/$$/status".into(),
+                "while IFS= read -r l; do case $l in SigBlk*|SigIgn*) echo \"$l\";; esac; done </proc/$$/status; ls /proc/$$/fd".into(),
             ],
             base_env: base,
             env: vec![],
