@@ -409,18 +409,35 @@ fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
             let before = &text[..span.start.min(text.len())];
             let line = before.matches('\n').count() + 1;
             let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-            let key = text[..span.start.min(text.len())]
-                .lines()
-                .last()
-                .and_then(|l| l.split('=').next())
-                .map(str::trim)
-                .filter(|k| !k.is_empty() && !k.starts_with('['))
+            let key = key_at(text, before.len())
                 .map(|k| format!(" (key `{k}`)"))
                 .unwrap_or_default();
             format!("line {line}, column {col}{key}: {message}")
         }
         None => message,
     }
+}
+
+/// The dotted key of the `key = value` line holding byte `at`, under the
+/// table header above it (`retry.rate`); `None` on a header line.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key = line
+        .split('=')
+        .next()
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && !k.starts_with('['))?;
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim());
+    Some(match table {
+        Some(t) => format!("{t}.{key}"),
+        None => key.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -456,11 +473,11 @@ mod tests {
     fn errors_name_key_and_line() {
         for (text, needle) in [
             ("max_concurrency = 4\ncolour = 1\n", "line 2"),
-            ("max_concurrency = 4\ncolour = 1\n", "colour"),
+            ("max_concurrency = 4\ncolour = 1\n", "(key `colour`)"),
             ("default_timeout = \"ten\"\n", "line 1"),
             (
                 "[retry]\nrate = \"lots\"\n",
-                "line 2, column 8 (key `rate`)",
+                "line 2, column 8 (key `retry.rate`)",
             ),
             ("[aging]\ncap = 200\n", "out of range"),
             ("[pools.gpu]\nslots = 0\n", "pools.gpu.slots"),

@@ -196,11 +196,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<()
     };
 
     // 4. accept clients, dispatch
-    let listener = bind(
-        &cfg.socket,
-        admin_gid.is_some() || socket_gid.is_some(),
-        socket_gid.or(admin_gid),
-    )?;
+    let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
+    let listener = bind(&cfg.socket, &socket_groups)?;
     let scheduler_thread = std::thread::Builder::new()
         .name("ax-scheduler".into())
         .spawn(move || scheduler.run(rx, initial))?;

@@ -35,11 +35,13 @@ pub fn job_files(dir: &Path) -> Vec<PathBuf> {
             if name.starts_with('.') {
                 continue;
             }
+            // `metadata` follows links: a link to a regular file counts as
+            // one, and a dangling link (or a loop, or an entry removed since
+            // `read_dir`) has none and is skipped without an error, as
+            // anything else that is not a regular file (sockets, fifos).
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => stack.push(path),
                 Ok(m) if m.is_file() && !is_ignored_name(&name) => out.push(path),
-                // A dangling symlink that looks like a job file is reported.
-                Err(_) if !is_ignored_name(&name) => out.push(path),
                 _ => {}
             }
         }

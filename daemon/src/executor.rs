@@ -255,6 +255,7 @@ fn prepare(
         env,
         cwd: job.cwd.clone(),
         output: write_end,
+        close_fds: crate::spawn::CloseFds::Range,
     };
     let log = LazyLog {
         path: log_path(&cfg.log_dir, order.run, order.attempt),
@@ -373,7 +374,8 @@ async fn supervise(
 
     // Read in this same task (one task per attempt, not two: a no-op job
     // costs a wakeup less).
-    let reader = read_output(read_end, log, cfg.log_max_bytes, run, events.clone());
+    let beats = OutputBeats::new(run, order.job().heartbeat);
+    let reader = read_output(read_end, log, cfg.log_max_bytes, beats, events.clone());
     tokio::pin!(reader);
     let mut reader_done = false;
 
@@ -461,13 +463,74 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+/// Output as heartbeats (SPEC §4.5: every read counts as a beat).
+///
+/// A chatty job can make thousands of reads a second, and one message per
+/// read would flood the scheduler; a plain "at most one beat per second"
+/// drops reads and lets a job that prints every 0.9 s with `heartbeat =
+/// "1s"` be killed as stalled. So output is reported on both edges of a
+/// short window:
+///
+/// * a read when no beat went out within the window sends one at once;
+/// * reads inside the window are owed one beat, sent when the window ends.
+///
+/// Every read is thus reported at most `window` late, and the engine's stall
+/// deadline (the last beat it saw plus `heartbeat`) is never earlier than
+/// the last read plus `heartbeat`: a silent job is killed at most `window`
+/// after its silence exceeds `heartbeat`, a talking one never. The window
+/// is an eighth of the heartbeat, so the owed beat always lands well before
+/// the deadline, and at most one second, so a chatty job costs the
+/// scheduler at most eight messages per heartbeat period. Jobs without a
+/// `heartbeat` send none (the engine has no deadline to move).
+struct OutputBeats {
+    run: RunId,
+    window: Duration,
+    last_sent: Option<tokio::time::Instant>,
+    /// A read arrived inside the window after `last_sent`.
+    owed: bool,
+}
+
+impl OutputBeats {
+    const MAX_WINDOW: Duration = Duration::from_secs(1);
+
+    fn new(run: RunId, heartbeat: Option<Duration>) -> Option<OutputBeats> {
+        Some(OutputBeats {
+            run,
+            window: (heartbeat? / 8).min(Self::MAX_WINDOW),
+            last_sent: None,
+            owed: false,
+        })
+    }
+
+    /// The job wrote something, just now.
+    fn output(&mut self, now: tokio::time::Instant, events: &impl Fn(ExecEvent)) {
+        match self.last_sent {
+            Some(sent) if now < sent + self.window => self.owed = true,
+            _ => self.send(now, events),
+        }
+    }
+
+    /// When the owed beat is due, if one is.
+    fn owed_at(&self) -> Option<tokio::time::Instant> {
+        self.owed
+            .then(|| self.last_sent.map(|sent| sent + self.window))
+            .flatten()
+    }
+
+    fn send(&mut self, now: tokio::time::Instant, events: &impl Fn(ExecEvent)) {
+        self.last_sent = Some(now);
+        self.owed = false;
+        events(Input::Output { run: self.run });
+    }
+}
+
 /// Copies the job's output into its log (capped) and reports output as
-/// heartbeats, at most one per second.
+/// heartbeats (`OutputBeats`).
 async fn read_output(
     read_end: OwnedFd,
     mut log: LazyLog,
     max_bytes: u64,
-    run: RunId,
+    mut beats: Option<OutputBeats>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
@@ -476,16 +539,25 @@ async fn read_output(
     let mut buf = vec![0u8; 64 * 1024];
     let mut written: u64 = 0;
     let mut dropped: u64 = 0;
-    let mut last_beat: Option<tokio::time::Instant> = None;
     loop {
-        let n = match pipe.read(&mut buf).await {
+        let owed_at = beats.as_ref().and_then(OutputBeats::owed_at);
+        // `read` on a pipe is cancel-safe: a read that loses the race to
+        // the owed beat has taken no bytes.
+        let read = tokio::select! {
+            read = pipe.read(&mut buf) => read,
+            _ = sleep_until_opt(owed_at) => {
+                if let Some(b) = beats.as_mut() {
+                    b.send(tokio::time::Instant::now(), &events);
+                }
+                continue;
+            }
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let now = tokio::time::Instant::now();
-        if last_beat.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
-            last_beat = Some(now);
-            events(Input::Output { run });
+        if let Some(b) = beats.as_mut() {
+            b.output(tokio::time::Instant::now(), &events);
         }
         let room = max_bytes.saturating_sub(written);
         let keep = (n as u64).min(room) as usize;
@@ -511,6 +583,54 @@ async fn read_output(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The runs of the `Output` events sent through the returned sink.
+    fn beat_log() -> (
+        std::sync::Arc<std::sync::Mutex<Vec<RunId>>>,
+        impl Fn(ExecEvent),
+    ) {
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = sent.clone();
+        (sent, move |ev| {
+            if let Input::Output { run } = ev {
+                sink.lock().unwrap().push(run);
+            }
+        })
+    }
+
+    #[test]
+    fn every_read_is_reported_within_an_eighth_of_the_heartbeat() {
+        let (sent, events) = beat_log();
+        let run = RunId(7);
+        let mut beats = OutputBeats::new(run, Some(Duration::from_secs(1))).unwrap();
+        let t0 = tokio::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // The first read goes out at once; reads inside the window are
+        // owed one beat at the window's end, not one each.
+        beats.output(at(0), &events);
+        assert_eq!(sent.lock().unwrap().len(), 1);
+        assert_eq!(beats.owed_at(), None);
+        beats.output(at(50), &events);
+        beats.output(at(100), &events);
+        assert_eq!(sent.lock().unwrap().len(), 1);
+        assert_eq!(beats.owed_at(), Some(at(125)));
+        beats.send(at(125), &events);
+        assert_eq!(sent.lock().unwrap().len(), 2);
+        assert_eq!(beats.owed_at(), None, "nothing owed after the flush");
+        // A read 0.7 s after the last beat is reported at once, whatever
+        // happened a second before (the old one-per-second limit lost it).
+        beats.output(at(825), &events);
+        assert_eq!(*sent.lock().unwrap(), vec![run; 3]);
+    }
+
+    #[test]
+    fn the_window_is_capped_at_a_second_and_silent_without_a_heartbeat() {
+        assert!(OutputBeats::new(RunId(1), None).is_none());
+        let long = OutputBeats::new(RunId(1), Some(Duration::from_secs(3600))).unwrap();
+        assert_eq!(long.window, Duration::from_secs(1));
+    }
+
     #[test]
     fn start_time_reads_field_22_of_proc_stat() {
         let pid = std::process::id();
@@ -521,7 +641,7 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap();
-        assert_eq!(super::process_start_time(pid), Some(want));
-        assert_eq!(super::process_start_time(u32::MAX), None, "no such pid");
+        assert_eq!(process_start_time(pid), Some(want));
+        assert_eq!(process_start_time(u32::MAX), None, "no such pid");
     }
 }

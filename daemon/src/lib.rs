@@ -5,6 +5,8 @@ pub mod daemon;
 pub mod dags;
 pub mod engine;
 pub mod executor;
+pub mod metrics;
+pub mod metrics_http;
 pub mod reaper;
 pub mod scheduler;
 pub mod server;

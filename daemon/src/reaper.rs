@@ -32,7 +32,8 @@ static LEADERS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 /// Makes axd the reaper of its jobs' orphans. Returns false (and axd goes on
 /// without, leaving orphans to PID 1) where the kernel refuses.
 pub fn become_subreaper() -> bool {
-    // SAFETY: prctl with integer arguments only.
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes integer arguments only and
+    // touches no memory of ours.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
 }
 
@@ -60,9 +61,10 @@ pub fn forget_leader(pid: i32) {
 pub fn reap_orphans() -> bool {
     let _gate = GATE.write().unwrap_or_else(|e| e.into_inner());
     loop {
-        // SAFETY: waitid fills the zeroed siginfo; WNOWAIT leaves the child
-        // waitable.
+        // SAFETY: siginfo_t is a plain C struct; all zeros is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, a live local; WNOWAIT
+        // leaves the child waitable, so no leader's status is taken here.
         let r = unsafe {
             libc::waitid(
                 libc::P_ALL,
@@ -71,7 +73,9 @@ pub fn reap_orphans() -> bool {
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             )
         };
-        // SAFETY: si_pid is valid for SIGCHLD siginfo (zero when none).
+        // SAFETY: `info` is a SIGCHLD siginfo filled by waitid (or still all
+        // zeros when no child had exited), for which si_pid is the field
+        // the kernel sets.
         let pid = unsafe { info.si_pid() };
         if r != 0 || pid == 0 {
             return false;
@@ -85,7 +89,9 @@ pub fn reap_orphans() -> bool {
             return true;
         }
         let mut status = 0;
-        // SAFETY: reaps one exited child that no supervisor waits for.
+        // SAFETY: waitpid writes only into a local int; `pid` is an exited
+        // child that is not a registered leader, so no supervisor waits for
+        // it (the gate keeps leaders registered before they can exit).
         unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
 }
@@ -100,7 +106,8 @@ pub fn reap_orphans() -> bool {
 /// Jobs start with an empty signal mask (`spawn`).
 pub fn block_sigchld() {
     let set = sigchld_set();
-    // SAFETY: pthread_sigmask on the calling thread with a valid set.
+    // SAFETY: pthread_sigmask reads a live local set and changes only the
+    // calling thread's mask.
     unsafe {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
@@ -108,7 +115,8 @@ pub fn block_sigchld() {
 
 /// The signal set {SIGCHLD}.
 fn sigchld_set() -> libc::sigset_t {
-    // SAFETY: sigset operations on a local set.
+    // SAFETY: sigset_t is a plain C struct (all zeros is valid), and the
+    // sigset functions only write the local set they are given.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
@@ -121,7 +129,8 @@ fn sigchld_set() -> libc::sigset_t {
 fn sigchld_fd() -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
     use std::os::fd::FromRawFd;
     let set = sigchld_set();
-    // SAFETY: signalfd with a valid set; the new descriptor is ours.
+    // SAFETY: signalfd reads a live local set; -1 asks for a new
+    // descriptor, which nothing else owns.
     let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
@@ -203,7 +212,7 @@ pub fn signal_marked(run: u64, attempt: u32, signal: libc::c_int) -> usize {
             continue;
         };
         if contains(&env, needle.as_bytes()) {
-            // SAFETY: kill with a pid read from /proc and a valid signal.
+            // SAFETY: kill takes integers only and touches no memory of ours.
             if unsafe { libc::kill(pid, signal) } == 0 {
                 hit += 1;
             }

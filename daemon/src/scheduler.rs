@@ -538,8 +538,10 @@ impl Scheduler {
                     reason,
                     grace_ms,
                 } => {
+                    // At shutdown every job gets the whole `shutdown_grace`
+                    // to stop by itself (SPEC §5.3), whatever its `kill_grace`.
                     let grace_ms = if *reason == KillReason::Shutdown {
-                        (*grace_ms).min(self.cfg.shutdown_grace.as_millis() as Millis)
+                        self.cfg.shutdown_grace.as_millis() as Millis
                     } else {
                         *grace_ms
                     };
@@ -1159,9 +1161,18 @@ impl Scheduler {
                             .as_millis() as Millis,
                     ),
                 };
+                // The engine holds every unfinished DAG run with a key; a
+                // finished one it let go of is found in the store.
+                let stored = match within {
+                    Some(_) if !self.engine.holds_unique_key(key) => {
+                        self.store.newest_with_unique_key(key).map_err(store_err)?
+                    }
+                    _ => None,
+                };
                 Some(Unique {
                     key: key.to_string(),
                     within,
+                    stored,
                 })
             }
         };

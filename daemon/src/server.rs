@@ -51,18 +51,33 @@ pub enum BindError {
 /// the socket under a restrictive umask so it is never briefly wider than
 /// its final mode (0660 with groups, else 0600). A stale socket is replaced;
 /// a live daemon's is never touched.
-pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixListener, BindError> {
+///
+/// `groups` are the gids that may open the socket (`socket_group`, then
+/// `admin_group`). The first owns the file (and the directory, when axd
+/// creates it); each other one gets the group permissions through a POSIX
+/// ACL entry, since a file has one owning group and members of either
+/// group must be able to connect. Where the filesystem refuses ACLs, the
+/// log says which group's members cannot connect (unless also members of
+/// the first).
+pub fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
     let io = |source| BindError::Io {
         path: path.display().to_string(),
         source,
     };
+    let owner_group = groups.first().copied();
+    let extra_groups: Vec<u32> = groups
+        .iter()
+        .copied()
+        .filter(|&g| Some(g) != owner_group)
+        .collect();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(io)?;
-            let mode = if with_groups { 0o750 } else { 0o700 };
+            let mode = if owner_group.is_some() { 0o750 } else { 0o700 };
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
-            if let Some(gid) = group {
+            if let Some(gid) = owner_group {
                 let _ = nix::unistd::chown(dir, None, Some(nix::unistd::Gid::from_raw(gid)));
+                grant_groups(dir, &extra_groups, AclPerm::DIR);
             }
         }
     }
@@ -79,13 +94,88 @@ pub fn bind(path: &Path, with_groups: bool, group: Option<u32>) -> Result<UnixLi
     let listener = UnixListener::bind(path);
     nix::sys::stat::umask(old);
     let listener = listener.map_err(io)?;
-    if with_groups {
-        if let Some(gid) = group {
-            let _ = nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)));
-        }
+    if let Some(gid) = owner_group {
+        let _ = nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)));
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
+        grant_groups(path, &extra_groups, AclPerm::SOCKET);
     }
     Ok(listener)
+}
+
+/// Permission bits of a POSIX ACL entry (r = 4, w = 2, x = 1), for the
+/// owner, the owning group and the named groups; others get none.
+struct AclPerm {
+    owner: u16,
+    group: u16,
+}
+
+impl AclPerm {
+    /// 0750: the owner all, the groups may pass and list.
+    const DIR: AclPerm = AclPerm { owner: 7, group: 5 };
+    /// 0660: connecting to a socket needs write permission.
+    const SOCKET: AclPerm = AclPerm { owner: 6, group: 6 };
+}
+
+/// Gives each of `gids` the group permissions of `perm` on `path` with an
+/// access ACL; the mode bits shown stay those of `perm` (the ACL mask is
+/// the group's permission).
+fn grant_groups(path: &Path, gids: &[u32], perm: AclPerm) {
+    if gids.is_empty() {
+        return;
+    }
+    if let Err(e) = set_access_acl(path, gids, &perm) {
+        tracing::warn!(
+            "cannot give groups {gids:?} access to {} with an ACL ({e}): \
+             their members cannot connect unless also in the socket's group",
+            path.display()
+        );
+    }
+}
+
+/// Writes `system.posix_acl_access` in the kernel's format: a version
+/// (2), then entries of tag (u16), permissions (u16) and id (u32), all
+/// little-endian, ordered by tag and then id.
+fn set_access_acl(path: &Path, gids: &[u32], perm: &AclPerm) -> std::io::Result<()> {
+    const VERSION: u32 = 2;
+    const USER_OBJ: u16 = 0x01;
+    const GROUP_OBJ: u16 = 0x04;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+    const NO_ID: u32 = u32::MAX;
+    let mut named: Vec<u32> = gids.to_vec();
+    named.sort_unstable();
+    named.dedup();
+    let mut entries = vec![
+        (USER_OBJ, perm.owner, NO_ID),
+        (GROUP_OBJ, perm.group, NO_ID),
+    ];
+    entries.extend(named.iter().map(|&gid| (GROUP, perm.group, gid)));
+    entries.extend([(MASK, perm.group, NO_ID), (OTHER, 0, NO_ID)]);
+    let mut acl = VERSION.to_le_bytes().to_vec();
+    for (tag, bits, id) in entries {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&bits.to_le_bytes());
+        acl.extend_from_slice(&id.to_le_bytes());
+    }
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: both names are NUL-terminated strings and `acl` a buffer of
+    // the length passed, all alive for the call; setxattr only reads them.
+    let r = unsafe {
+        libc::setxattr(
+            c_path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            acl.as_ptr().cast(),
+            acl.len(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 pub async fn serve(

@@ -6,9 +6,16 @@
 //! thread's TLB flush, for every job: measured, that capped axd at about a
 //! fifth of the machine's spawn rate. So this module does what glibc's
 //! `posix_spawn` does — `clone(CLONE_VM | CLONE_VFORK)` on a small private
-//! stack — with our own child code: setsid, PDEATHSIG, check the parent,
-//! reset signals, wire stdio, chdir, execve. Everything the child touches
-//! is prepared by the parent first; the child only makes system calls.
+//! stack — with our own child code: wire stdio, close every other
+//! descriptor, setsid, PDEATHSIG, check the parent, reset signals, chdir,
+//! execve. Everything the child touches is prepared by the parent first;
+//! the child only makes system calls (it shares the parent's memory and
+//! must not allocate: another thread may hold the allocator's lock).
+//!
+//! As in `posix_spawn`, every signal is blocked in the calling thread
+//! around the `clone`: a handler of the daemon running in the child, on
+//! the daemon's memory, before the child has reset its dispositions, would
+//! act for the daemon (tokio's handlers write to the daemon's signal pipe).
 //!
 //! The process is then waited for through a pidfd (readable when it exits)
 //! and reaped with `waitpid`.
@@ -32,6 +39,23 @@ pub struct Plan {
     pub cwd: Option<PathBuf>,
     /// stdout and stderr.
     pub output: OwnedFd,
+    /// How the child closes the daemon's other descriptors.
+    pub close_fds: CloseFds,
+}
+
+/// How the child closes every descriptor but 0, 1 and 2 before execve, so
+/// the state dir's lock, the database and the socket never reach a job
+/// (descriptors axd inherited without CLOEXEC included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CloseFds {
+    /// `close_range(3, ~0)`, one system call; where it fails (ENOSYS
+    /// before Linux 5.9, EPERM under a seccomp filter) the child falls
+    /// back to `OneByOne`.
+    Range,
+    /// `close` on every descriptor number from 3 up to the open-files limit
+    /// read before the `clone` (no descriptor can be at or above it).
+    OneByOne,
 }
 
 /// An environment converted for execve once, shared by every spawn: a
@@ -94,12 +118,13 @@ struct ChildArgs {
     /// is how glibc's posix_spawn reports errors too.
     errno: libc::c_int,
     parent: libc::pid_t,
-    /// Signals the daemon ignores, to set back to default (caught ones are
-    /// reset by execve itself); SIGPIPE at least.
-    ignored: libc::sigset_t,
     /// The open-files limit the daemon started with, restored for the job
     /// (0: unchanged). Programs that use select() break above 1024.
     nofile: libc::rlimit,
+    close_fds: CloseFds,
+    /// One past the highest descriptor the daemon may hold: its soft
+    /// open-files limit when the child was cloned.
+    fd_limit: libc::c_int,
 }
 
 /// The child's stack: it only runs the setup calls and execve.
@@ -115,35 +140,58 @@ fn dev_null() -> std::io::Result<RawFd> {
     Ok(NULL.get_or_init(|| f).as_raw_fd())
 }
 
-/// The signals the daemon ignores (SIG_IGN survives execve, so the child
-/// sets these back to default), and SIGPIPE, which Rust's runtime ignores.
-/// Read once, at the first spawn: axd ignores no signal after start-up (it
-/// only adds handlers, which execve resets), and this spares every child
-/// thirty system calls.
-fn ignored_signals() -> libc::sigset_t {
-    static IGNORED: std::sync::OnceLock<libc::sigset_t> = std::sync::OnceLock::new();
-    *IGNORED.get_or_init(read_ignored_signals)
+/// One past the highest signal number (`_NSIG` in glibc).
+const SIGNAL_COUNT: libc::c_int = 65;
+
+/// The kernel's `struct sigaction` (the C library's has another layout).
+/// All zeros is SIG_DFL with no flags and an empty mask; the handler comes
+/// first on every architecture axd builds for (x86_64, aarch64), and the
+/// rest is only ever zero or written by the kernel.
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
 }
 
-fn read_ignored_signals() -> libc::sigset_t {
-    // SAFETY: sigset and sigaction queries on local structs.
+/// `rt_sigaction(sig, new, old)` without the C library: no allocation, no
+/// lock, no filtering of signal numbers (callable in the vfork child).
+fn kernel_sigaction(
+    sig: libc::c_int,
+    new: Option<&KernelSigaction>,
+    old: Option<&mut KernelSigaction>,
+) -> libc::c_long {
+    let new = new.map_or(std::ptr::null(), |n| n as *const KernelSigaction);
+    let old = old.map_or(std::ptr::null_mut(), |o| o as *mut KernelSigaction);
+    // SAFETY: `new` and `old` are null or point to live structs of the
+    // kernel's layout and size; the mask size passed is the kernel's
+    // (8 bytes, its `mask` field).
     unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        for sig in 1..32 {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction == libc::SIG_IGN
-            {
-                libc::sigaddset(&mut set, sig);
-            }
-        }
-        set
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            new,
+            old,
+            std::mem::size_of::<u64>(),
+        )
     }
+}
+
+/// One past the highest descriptor this process can hold now.
+fn fd_limit() -> libc::c_int {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the local struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        // fs.nr_open's default: the most any process gets unless an
+        // administrator raised it.
+        return 1 << 20;
+    }
+    lim.rlim_cur.min(libc::c_int::MAX as libc::rlim_t) as libc::c_int
 }
 
 /// The soft open-files limit axd started with, before `raise_nofile`.
@@ -157,7 +205,8 @@ pub fn raise_nofile() -> Option<(u64, u64)> {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit/setrlimit on a local struct.
+    // SAFETY: getrlimit and setrlimit only read and write the local structs
+    // they are given.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 || lim.rlim_cur >= lim.rlim_max {
             return None;
@@ -175,9 +224,16 @@ pub fn raise_nofile() -> Option<(u64, u64)> {
     }
 }
 
+/// The child, between `clone` and `execve`. It runs on its own small
+/// stack but in the daemon's memory, with every signal blocked (inherited
+/// from the parent's mask at `clone`).
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: only system calls on data prepared by the parent; the parent
-    // is suspended until execve or _exit.
+    // SAFETY: `arg` is the `ChildArgs` the parent keeps alive, unmoved and
+    // untouched until this child has exec'ed or exited (CLONE_VFORK
+    // suspends the parent until then), and all its pointers point into
+    // buffers kept alive the same way. Only system calls follow (no
+    // allocation, no lock): another thread of the daemon may hold any lock
+    // at the moment of the clone.
     unsafe {
         let a = &mut *(arg as *mut ChildArgs);
         let fail = |a: &mut ChildArgs| -> ! {
@@ -193,7 +249,14 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::dup2(a.null, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0 {
             fail(a);
         }
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        let closed_by_range = a.close_fds == CloseFds::Range
+            && libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) == 0;
+        if !closed_by_range {
+            // Errors are EBADF for numbers not open: nothing to do.
+            for fd in 3..a.fd_limit {
+                libc::close(fd);
+            }
+        }
         if libc::setsid() < 0 {
             fail(a);
         }
@@ -204,16 +267,30 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::getppid() != a.parent {
             libc::_exit(1);
         }
-        // Default signal handling and an empty mask, as a fresh process
-        // expects (the daemon ignores SIGPIPE and may block signals).
-        for sig in 1..32 {
-            if libc::sigismember(&a.ignored, sig) == 1 {
-                libc::signal(sig, libc::SIG_DFL);
+        // Default dispositions, as a fresh process expects: ignored signals
+        // stay ignored across execve (Rust ignores SIGPIPE), and a caught
+        // one would run the daemon's handler here once unblocked below
+        // (execve resets it, but only at execve). Queried one by one, as
+        // glibc's posix_spawn does: handlers can be installed at any time,
+        // so a set read once would go stale. The raw system call, because
+        // the C library's wrapper refuses the numbers it keeps for itself
+        // (32 and 33), and an ignored one would reach the job.
+        for sig in 1..SIGNAL_COUNT {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut current = KernelSigaction::default();
+            if kernel_sigaction(sig, None, Some(&mut current)) == 0
+                && current.handler != libc::SIG_DFL
+            {
+                kernel_sigaction(sig, Some(&KernelSigaction::default()), None);
             }
         }
         if a.nofile.rlim_cur != 0 {
             libc::setrlimit(libc::RLIMIT_NOFILE, &a.nofile);
         }
+        // The job's signal mask: empty (the daemon blocks SIGCHLD, and
+        // every signal around the clone).
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -251,6 +328,7 @@ fn resolve(plan: &Plan) -> std::io::Result<PathBuf> {
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(program);
+        // SAFETY: `c` is a NUL-terminated string alive for the call.
         if let Ok(c) = cstr(candidate.as_os_str())
             && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
         {
@@ -275,7 +353,7 @@ impl Process {
         loop {
             let mut guard = self.pidfd.readable().await?;
             let mut status: libc::c_int = 0;
-            // SAFETY: plain waitpid on our own child.
+            // SAFETY: waitpid on our own child, writing into a local int.
             let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, libc::WNOHANG) };
             if r == self.pid as libc::pid_t {
                 crate::reaper::forget_leader(r);
@@ -291,6 +369,42 @@ impl Process {
                 return Err(std::io::Error::last_os_error());
             }
             guard.clear_ready();
+        }
+    }
+}
+
+/// Every signal blocked in the calling thread while held; the thread's
+/// mask is restored on drop.
+struct SignalsBlocked {
+    previous: libc::sigset_t,
+    /// Not Send: the mask belongs to the thread that took the guard.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl SignalsBlocked {
+    fn all() -> SignalsBlocked {
+        // SAFETY: sigfillset and pthread_sigmask read and write the local
+        // sets they are given; the mask is the calling thread's own.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            let mut previous: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+            SignalsBlocked {
+                previous,
+                _thread: std::marker::PhantomData,
+            }
+        }
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the calling thread's mask (the guard is not
+        // Send: it is the thread that took it) from a set pthread_sigmask
+        // filled.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, std::ptr::null_mut());
         }
     }
 }
@@ -343,7 +457,6 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         output: plan.output.as_raw_fd(),
         null,
         errno: 0,
-        ignored: ignored_signals(),
         parent: crate::reaper::own_pid() as libc::pid_t,
         nofile: {
             let mut lim = libc::rlimit {
@@ -351,7 +464,7 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
                 rlim_max: 0,
             };
             let original = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: getrlimit on a local struct.
+            // SAFETY: getrlimit writes into the local struct it is given.
             if original != 0 && unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
                 lim.rlim_cur = original;
             } else {
@@ -359,6 +472,8 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
             }
             lim
         },
+        close_fds: plan.close_fds,
+        fd_limit: fd_limit(),
     };
     // Not zeroed: the child writes its frames from the top down, and only
     // touches the few pages it uses.
@@ -366,8 +481,13 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
     // Until the child is registered as a leader, the orphan reaper must not
     // look (it would take its exit status).
     let gate = crate::reaper::spawn_gate();
-    // SAFETY: the stack outlives the child's use of it (CLONE_VFORK: we
-    // resume only after execve or _exit); the top is 16-byte aligned.
+    let blocked = SignalsBlocked::all();
+    // SAFETY: the stack (capacity CHILD_STACK_BYTES, so `add` stays in the
+    // allocation's bounds) and `args` with every buffer it points into
+    // outlive the child's use of them: with CLONE_VFORK this thread resumes
+    // only after the child's execve or _exit. The top is 16-byte aligned as
+    // the ABI requires. Signals are blocked, so no handler runs in the
+    // child before it has reset them (`child_main`).
     let pid = unsafe {
         let top = stack.as_mut_ptr().add(CHILD_STACK_BYTES);
         let top = (top as usize & !15) as *mut libc::c_void;
@@ -378,28 +498,35 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
             &mut args as *mut ChildArgs as *mut libc::c_void,
         )
     };
+    let clone_error = std::io::Error::last_os_error();
+    drop(blocked);
     if pid < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(clone_error);
     }
     crate::reaper::register_leader(pid);
     drop(gate);
     // We resume once the child has exec'ed or exited; it wrote its errno
     // into `args` if setup or execve failed.
-    // SAFETY: `args` is ours again (the child is gone from our memory).
+    // SAFETY: `args` is ours again: the child has exec'ed or exited, so it
+    // no longer runs in our memory.
     let errno = unsafe { std::ptr::read_volatile(&args.errno) };
     if errno != 0 {
         let mut status = 0;
-        // SAFETY: reaping our own child, which has exited.
+        // SAFETY: waitpid on our own child (it has exited), writing into a
+        // local int.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         crate::reaper::forget_leader(pid);
         return Err(std::io::Error::from_raw_os_error(errno));
     }
-    // SAFETY: pidfd_open returns a new descriptor we own.
+    // SAFETY: pidfd_open takes integers only; it returns a new descriptor
+    // that nothing else owns.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: the OwnedFd is moved into the AsyncFd and stays open with it.
+    // SAFETY: `fd` is a valid descriptor that nothing else owns (just
+    // returned by pidfd_open); the OwnedFd moves into the AsyncFd and
+    // stays open with it.
     let pidfd = unsafe {
         AsyncFd::register_with_interest(
             OwnedFd::from_raw_fd(fd as RawFd),
@@ -441,6 +568,7 @@ mod tests {
             ],
             cwd: None,
             output: write_end,
+            close_fds: CloseFds::Range,
         };
         let child = spawn(plan).expect("spawn env (found through the base PATH)");
         assert_eq!(child.wait().await.expect("wait"), (Some(0), None));
@@ -452,6 +580,70 @@ mod tests {
             lines,
             ["KEEP=base", "OWN=x", "PATH=/usr/bin:/bin", "SHADOWED=last"]
         );
+    }
+
+    /// What a job sees of its descriptors and signals: the output of
+    /// `sh -c 'ls /proc/$$/fd; grep ^Sig... /proc/$$/status'`.
+    async fn job_view(close_fds: CloseFds) -> String {
+        static BASE: std::sync::OnceLock<BaseEnv> = std::sync::OnceLock::new();
+        let base = BASE.get_or_init(|| BaseEnv::new(vec![("PATH".into(), "/usr/bin:/bin".into())]));
+        let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let plan = Plan {
+            program: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                "ls /proc/$$/fd; grep -E '^Sig(Blk|Ign)' /proc/$$/status".into(),
+            ],
+            base_env: base,
+            env: vec![],
+            cwd: None,
+            output: write_end,
+            close_fds,
+        };
+        let child = spawn(plan).expect("spawn sh");
+        assert_eq!(child.wait().await.expect("wait"), (Some(0), None));
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(read_end), &mut out).unwrap();
+        out
+    }
+
+    /// A descriptor of the daemon's without CLOEXEC (as one inherited from
+    /// whoever started axd), an ignored signal and a blocked one in the
+    /// spawning thread: none reaches the job, with `close_range` or with
+    /// the one-by-one fallback a kernel without it (or a seccomp filter)
+    /// gets.
+    #[tokio::test]
+    async fn a_job_sees_only_its_stdio_and_default_signals_with_either_close() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: F_DUPFD on an open descriptor; the copy (no CLOEXEC) is
+        // owned by the OwnedFd below.
+        let leaked = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD, 300) };
+        assert!(leaked >= 300, "dup: {}", std::io::Error::last_os_error());
+        // SAFETY: `leaked` was just returned by fcntl and nothing else owns it.
+        let _leaked = unsafe { OwnedFd::from_raw_fd(leaked) };
+        // SAFETY: signal and pthread_sigmask with valid arguments: SIGUSR2
+        // ignored process-wide (nothing in this test binary uses it),
+        // SIGUSR1 blocked in this test's thread only.
+        unsafe {
+            libc::signal(libc::SIGUSR2, libc::SIG_IGN);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGUSR1);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        }
+        for close_fds in [CloseFds::OneByOne, CloseFds::Range] {
+            let view = job_view(close_fds).await;
+            let fds: Vec<&str> = view.lines().filter(|l| !l.starts_with("Sig")).collect();
+            assert_eq!(fds, ["0", "1", "2"], "{close_fds:?}: {view}");
+            assert!(
+                view.contains("SigBlk:\t0000000000000000"),
+                "{close_fds:?}: {view}"
+            );
+            assert!(
+                view.contains("SigIgn:\t0000000000000000"),
+                "{close_fds:?}: {view}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -467,6 +659,7 @@ mod tests {
             env: vec![],
             cwd: None,
             output: write_end,
+            close_fds: CloseFds::Range,
         };
         let err = spawn(plan).err().expect("execve must fail");
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));

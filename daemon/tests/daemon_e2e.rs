@@ -471,3 +471,29 @@ async fn an_orphan_that_exits_later_is_reaped_by_axd() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `--unique-for` holds across a restart: the key is found in the store,
+/// not only in the engine's memory (SPEC §4.9).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_for_holds_across_a_restart() {
+    let mut d = Daemon::start(&[]);
+    let params = json!({"command": "true", "unique": "nightly-42", "unique_for": "1h"});
+    let first = {
+        let mut c = d.client().await;
+        let first = submit(&mut c, params.clone()).await;
+        wait_state(&mut c, first[0], "success", 10).await;
+        first
+    };
+    assert_eq!(d.term(), Some(0));
+    d.spawn();
+    let mut c = d.client().await;
+    let again = c.call("submit", params).await.unwrap();
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(again["runs"], json!(first));
+    // Without the window, a finished run does not hold the key.
+    let fresh = c
+        .call("submit", json!({"command": "true", "unique": "nightly-42"}))
+        .await
+        .unwrap();
+    assert_eq!(fresh["deduplicated"], false, "{fresh}");
+}

@@ -668,6 +668,7 @@ fn unique_keys_deduplicate() {
         Some(Unique {
             key: "k".into(),
             within,
+            stored: None,
         })
     };
     let a = sim.submit_with(dag("u", vec![job("u")]), key(None), vec![]);
@@ -1007,4 +1008,55 @@ fn a_started_attempts_pid_is_persisted() {
     );
     let attempt = sim.engine.run(r).unwrap().attempts.last().unwrap().clone();
     assert_eq!((attempt.pid, attempt.pid_start), (Some(4242), Some(99)));
+}
+
+#[test]
+fn unique_window_spans_eviction_through_the_stored_holder() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let first = sim.submit_with(
+        dag("u", vec![job("u")]),
+        Some(Unique {
+            key: "k".into(),
+            within: Some(3_600_000),
+            stored: None,
+        }),
+        vec![],
+    );
+    sim.exit(first[0], 0);
+    sim.now += 20 * 60_000;
+    assert!(sim.engine.evict_finished(sim.now - 10 * 60_000) > 0);
+    assert!(!sim.engine.holds_unique_key("k"));
+    let stored = Some(UniqueHolder {
+        dag_run: DagRunId(1),
+        created_at: sim.now - 20 * 60_000,
+        runs: first.clone(),
+    });
+    let submit = |within, stored| {
+        Input::Submit(Submit {
+            dag: dag("u", vec![job("u")]),
+            trigger: "test".into(),
+            actor: actor(),
+            unique: Some(Unique {
+                key: "k".into(),
+                within: Some(within),
+                stored,
+            }),
+            after: vec![],
+        })
+    };
+    match sim.input(submit(3_600_000, stored.clone())).unwrap() {
+        Reply::Submitted {
+            runs, deduplicated, ..
+        } => {
+            assert!(deduplicated, "created 20 minutes ago, window 1 h");
+            assert_eq!(runs, first);
+        }
+        other => panic!("{other:?}"),
+    }
+    match sim.input(submit(10 * 60_000, stored)).unwrap() {
+        Reply::Submitted { deduplicated, .. } => {
+            assert!(!deduplicated, "older than a 10 min window")
+        }
+        other => panic!("{other:?}"),
+    }
 }

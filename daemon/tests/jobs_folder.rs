@@ -151,9 +151,8 @@ async fn bad_files_get_errors_and_do_not_disturb_others() {
     std::fs::write(jobs.join("empty.toml"), "").unwrap();
     let huge = std::fs::File::create(jobs.join("huge.toml")).unwrap();
     huge.set_len(50 << 20).unwrap();
-    std::os::unix::fs::symlink(d.path("nowhere.toml"), jobs.join("dangling.toml")).unwrap();
     let list = wait_dag(&mut c, 5, |d| {
-        d.iter().filter(|x| x.error.is_some()).count() == 4
+        d.iter().filter(|x| x.error.is_some()).count() == 3
     })
     .await;
     let err = |n: &str| {
@@ -168,7 +167,6 @@ async fn bad_files_get_errors_and_do_not_disturb_others() {
     assert!(err("binary").contains("not UTF-8"));
     assert!(err("empty").contains("empty file"));
     assert!(err("huge").contains("limited to"));
-    assert!(err("dangling").contains("cannot read"));
     let id = trigger(&mut c, "good").await[0];
     wait_state(&mut c, id, "success", 10).await;
 }

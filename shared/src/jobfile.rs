@@ -251,6 +251,71 @@ pub fn check_after(dags: &[&DagFile]) -> Vec<(String, FileError)> {
     errors
 }
 
+/// Why a DAG's jobs have no execution order.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("a DAG needs at least one job")]
+    Empty,
+    #[error("duplicate job id {0:?}")]
+    DuplicateId(String),
+    #[error("job {job:?}: bad dep {dep:?}")]
+    BadDep { job: String, dep: String },
+    #[error("the jobs' deps form a cycle")]
+    Cycle,
+}
+
+/// The jobs' indices in an order where every job comes after its deps
+/// (Kahn's algorithm, ties in file order). The graph rules `check_graph`
+/// reports with positions are the ones refused here: at least one job,
+/// unique ids, deps that name another job of the DAG, no cycle. Specs built
+/// without a file (ad-hoc submissions, hooks) go through this alone.
+pub fn job_order(spec: &DagSpec) -> Result<Vec<usize>, GraphError> {
+    let n = spec.jobs.len();
+    if n == 0 {
+        return Err(GraphError::Empty);
+    }
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (i, job) in spec.jobs.iter().enumerate() {
+        if index.insert(job.id.as_str(), i).is_some() {
+            return Err(GraphError::DuplicateId(job.id.clone()));
+        }
+    }
+    let mut indegree = vec![0usize; n];
+    let mut down: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, job) in spec.jobs.iter().enumerate() {
+        for d in &job.deps {
+            let u = match index.get(d.as_str()) {
+                Some(&u) if u != i => u,
+                _ => {
+                    return Err(GraphError::BadDep {
+                        job: job.id.clone(),
+                        dep: d.clone(),
+                    });
+                }
+            };
+            indegree[i] += 1;
+            down[u].push(i);
+        }
+    }
+    let mut ready: std::collections::VecDeque<usize> =
+        (0..n).filter(|i| indegree[*i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(u) = ready.pop_front() {
+        order.push(u);
+        for &d in &down[u] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                ready.push_back(d);
+            }
+        }
+    }
+    if order.len() == n {
+        Ok(order)
+    } else {
+        Err(GraphError::Cycle)
+    }
+}
+
 /// Every elementary cycle reachable by DFS, each reported once as a path
 /// that returns to its start (`a -> b -> a`).
 fn find_cycles<F: Fn(&str) -> Vec<String>>(nodes: &[&str], edges: F) -> Vec<Vec<String>> {

@@ -290,7 +290,11 @@ impl Engine {
             dag: spec,
             trigger,
             actor,
-            unique: unique.map(|key| Unique { key, within: None }),
+            unique: unique.map(|key| Unique {
+                key,
+                within: None,
+                stored: None,
+            }),
             after: Vec::new(),
         };
         if let Err(e) = self.submit(now, submit) {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ax_shared::api::{EventView, RunView};
 use ax_shared::{DagSpec, RunState};
 
-use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId};
+use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId, UniqueHolder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -85,6 +85,8 @@ pub trait Store: Send {
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
     /// State of the newest DAG run of each DAG.
     fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
+    /// The newest DAG run created with this unique key, finished or not.
+    fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError>;
     fn integrity_check(&mut self) -> Result<String, StoreError>;
     /// One DAG run, finished or not, to load it back into the engine
     /// (a retry of a run the engine no longer holds).

@@ -14,7 +14,9 @@ use ax_shared::{DagSpec, Outcome, RunState};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Commit, Loaded, RunQuery, Store, StoreError};
-use crate::engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId};
+use crate::engine::{
+    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, UniqueHolder,
+};
 use crate::time::rfc3339;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
@@ -49,6 +51,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_run ON events(run) WHERE run IS NOT NULL;
     CREATE TABLE cron_marks (dag TEXT PRIMARY KEY, last_slot INTEGER NOT NULL);
     CREATE TABLE paused (dag TEXT PRIMARY KEY);
+    "#,
+    // 2: unique keys are looked up in the store (`--unique-for` spans
+    // eviction from memory and restarts)
+    r#"
+    CREATE INDEX dag_runs_unique ON dag_runs(unique_key, id) WHERE unique_key IS NOT NULL;
     "#,
 ];
 
@@ -541,6 +548,31 @@ impl Store for SqliteStore {
             .prepare_cached("SELECT dag, state FROM dag_runs WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)")?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError> {
+        let head: Option<(i64, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, created_at FROM dag_runs WHERE unique_key = ?1 ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let Some((id, created_at)) = head else {
+            return Ok(None);
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE dag_run = ?1 ORDER BY job_index")?;
+        let runs = stmt
+            .query_map([id], |r| r.get::<_, i64>(0))?
+            .map(|r| r.map(|id| RunId(id as u64)))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(UniqueHolder {
+            dag_run: DagRunId(id as u64),
+            created_at,
+            runs,
+        }))
     }
 
     fn integrity_check(&mut self) -> Result<String, StoreError> {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ax_tui::cli::remote::{Remote, SubmitOpts};
-use ax_tui::cli::{exit, offline, remote};
-use clap::{Parser, Subcommand};
+use ax_tui::cli::{exit, offline, reference, remote};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -139,6 +139,13 @@ enum Command {
         progress: Option<f64>,
         message: Option<String>,
     },
+    /// Print the shell completion script for ax to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (ax.1, ax-<command>.1) into DIR.
+    Man { dir: PathBuf },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -186,6 +193,14 @@ fn main() -> ExitCode {
             from.as_deref(),
             usize::from(*n),
             cli.json,
+        ),
+        Command::Completions { shell } => report_io(
+            reference::write_completions(&Cli::command(), *shell, &mut out),
+            &mut err,
+        ),
+        Command::Man { dir } => report_io(
+            reference::write_man_pages(&Cli::command(), dir).map(|_| ()),
+            &mut err,
         ),
         other => {
             let remote = match other.clone() {
@@ -248,7 +263,10 @@ fn main() -> ExitCode {
                 Command::Reload => Remote::Reload,
                 Command::Events { follow } => Remote::Events { follow },
                 Command::Heartbeat { progress, message } => Remote::Heartbeat { message, progress },
-                Command::Validate { .. } | Command::Cron { .. } => unreachable!("handled above"),
+                Command::Validate { .. }
+                | Command::Cron { .. }
+                | Command::Completions { .. }
+                | Command::Man { .. } => unreachable!("handled above"),
             };
             let socket = cli
                 .socket
@@ -268,4 +286,16 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(u8::try_from(code).unwrap_or(exit::FAILED as u8))
+}
+
+/// The exit code of an offline command that only writes (exit::FAILED with
+/// the error on stderr when the write failed).
+fn report_io(result: std::io::Result<()>, err: &mut impl Write) -> i32 {
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            let _ = writeln!(err, "ax: {e}");
+            exit::FAILED
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `ax`: commands, output formats and exit codes of SPEC §6.
 
 pub mod offline;
+pub mod reference;
 pub mod remote;
 
 /// Exit codes of SPEC §6.

@@ -1,0 +1,239 @@
+//! What goes into and comes out of `Engine::handle`.
+
+use super::*;
+
+/// Why a running attempt is being killed; decides its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    Timeout,
+    Stalled,
+    Cancel,
+    Preempt,
+    Shutdown,
+}
+
+impl KillReason {
+    pub(super) fn outcome(self) -> Outcome {
+        match self {
+            KillReason::Timeout => Outcome::TimedOut,
+            KillReason::Stalled => Outcome::Stalled,
+            KillReason::Cancel => Outcome::Cancelled,
+            KillReason::Preempt => Outcome::Preempted,
+            KillReason::Shutdown => Outcome::Interrupted,
+        }
+    }
+}
+
+/// A request to create a DAG run.
+#[derive(Clone, Debug)]
+pub struct Submit {
+    pub dag: Arc<DagSpec>,
+    pub trigger: String,
+    pub actor: Arc<str>,
+    pub unique: Option<Unique>,
+    /// Existing runs that the new DAG run's root jobs also depend on.
+    pub after: Vec<RunId>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Unique {
+    pub key: String,
+    /// Also deduplicate against finished DAG runs created this recently.
+    pub within: Option<Millis>,
+    /// The newest DAG run with this key that the store holds, looked up by
+    /// the caller when the engine does not hold the key (it was evicted from
+    /// memory or finished in an earlier life). Only needed with `within`:
+    /// an unfinished DAG run is always held by the engine.
+    pub stored: Option<UniqueHolder>,
+}
+
+/// A DAG run that carries a unique key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniqueHolder {
+    pub dag_run: DagRunId,
+    pub created_at: Millis,
+    pub runs: Vec<RunId>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Input {
+    Submit(Submit),
+    /// A reloaded config's scheduling limits and policies.
+    Reconfigure(EngineConfig),
+    /// The executor spawned the attempt's process.
+    Started {
+        run: RunId,
+        attempt: u32,
+        pid: u32,
+        pid_start: Option<u64>,
+    },
+    /// The attempt's process could not be spawned; its slot is free.
+    SpawnFailed {
+        run: RunId,
+        attempt: u32,
+        error: String,
+    },
+    /// The attempt's process exited and was reaped; its slot is free.
+    Exited {
+        run: RunId,
+        attempt: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// `ax heartbeat` from inside the job.
+    Beat {
+        run: RunId,
+        message: Option<String>,
+        progress: Option<f64>,
+    },
+    /// The attempt wrote output (counts as a heartbeat).
+    Output {
+        run: RunId,
+    },
+    Cancel {
+        run: RunId,
+        actor: Arc<str>,
+    },
+    CancelDagRun {
+        dag_run: DagRunId,
+        actor: Arc<str>,
+    },
+    Retry {
+        run: RunId,
+        actor: Arc<str>,
+    },
+    Pause {
+        dag: String,
+    },
+    Resume {
+        dag: String,
+    },
+    /// A DAG definition from the jobs folder (new, changed, or at start-up
+    /// with the watermark the store remembers).
+    DefineDag {
+        spec: Arc<DagSpec>,
+        zone: chrono_tz::Tz,
+        watermark: Option<Millis>,
+    },
+    /// The DAG's file was deleted: cancel its runs that have not started.
+    RemoveDag {
+        dag: String,
+        actor: Arc<str>,
+    },
+    /// Stop dispatching and kill every running attempt as `interrupted`.
+    Shutdown,
+    /// Time passed; fire due timers.
+    Tick,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Done,
+    Submitted {
+        dag_run: DagRunId,
+        runs: Vec<RunId>,
+        deduplicated: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    InvalidState(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl EngineError {
+    /// Stable error code for the protocol.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::NotFound(_) => "not_found",
+            EngineError::InvalidState(_) => "invalid_state",
+            EngineError::Invalid(_) => "invalid_params",
+        }
+    }
+}
+
+/// An order for the executor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpawnOrder {
+    pub run: RunId,
+    pub dag_run: DagRunId,
+    pub dag: Arc<str>,
+    pub attempt: u32,
+    pub slot: u32,
+    pub spec: Arc<DagSpec>,
+    pub job_index: u32,
+    /// How long the run was ready before this start (queue wait).
+    pub waited_ms: Millis,
+}
+
+impl SpawnOrder {
+    pub fn job(&self) -> &JobSpec {
+        &self.spec.jobs[self.job_index as usize]
+    }
+}
+
+/// One line of the audit trail (SPEC §3). `run` is `None` for DAG-run-level
+/// events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Millis,
+    pub run: Option<RunId>,
+    pub dag_run: DagRunId,
+    pub from: Option<RunState>,
+    pub to: Option<RunState>,
+    pub reason: String,
+    pub actor: Arc<str>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    Spawn(SpawnOrder),
+    /// SIGTERM the attempt's process group, wait `grace_ms`, SIGKILL.
+    Kill {
+        run: RunId,
+        attempt: u32,
+        reason: KillReason,
+        grace_ms: Millis,
+    },
+    Event(Event),
+    /// Message/progress of a running run changed (no state transition).
+    Progress {
+        run: RunId,
+    },
+    /// The run's row changed with nothing to announce (a started
+    /// attempt's pid, which a restart needs to find its processes).
+    Persist {
+        run: RunId,
+    },
+    /// An attempt ended (for the metrics; the run's row carries it too).
+    AttemptEnded {
+        dag: Arc<str>,
+        spec: Arc<DagSpec>,
+        job_index: u32,
+        outcome: Outcome,
+        ran_ms: Millis,
+    },
+    DagRunFinished {
+        dag_run: DagRunId,
+        dag: Arc<str>,
+        state: DagRunState,
+    },
+    /// A DAG's cron watermark advanced to `slot` (commit with the runs).
+    CronMark {
+        dag: String,
+        slot: Millis,
+    },
+}
+
+/// Result of one `handle` call.
+#[derive(Debug)]
+pub struct Step {
+    pub reply: Result<Reply, EngineError>,
+    pub effects: Vec<Effect>,
+}

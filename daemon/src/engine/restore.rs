@@ -1,0 +1,190 @@
+//! Start-up from the store, and what the engine forgets once finished.
+
+use super::*;
+
+impl Engine {
+    /// Forgets DAG runs that finished before `before`: they live on in the
+    /// store, and the engine's memory follows the work in flight rather
+    /// than the whole history. A run that other runs were linked to as
+    /// upstream is remembered by its final state only (`--after` on it and
+    /// restored downstream runs resolve against it). Returns how many DAG
+    /// runs went.
+    ///
+    /// Keeps the invariant that every id in a held run's `downstream` names
+    /// a held run: an evicted run is unlinked from the upstream runs that
+    /// stay (an upstream in another, longer DAG run), so their end, retry
+    /// or revival never looks up a run that left.
+    pub fn evict_finished(&mut self, before: Millis) -> usize {
+        let mut evicted = 0;
+        while let Some(&(at, id)) = self.finished_order.front() {
+            if at >= before {
+                break;
+            }
+            self.finished_order.pop_front();
+            let Some(dr) = self.dag_runs.get(&id) else {
+                continue;
+            };
+            // Reopened by a retry since: it is queued again when it ends.
+            if dr.state == DagRunState::Active || dr.finished_at != Some(at) {
+                continue;
+            }
+            let dr = self.dag_runs.remove(&id).expect("checked");
+            for r in &dr.runs {
+                let Some(run) = self.runs.remove(r) else {
+                    continue;
+                };
+                for u in &run.upstream {
+                    if let Some(up) = self.runs.get_mut(u)
+                        && up.dag_run != id
+                    {
+                        up.downstream.retain(|d| d != r);
+                    }
+                }
+                if run.depended_on {
+                    self.external.insert(run.id, run.state);
+                }
+                self.counts[state_index(run.state)] -= 1;
+                self.evicted_counts[state_index(run.state)] += 1;
+            }
+            if let Some(k) = &dr.unique_key
+                && self.unique.get(k) == Some(&id)
+            {
+                self.unique.remove(k);
+            }
+            evicted += 1;
+        }
+        evicted
+    }
+
+    /// Finished runs evicted from memory during this life, by state (the
+    /// daemon adds them to what the store held at start-up).
+    pub fn evicted_count(&self, state: RunState) -> u64 {
+        self.evicted_counts[state_index(state)]
+    }
+
+    /// Records the final state of a run that lives only in the store, so
+    /// `--after` on it and restored downstream runs can be resolved.
+    pub fn note_external(&mut self, run: RunId, state: RunState) {
+        if !self.runs.contains_key(&run) {
+            self.external.insert(run, state);
+        }
+    }
+
+    /// Loads unfinished DAG runs from the store at start-up (SPEC §5.3).
+    /// Runs found `running` from an earlier life get an `interrupted`
+    /// attempt and go back to `ready` without consuming a retry. Returns
+    /// the resulting effects (events to record).
+    pub fn restore(
+        &mut self,
+        now: Millis,
+        mut dag_runs: Vec<RestoredDagRun>,
+        next_run: u64,
+        next_dag_run: u64,
+    ) -> Vec<Effect> {
+        dag_runs.sort_by_key(|d| d.id);
+        let mut all = Vec::new();
+        for d in dag_runs {
+            let dag: Arc<str> = Arc::from(d.spec.name.as_str());
+            let mut ids = Vec::with_capacity(d.runs.len());
+            let mut unfinished = 0;
+            let mut runs = d.runs;
+            runs.sort_by_key(|r| r.id);
+            for r in runs {
+                if !r.state.is_terminal() {
+                    unfinished += 1;
+                    self.active_by_dag
+                        .entry(dag.clone())
+                        .or_default()
+                        .insert(r.id);
+                }
+                self.counts[state_index(r.state)] += 1;
+                ids.push(r.id);
+                all.push(r.id);
+                self.runs
+                    .insert(r.id, Run::new(d.id, dag.clone(), d.spec.clone(), r));
+            }
+            if let Some(k) = &d.unique_key {
+                self.unique.insert(k.clone(), d.id);
+            }
+            if unfinished > 0 {
+                self.active_dag_runs
+                    .entry(dag.to_string())
+                    .or_default()
+                    .insert(d.id);
+            }
+            self.dag_runs.insert(
+                d.id,
+                DagRun {
+                    id: d.id,
+                    dag,
+                    spec: d.spec,
+                    runs: ids,
+                    state: if unfinished > 0 {
+                        DagRunState::Active
+                    } else {
+                        d.state
+                    },
+                    created_at: d.created_at,
+                    finished_at: if unfinished > 0 { None } else { Some(now) },
+                    trigger: d.trigger,
+                    unique_key: d.unique_key,
+                    unfinished,
+                },
+            );
+        }
+        self.link_downstream(&all);
+        let scheduler = self.scheduler.clone();
+        for &id in &all {
+            let r = self.runs.get_mut(&id).expect("restored");
+            if r.state == RunState::Running {
+                // Interrupted whatever follows: the process belonged to an
+                // earlier life.
+                if let Some(a) = r.attempts.last_mut()
+                    && a.outcome.is_none()
+                {
+                    a.outcome = Some(Outcome::Interrupted);
+                    a.finished_at = Some(now);
+                }
+            }
+            if !r.state.is_terminal() && !self.pools.contains_key(r.pool()) {
+                // The pool was removed from the config: the run can never
+                // start; end it with a reason. No unfinished run is left
+                // naming a pool the engine lacks, so queueing never meets one.
+                let reason = format!("pool {:?} no longer exists", r.pool());
+                self.end(now, id, RunState::Failed, reason, &scheduler);
+                continue;
+            }
+            match r.state {
+                RunState::Running => {
+                    let n = r.attempts.len();
+                    self.requeue_in_place(
+                        now,
+                        id,
+                        format!("attempt {n} interrupted: the daemon stopped while it ran"),
+                        &scheduler,
+                    );
+                }
+                RunState::Ready => {
+                    // A ready run keeps its place in the queue across lives.
+                    r.ready_at.get_or_insert(now);
+                    self.queue_ready(id);
+                }
+                RunState::Delayed => {
+                    let at = self.runs[&id].next_at.unwrap_or(now);
+                    self.runs.get_mut(&id).expect("exists").delay = Some(Delay::Backoff);
+                    self.set_timer(id, TimerKind::Wake, Some(at));
+                }
+                RunState::Waiting => {
+                    self.recount_upstream(id);
+                    self.evaluate_waiting(now, id, &scheduler);
+                }
+                _ => {}
+            }
+        }
+        self.next_run = self.next_run.max(next_run);
+        self.next_dag_run = self.next_dag_run.max(next_dag_run);
+        self.fire_timers(now);
+        self.dispatch(now);
+        std::mem::take(&mut self.effects)
+    }
+}

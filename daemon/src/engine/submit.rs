@@ -1,0 +1,165 @@
+//! Creating a DAG run from a submission.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn submit(&mut self, now: Millis, s: Submit) -> Result<Reply, EngineError> {
+        let spec = s.dag;
+        // The graph (ids, deps, cycles) follows the job-file rules; the
+        // pools and priorities are checked here because the engine's config
+        // and programmatic specs are not seen by the file check.
+        let order = ax_shared::jobfile::job_order(&spec)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        for job in &spec.jobs {
+            if !self.pools.contains_key(&job.pool) {
+                return Err(EngineError::Invalid(format!(
+                    "job {:?}: unknown pool {:?}",
+                    job.id, job.pool
+                )));
+            }
+            if !(1..=100).contains(&job.priority) {
+                return Err(EngineError::Invalid(format!(
+                    "job {:?}: priority out of range 1-100",
+                    job.id
+                )));
+            }
+        }
+        let index: HashMap<&str, usize> = spec
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| (job.id.as_str(), i))
+            .collect();
+        for a in &s.after {
+            if !self.runs.contains_key(a) && !self.external.contains_key(a) {
+                return Err(EngineError::NotFound(format!("run {a}")));
+            }
+        }
+        if let Some(u) = &s.unique
+            && let Some(existing) = self.unique_holder(now, u)
+        {
+            return Ok(Reply::Submitted {
+                dag_run: existing.dag_run,
+                runs: existing.runs,
+                deduplicated: true,
+            });
+        }
+
+        let dag_run = DagRunId(self.next_dag_run);
+        self.next_dag_run += 1;
+        let dag: Arc<str> = Arc::from(spec.name.as_str());
+        let ids: Vec<RunId> = (0..spec.jobs.len())
+            .map(|i| RunId(self.next_run + i as u64))
+            .collect();
+        self.next_run += spec.jobs.len() as u64;
+        for (i, job) in spec.jobs.iter().enumerate() {
+            let mut upstream: Vec<RunId> =
+                job.deps.iter().map(|d| ids[index[d.as_str()]]).collect();
+            if job.deps.is_empty() {
+                upstream.extend(s.after.iter().copied());
+            }
+            let row = RestoredRun::waiting(
+                ids[i],
+                i as u32,
+                now,
+                format!("created by {}", s.trigger),
+                upstream,
+            );
+            let run = Run::new(dag_run, dag.clone(), spec.clone(), row);
+            self.counts[state_index(RunState::Waiting)] += 1;
+            self.runs.insert(run.id, run);
+            self.active_by_dag
+                .entry(dag.clone())
+                .or_default()
+                .insert(ids[i]);
+        }
+        self.link_downstream(&ids);
+        self.dag_runs.insert(
+            dag_run,
+            DagRun {
+                id: dag_run,
+                dag: dag.clone(),
+                spec: spec.clone(),
+                runs: ids.clone(),
+                state: DagRunState::Active,
+                created_at: now,
+                finished_at: None,
+                trigger: s.trigger.clone(),
+                unique_key: s.unique.as_ref().map(|u| u.key.clone()),
+                unfinished: ids.len(),
+            },
+        );
+        if let Some(u) = &s.unique {
+            self.unique.insert(u.key.clone(), dag_run);
+        }
+        self.active_dag_runs
+            .entry(spec.name.clone())
+            .or_default()
+            .insert(dag_run);
+        self.dag_event(
+            now,
+            dag_run,
+            format!("DAG run created by {}", s.trigger),
+            &s.actor,
+        );
+        for &id in &ids {
+            let reason = self.runs[&id].reason.clone();
+            self.event(
+                now,
+                Some(id),
+                dag_run,
+                None,
+                Some(RunState::Waiting),
+                reason,
+                &s.actor,
+            );
+        }
+        // Evaluate in topological order so cancellations cascade correctly.
+        for i in order {
+            let id = ids[i];
+            self.recount_upstream(id);
+            self.evaluate_waiting(now, id, &s.actor);
+        }
+        Ok(Reply::Submitted {
+            dag_run,
+            runs: ids,
+            deduplicated: false,
+        })
+    }
+
+    /// The DAG run a submission with `u` is deduplicated against: an
+    /// unfinished one with the key, or with `within`, the newest one created
+    /// that recently. The engine's own map holds every unfinished DAG run
+    /// with a key (and finished ones until eviction); `u.stored` answers for
+    /// the ones only the store holds.
+    fn unique_holder(&self, now: Millis, u: &Unique) -> Option<UniqueHolder> {
+        let (holder, active) = match self.unique.get(&u.key).and_then(|id| self.dag_runs.get(id)) {
+            Some(dr) => (
+                UniqueHolder {
+                    dag_run: dr.id,
+                    created_at: dr.created_at,
+                    runs: dr.runs.clone(),
+                },
+                dr.state == DagRunState::Active,
+            ),
+            None => (u.stored.clone()?, false),
+        };
+        let recent = u.within.is_some_and(|w| now - holder.created_at <= w);
+        (active || recent).then_some(holder)
+    }
+
+    /// Adds `ids` to the reverse-dependency index of their upstream runs,
+    /// in and across DAG runs. An upstream known only by its final state
+    /// (evicted or from the store) needs no link: it will not change again.
+    pub(super) fn link_downstream(&mut self, ids: &[RunId]) {
+        for &id in ids {
+            let ups = self.runs[&id].upstream.clone();
+            for u in ups {
+                if let Some(up) = self.runs.get_mut(&u) {
+                    up.downstream.push(id);
+                    up.depended_on = true;
+                }
+            }
+        }
+    }
+}

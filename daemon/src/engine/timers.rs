@@ -1,0 +1,105 @@
+//! Engine timers: wake-ups, timeouts, heartbeats, the retry budget and cron.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Timer {
+    Wake(RunId),
+    Timeout(RunId),
+    Heartbeat(RunId),
+    RetryBudget,
+    /// A DAG's next cron slot (by interned DAG key).
+    Cron(u32),
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum TimerKind {
+    Wake,
+    Timeout,
+    Heartbeat,
+}
+
+impl Engine {
+    pub(super) fn set_timer(&mut self, id: RunId, kind: TimerKind, at: Option<Millis>) {
+        let r = self.runs.get_mut(&id).expect("exists");
+        let (slot, timer) = match kind {
+            TimerKind::Wake => (&mut r.timers.wake, Timer::Wake(id)),
+            TimerKind::Timeout => (&mut r.timers.timeout, Timer::Timeout(id)),
+            TimerKind::Heartbeat => (&mut r.timers.heartbeat, Timer::Heartbeat(id)),
+        };
+        if let Some(old) = slot.take() {
+            self.timers.remove(&(old, timer));
+        }
+        if let Some(at) = at {
+            *slot = Some(at);
+            self.timers.insert((at, timer));
+        }
+    }
+
+    pub(super) fn fire_timers(&mut self, now: Millis) {
+        let scheduler = self.scheduler.clone();
+        while let Some(&(at, timer)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::Wake(id) => {
+                    self.runs.get_mut(&id).expect("exists").timers.wake = None;
+                    if self.budget.take(now) {
+                        self.make_ready(now, id, "backoff over".into(), &scheduler);
+                    } else {
+                        let next = self.budget.next_token_at(now);
+                        let r = self.runs.get_mut(&id).expect("exists");
+                        r.delay = Some(Delay::RetryBudget);
+                        r.next_at = Some(next);
+                        r.reason = "retry budget empty".into();
+                        self.budget_waiters.push_back(id);
+                        if self.budget_waiters.len() == 1 {
+                            self.timers.insert((next, Timer::RetryBudget));
+                        }
+                    }
+                }
+                Timer::RetryBudget => {
+                    while let Some(&id) = self.budget_waiters.front() {
+                        if !self.budget.take(now) {
+                            break;
+                        }
+                        self.budget_waiters.pop_front();
+                        self.make_ready(now, id, "retry token available".into(), &scheduler);
+                    }
+                    if !self.budget_waiters.is_empty() {
+                        let next = self.budget.next_token_at(now);
+                        for w in &self.budget_waiters {
+                            self.runs.get_mut(w).expect("exists").next_at = Some(next);
+                        }
+                        self.timers.insert((next, Timer::RetryBudget));
+                    }
+                }
+                Timer::Timeout(id) => {
+                    self.runs.get_mut(&id).expect("exists").timers.timeout = None;
+                    if self.runs[&id].kill.is_none() {
+                        self.kill(id, KillReason::Timeout);
+                    }
+                }
+                Timer::Cron(key) => {
+                    self.dag_timers.remove(&key);
+                    if let Some(name) = self.dag_name_of_key(key) {
+                        self.catch_up(now, &name);
+                    }
+                }
+                Timer::Heartbeat(id) => {
+                    self.runs.get_mut(&id).expect("exists").timers.heartbeat = None;
+                    if self.runs[&id].kill.is_none() {
+                        self.kill(id, KillReason::Stalled);
+                    }
+                }
+            }
+        }
+        // A budget waiter removed by cancel may leave a RetryBudget timer
+        // behind with nobody waiting; drop it so next_wakeup stays exact.
+        if self.budget_waiters.is_empty() {
+            self.timers.retain(|(_, t)| *t != Timer::RetryBudget);
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Prometheus metrics (SPEC §8), in the text exposition format.
+//!
+//! Counters and histograms are fed from the effects of each scheduler step
+//! (`observe`), and gauges are set from the state the scheduler already
+//! holds when a scrape asks (`render`): a scrape never waits for the store
+//! and never walks the runs. The store writer and the socket server update
+//! their own metrics through the shared handles in `Shared`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ax_shared::RunState;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::engine::{DagRunState, Effect, Millis};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolStateLabel {
+    pool: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DagLabel {
+    dag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    dag: String,
+    outcome: &'static str,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms … ~9 h in factors of 3.
+    Histogram::new(exponential_buckets(0.001, 3.0, 17))
+}
+
+/// Metrics updated outside the scheduler thread (store writer, socket
+/// server). Cloning shares them.
+#[derive(Clone)]
+pub struct Shared {
+    pub store_commit_seconds: Histogram,
+    pub store_write_errors: Counter,
+    pub clients_connected: Gauge,
+    pub subscribers_lagged: Counter,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            store_commit_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            store_write_errors: Counter::default(),
+            clients_connected: Gauge::default(),
+            subscribers_lagged: Counter::default(),
+        }
+    }
+}
+
+/// What a scrape reads from the scheduler's state.
+#[derive(Default)]
+pub struct Snapshot {
+    pub runs_by_state: Vec<(RunState, u64)>,
+    pub pools: Vec<PoolStat>,
+    pub burst_in_use: u32,
+    pub burst_extra: u32,
+    pub retry_tokens: f64,
+    pub dags: Vec<DagStat>,
+    pub job_file_errors: u64,
+    pub store_faulted: bool,
+}
+
+pub struct PoolStat {
+    pub name: String,
+    pub slots: u32,
+    pub running: u32,
+    pub queued: u32,
+}
+
+pub struct DagStat {
+    pub name: String,
+    pub next_fire: Option<Millis>,
+    pub paused: bool,
+}
+
+/// The last success and failure time of each DAG (ms), the figures a
+/// "has not succeeded for a day" alert needs.
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+pub struct DagHistory {
+    pub last_success: Option<Millis>,
+    pub last_failure: Option<Millis>,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    runs: Family<StateLabel, Gauge>,
+    pool_runs: Family<PoolStateLabel, Gauge>,
+    pool_slots: Family<PoolLabel, Gauge>,
+    burst_in_use: Gauge,
+    burst_slots: Gauge,
+    retry_tokens: FloatGauge,
+    attempts_started: Family<PoolLabel, Counter>,
+    attempt_outcomes: Family<OutcomeLabel, Counter>,
+    queue_wait: Family<PoolLabel, Histogram>,
+    run_time: Family<PoolLabel, Histogram>,
+    dag_last_success: Family<DagLabel, FloatGauge>,
+    dag_last_failure: Family<DagLabel, FloatGauge>,
+    dag_next_fire: Family<DagLabel, FloatGauge>,
+    dag_paused: Family<DagLabel, Gauge>,
+    job_file_errors: Gauge,
+    store_faulted: Gauge,
+    dag_history: HashMap<Arc<str>, DagHistory>,
+    pub shared: Shared,
+}
+
+impl Metrics {
+    /// `history` seeds the per-DAG success/failure times from the store,
+    /// so a restart does not reset the dead man's switch.
+    pub fn new(shared: Shared, history: HashMap<String, DagHistory>) -> Metrics {
+        let mut registry = Registry::with_prefix("ax");
+        let m = Metrics {
+            runs: Family::default(),
+            pool_runs: Family::default(),
+            pool_slots: Family::default(),
+            burst_in_use: Gauge::default(),
+            burst_slots: Gauge::default(),
+            retry_tokens: FloatGauge::default(),
+            attempts_started: Family::default(),
+            attempt_outcomes: Family::default(),
+            queue_wait: Family::new_with_constructor(seconds_histogram),
+            run_time: Family::new_with_constructor(seconds_histogram),
+            dag_last_success: Family::default(),
+            dag_last_failure: Family::default(),
+            dag_next_fire: Family::default(),
+            dag_paused: Family::default(),
+            job_file_errors: Gauge::default(),
+            store_faulted: Gauge::default(),
+            dag_history: history
+                .into_iter()
+                .map(|(k, v)| (Arc::from(k), v))
+                .collect(),
+            shared,
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register("runs", "Runs by state", m.runs.clone());
+        r.register(
+            "pool_runs",
+            "Runs per pool: running, and ready runs queued for a slot",
+            m.pool_runs.clone(),
+        );
+        r.register("pool_slots", "Slots per pool", m.pool_slots.clone());
+        r.register(
+            "burst_slots_in_use",
+            "Global burst slots in use (runs beyond max_concurrency)",
+            m.burst_in_use.clone(),
+        );
+        r.register(
+            "burst_slots",
+            "Global burst slots available to urgent runs",
+            m.burst_slots.clone(),
+        );
+        r.register(
+            "retry_tokens",
+            "Retry budget tokens left",
+            m.retry_tokens.clone(),
+        );
+        r.register(
+            "attempts_started",
+            "Attempts started, by pool",
+            m.attempts_started.clone(),
+        );
+        r.register(
+            "attempt_outcomes",
+            "Attempts ended, by DAG and outcome",
+            m.attempt_outcomes.clone(),
+        );
+        r.register(
+            "queue_wait_seconds",
+            "Time from ready to started, by pool",
+            m.queue_wait.clone(),
+        );
+        r.register(
+            "attempt_duration_seconds",
+            "Time from an attempt's start to its end, by pool",
+            m.run_time.clone(),
+        );
+        r.register(
+            "dag_last_success_timestamp_seconds",
+            "When a DAG run of this DAG last succeeded",
+            m.dag_last_success.clone(),
+        );
+        r.register(
+            "dag_last_failure_timestamp_seconds",
+            "When a DAG run of this DAG last failed or was cancelled",
+            m.dag_last_failure.clone(),
+        );
+        r.register(
+            "dag_next_fire_timestamp_seconds",
+            "The DAG's next cron slot",
+            m.dag_next_fire.clone(),
+        );
+        r.register(
+            "dag_paused",
+            "1 while the DAG is paused",
+            m.dag_paused.clone(),
+        );
+        r.register(
+            "job_file_errors",
+            "Job files that fail to load",
+            m.job_file_errors.clone(),
+        );
+        r.register(
+            "store_faulted",
+            "1 while the store refuses writes",
+            m.store_faulted.clone(),
+        );
+        r.register(
+            "store_commit_seconds",
+            "Time to write one group commit",
+            m.shared.store_commit_seconds.clone(),
+        );
+        r.register(
+            "store_write_errors",
+            "Store commits that failed",
+            m.shared.store_write_errors.clone(),
+        );
+        r.register(
+            "clients_connected",
+            "Socket clients connected",
+            m.shared.clients_connected.clone(),
+        );
+        r.register(
+            "subscribers_lagged",
+            "Subscribers dropped for not reading",
+            m.shared.subscribers_lagged.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts what one scheduler step decided at `now`.
+    pub fn observe(&mut self, now: Millis, effects: &[Effect]) {
+        for e in effects {
+            match e {
+                Effect::Spawn(o) => {
+                    let pool = PoolLabel {
+                        pool: o.job().pool.clone(),
+                    };
+                    self.attempts_started.get_or_create(&pool).inc();
+                    self.queue_wait
+                        .get_or_create(&pool)
+                        .observe(o.waited_ms.max(0) as f64 / 1000.0);
+                }
+                Effect::AttemptEnded {
+                    dag,
+                    spec,
+                    job_index,
+                    outcome,
+                    ran_ms,
+                } => {
+                    let pool = PoolLabel {
+                        pool: spec.jobs[*job_index as usize].pool.clone(),
+                    };
+                    self.run_time
+                        .get_or_create(&pool)
+                        .observe(*ran_ms.max(&0) as f64 / 1000.0);
+                    self.attempt_outcomes
+                        .get_or_create(&OutcomeLabel {
+                            dag: dag.to_string(),
+                            outcome: outcome.as_str(),
+                        })
+                        .inc();
+                }
+                Effect::DagRunFinished { dag, state, .. } => {
+                    let h = self.dag_history.entry(dag.clone()).or_default();
+                    match state {
+                        DagRunState::Success => h.last_success = Some(now),
+                        DagRunState::Failed | DagRunState::Cancelled => h.last_failure = Some(now),
+                        DagRunState::Active => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The text exposition, with gauges taken from `snap`.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        self.runs.clear();
+        for (state, n) in &snap.runs_by_state {
+            self.runs
+                .get_or_create(&StateLabel {
+                    state: state.as_str(),
+                })
+                .set(*n as i64);
+        }
+        self.pool_runs.clear();
+        self.pool_slots.clear();
+        for p in &snap.pools {
+            for (state, n) in [("running", p.running), ("ready", p.queued)] {
+                self.pool_runs
+                    .get_or_create(&PoolStateLabel {
+                        pool: p.name.clone(),
+                        state,
+                    })
+                    .set(i64::from(n));
+            }
+            self.pool_slots
+                .get_or_create(&PoolLabel {
+                    pool: p.name.clone(),
+                })
+                .set(i64::from(p.slots));
+        }
+        self.burst_in_use.set(i64::from(snap.burst_in_use));
+        self.burst_slots.set(i64::from(snap.burst_extra));
+        self.retry_tokens.set(snap.retry_tokens.floor());
+        self.job_file_errors.set(snap.job_file_errors as i64);
+        self.store_faulted.set(i64::from(snap.store_faulted));
+        for family in [
+            &self.dag_last_success,
+            &self.dag_last_failure,
+            &self.dag_next_fire,
+        ] {
+            family.clear();
+        }
+        self.dag_paused.clear();
+        let seconds = |ms: Millis| ms as f64 / 1000.0;
+        for d in &snap.dags {
+            let label = DagLabel {
+                dag: d.name.clone(),
+            };
+            self.dag_paused
+                .get_or_create(&label)
+                .set(i64::from(d.paused));
+            if let Some(at) = d.next_fire {
+                self.dag_next_fire.get_or_create(&label).set(seconds(at));
+            }
+            if let Some(h) = self.dag_history.get(d.name.as_str()) {
+                if let Some(at) = h.last_success {
+                    self.dag_last_success.get_or_create(&label).set(seconds(at));
+                }
+                if let Some(at) = h.last_failure {
+                    self.dag_last_failure.get_or_create(&label).set(seconds(at));
+                }
+            }
+        }
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

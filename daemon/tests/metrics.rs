@@ -1,0 +1,165 @@
+//! The metrics count a known workload exactly, and the exposition parses
+//! as Prometheus text (SPEC §8).
+
+use std::collections::HashMap;
+
+use ax_daemon::engine::*;
+use ax_daemon::metrics::{DagHistory, DagStat, Metrics, Shared, Snapshot};
+use ax_shared::*;
+use ax_testkit::sim::*;
+use prometheus_parse::{Scrape, Value};
+
+fn scrape(text: &str) -> Scrape {
+    Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text")
+}
+
+fn value(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    s.samples
+        .iter()
+        .find(|x| x.metric == metric && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .map(|x| match &x.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(b) => b.last().map(|c| c.count).unwrap_or(0.0),
+            Value::Summary(_) => f64::NAN,
+        })
+}
+
+#[test]
+fn a_known_workload_is_counted_exactly() {
+    let mut sim = Sim::new(cfg(32, &[("default", 32)]));
+    let mut metrics = Metrics::new(Shared::default(), HashMap::new());
+    let mut observe = |sim: &mut Sim| {
+        let effects = std::mem::take(&mut sim.effects);
+        metrics.observe(sim.now, &effects);
+    };
+    // 10 successes.
+    for i in 0..10 {
+        let r = sim.submit(dag(&format!("ok{i}"), vec![job("a")]))[0];
+        sim.now += 1000;
+        sim.exit(r, 0);
+    }
+    observe(&mut sim);
+    // 3 failures without retries.
+    for i in 0..3 {
+        let r = sim.submit(dag("bad", vec![job(&format!("b{i}"))]))[0];
+        sim.exit(r, 1);
+    }
+    // 2 retries: fails twice, then succeeds.
+    let mut flaky = job("f");
+    flaky.retries = 2;
+    flaky.backoff.kind = BackoffKind::None;
+    let f = sim.submit(dag("flaky", vec![flaky]))[0];
+    sim.exit(f, 1);
+    sim.advance(1);
+    sim.exit(f, 1);
+    sim.advance(1);
+    sim.exit(f, 0);
+    // 1 cancel of a running run.
+    let c = sim.submit(dag("cancelled", vec![job("c")]))[0];
+    sim.input(Input::Cancel {
+        run: c,
+        actor: actor(),
+    })
+    .unwrap();
+    sim.die(c);
+    observe(&mut sim);
+
+    let text = metrics.render(&Snapshot {
+        runs_by_state: vec![(RunState::Success, 11), (RunState::Failed, 3)],
+        dags: vec![
+            DagStat {
+                name: "flaky".into(),
+                next_fire: Some(1_700_000_900_000),
+                paused: false,
+            },
+            DagStat {
+                name: "bad".into(),
+                next_fire: None,
+                paused: true,
+            },
+        ],
+        ..Snapshot::default()
+    });
+    let s = scrape(&text);
+    let started = value(&s, "ax_attempts_started_total", &[("pool", "default")]);
+    assert_eq!(started, Some(17.0), "10 + 3 + 3 + 1 attempts\n{text}");
+    let outcome = |dag: &str, outcome: &str| {
+        value(
+            &s,
+            "ax_attempt_outcomes_total",
+            &[("dag", dag), ("outcome", outcome)],
+        )
+    };
+    assert_eq!(outcome("ok3", "success"), Some(1.0));
+    assert_eq!(outcome("bad", "failed"), Some(3.0));
+    assert_eq!(outcome("flaky", "failed"), Some(2.0));
+    assert_eq!(outcome("flaky", "success"), Some(1.0));
+    assert_eq!(outcome("cancelled", "cancelled"), Some(1.0));
+    assert_eq!(value(&s, "ax_runs", &[("state", "success")]), Some(11.0));
+    assert_eq!(
+        value(
+            &s,
+            "ax_dag_next_fire_timestamp_seconds",
+            &[("dag", "flaky")]
+        ),
+        Some(1_700_000_900.0)
+    );
+    assert_eq!(value(&s, "ax_dag_paused", &[("dag", "bad")]), Some(1.0));
+    assert!(
+        value(
+            &s,
+            "ax_dag_last_success_timestamp_seconds",
+            &[("dag", "flaky")]
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert!(
+        value(
+            &s,
+            "ax_dag_last_failure_timestamp_seconds",
+            &[("dag", "bad")]
+        )
+        .is_some()
+    );
+    assert_eq!(
+        value(
+            &s,
+            "ax_dag_last_success_timestamp_seconds",
+            &[("dag", "bad")]
+        ),
+        None,
+        "never succeeded"
+    );
+}
+
+#[test]
+fn dag_history_from_the_store_survives_a_restart() {
+    let metrics = Metrics::new(
+        Shared::default(),
+        HashMap::from([(
+            "nightly".to_string(),
+            DagHistory {
+                last_success: Some(1_600_000_000_000),
+                last_failure: None,
+            },
+        )]),
+    );
+    let text = metrics.render(&Snapshot {
+        dags: vec![DagStat {
+            name: "nightly".into(),
+            next_fire: None,
+            paused: false,
+        }],
+        ..Snapshot::default()
+    });
+    let s = scrape(&text);
+    assert_eq!(
+        value(
+            &s,
+            "ax_dag_last_success_timestamp_seconds",
+            &[("dag", "nightly")]
+        ),
+        Some(1_600_000_000.0)
+    );
+}
