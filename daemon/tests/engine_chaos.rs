@@ -4,15 +4,13 @@
 //! the invariants of SPEC §4 are checked, and every dispatch is compared with
 //! a naive reference scheduler that scans all ready runs.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ax_daemon::engine::*;
 use ax_shared::*;
-use common::*;
+use ax_testkit::sim::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -1,11 +1,9 @@
 //! Inputs that once reached an `expect` on the engine's tables: every id
 //! a held run links to must be held too, whatever left memory meanwhile.
 
-mod common;
-
 use ax_daemon::engine::*;
 use ax_shared::*;
-use common::*;
+use ax_testkit::sim::*;
 
 /// `ax submit --after X` on a long X, cancel the new run, let its DAG run
 /// leave memory, then let X end: X's end walks its downstream links.

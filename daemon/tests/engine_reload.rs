@@ -2,11 +2,9 @@
 //! grow and shrink, the global limit and the retry rate change, and no
 //! running run is ever stopped by it.
 
-mod common;
-
 use ax_daemon::engine::*;
 use ax_shared::*;
-use common::*;
+use ax_testkit::sim::*;
 
 fn in_pool(id: &str, pool: &str) -> JobSpec {
     let mut j = job(id);

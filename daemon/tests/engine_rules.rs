@@ -1,12 +1,10 @@
 //! SPEC §4, rule by rule, on a virtual clock.
 
-mod common;
-
 use std::time::Duration;
 
 use ax_daemon::engine::*;
 use ax_shared::*;
-use common::*;
+use ax_testkit::sim::*;
 
 fn ids(spawns: &[SpawnOrder]) -> Vec<RunId> {
     spawns.iter().map(|s| s.run).collect()

@@ -1,13 +1,11 @@
 //! Cron and `after` triggers through the engine, on a virtual clock.
 
-mod common;
-
 use std::sync::Arc;
 
 use ax_daemon::engine::*;
 use ax_shared::*;
+use ax_testkit::sim::*;
 use chrono::DateTime;
-use common::*;
 
 fn at(s: &str) -> Millis {
     DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()

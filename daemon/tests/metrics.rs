@@ -1,14 +1,12 @@
 //! The metrics count a known workload exactly, and the exposition parses
 //! as Prometheus text (SPEC §8).
 
-mod common;
-
 use std::collections::HashMap;
 
 use ax_daemon::engine::*;
 use ax_daemon::metrics::{DagHistory, DagStat, Metrics, Shared, Snapshot};
 use ax_shared::*;
-use common::*;
+use ax_testkit::sim::*;
 use prometheus_parse::{Scrape, Value};
 
 fn scrape(text: &str) -> Scrape {

@@ -3,31 +3,24 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::*;
 
-fn line(stream: &mut BufReader<UnixStream>) -> Value {
-    let mut s = String::new();
-    stream.read_line(&mut s).unwrap();
-    serde_json::from_str(&s).unwrap_or_else(|e| panic!("bad reply {s:?}: {e}"))
-}
-
-fn raw(d: &Daemon) -> (UnixStream, BufReader<UnixStream>) {
-    let s = UnixStream::connect(&d.socket).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let r = BufReader::new(s.try_clone().unwrap());
-    (s, r)
+fn raw(d: &Daemon) -> Conn {
+    let conn = Conn::connect(&d.socket).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    conn
 }
 
 #[test]
 fn malformed_requests_get_error_replies_with_stable_codes() {
     let d = Daemon::start(&[]);
-    let (mut w, mut r) = raw(&d);
+    let mut conn = raw(&d);
     for (frame, code) in [
         ("{not json", "parse_error"),
         ("[1,2,3]", "invalid_request"),
@@ -44,16 +37,16 @@ fn malformed_requests_get_error_replies_with_stable_codes() {
             "version_mismatch",
         ),
     ] {
-        writeln!(w, "{frame}").unwrap();
-        let reply = line(&mut r);
+        writeln!(conn, "{frame}").unwrap();
+        let reply = conn.read_frame().unwrap();
         assert_eq!(reply["error"]["data"]["code"], code, "{frame}: {reply}");
     }
     writeln!(
-        w,
+        conn,
         r#"{{"jsonrpc":"2.0","id":4,"method":"hello","params":{{"protocol":1,"client":"t"}}}}"#
     )
     .unwrap();
-    let hello = line(&mut r);
+    let hello = conn.read_frame().unwrap();
     assert!(hello["error"].is_null(), "{hello}");
     assert!(hello["result"]["version"].is_string());
     for (frame, code) in [
@@ -90,13 +83,13 @@ fn malformed_requests_get_error_replies_with_stable_codes() {
             "not_found",
         ),
     ] {
-        writeln!(w, "{frame}").unwrap();
-        let reply = line(&mut r);
+        writeln!(conn, "{frame}").unwrap();
+        let reply = conn.read_frame().unwrap();
         assert_eq!(reply["error"]["data"]["code"], code, "{frame}: {reply}");
     }
     // the job-file error names line and column
-    writeln!(w, r#"{{"jsonrpc":"2.0","id":13,"method":"submit","params":{{"toml":"[[job]]\nid = \"a\"\ncommand = \"x\"\npriority = 500\n","name":"f"}}}}"#).unwrap();
-    let reply = line(&mut r);
+    writeln!(conn, r#"{{"jsonrpc":"2.0","id":13,"method":"submit","params":{{"toml":"[[job]]\nid = \"a\"\ncommand = \"x\"\npriority = 500\n","name":"f"}}}}"#).unwrap();
+    let reply = conn.read_frame().unwrap();
     assert!(
         reply["error"]["message"]
             .as_str()
@@ -109,16 +102,15 @@ fn malformed_requests_get_error_replies_with_stable_codes() {
 #[test]
 fn oversized_frame_closes_that_connection_only() {
     let d = Daemon::start(&[]);
-    let (mut w, mut r) = raw(&d);
+    let mut conn = raw(&d);
     let big = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{{\"pad\":\"{}\"}}}}\n",
         "x".repeat(2 << 20)
     );
-    let _ = w.write_all(big.as_bytes());
-    let reply = line(&mut r);
+    let _ = conn.write_all(big.as_bytes());
+    let reply = conn.read_frame().unwrap();
     assert_eq!(reply["error"]["data"]["code"], "frame_too_large");
-    let mut rest = String::new();
-    assert_eq!(r.read_line(&mut rest).unwrap_or(0), 0, "closed");
+    assert!(conn.read_line().ok().flatten().is_none(), "closed");
     // others are still served
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -130,19 +122,15 @@ fn oversized_frame_closes_that_connection_only() {
 #[test]
 fn a_subscriber_that_never_reads_does_not_slow_others() {
     let d = Daemon::start(&[]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime().unwrap();
     // A subscriber that never reads its socket.
-    let (mut w, _r) = raw(&d);
+    let mut sleepy = raw(&d);
     writeln!(
-        w,
+        sleepy,
         r#"{{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"sleepy"}}}}"#
     )
     .unwrap();
-    writeln!(w, r#"{{"jsonrpc":"2.0","id":2,"method":"subscribe"}}"#).unwrap();
+    writeln!(sleepy, r#"{{"jsonrpc":"2.0","id":2,"method":"subscribe"}}"#).unwrap();
     rt.block_on(async {
         let mut c = d.client().await;
         // Idle latency first.
@@ -188,11 +176,7 @@ fn a_subscriber_that_never_reads_does_not_slow_others() {
 #[test]
 fn lagging_subscriber_gets_a_lagged_notice() {
     let d = Daemon::start(&[]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime().unwrap();
     rt.block_on(async {
         let mut sub = d.client().await;
         sub.call("subscribe", Value::Null).await.unwrap();
@@ -248,21 +232,7 @@ fn foreign_uid_is_refused_at_hello() {
     for p in [d.dir.path().to_path_buf(), d.path("run"), d.socket.clone()] {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).unwrap();
     }
-    let script = format!(
-        r#"use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => "{}") or die "connect: $!"; print $s qq({{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"intruder"}}}}\n); my $l = <$s>; print $l;"#,
-        d.socket.display()
-    );
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "perl",
-            "-e",
-            &script,
-        ])
-        .output()
-        .unwrap();
+    let out = foreign_hello(&d.socket).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("\"forbidden\""),

@@ -28,9 +28,8 @@ impl Drop for Mounted {
 }
 
 fn start_on_tmpfs(size: &str) -> Option<Mounted> {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("jobs.d")).unwrap();
-    let state = dir.path().join("state");
+    let mut daemon = Daemon::prepare(BASE_CONFIG, &[]);
+    let state = daemon.path("state");
     std::fs::create_dir_all(&state).unwrap();
     let mounted = Command::new("mount")
         .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -43,14 +42,6 @@ fn start_on_tmpfs(size: &str) -> Option<Mounted> {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); disk-full test not run");
         return None;
     }
-    let config = dir.path().join("axd.toml");
-    std::fs::write(&config, BASE_CONFIG).unwrap();
-    let mut daemon = Daemon {
-        socket: dir.path().join("run/axd.sock"),
-        config,
-        dir,
-        child: None,
-    };
     daemon.spawn();
     Some(Mounted { daemon, state })
 }

@@ -2,25 +2,15 @@
 //! a running job with `c` `y`, retry a failed one with `r`, quit with `q`
 //! and leave the terminal clean. Checks the daemon's side with `ax`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use ax_testkit::{Daemon, axd_beside, run_ids};
 
 fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux").args(args).output().expect("tmux runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn axd_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_ax-tui")).with_file_name("axd");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "ax-daemon", "--bin", "axd"])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    path
 }
 
 fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) -> String {
@@ -36,16 +26,14 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) -> Str
     }
 }
 
+/// Ends the tmux session; the daemon ends when its harness drops.
 struct Cleanup {
     session: String,
-    daemon: Child,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
         tmux(&["kill-session", "-t", &self.session]);
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
     }
 }
 
@@ -66,40 +54,23 @@ fn console_in_a_real_terminal() {
         eprintln!("skipped: tmux is not installed (.ci/run installs it)");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let jobs = dir.path().join("jobs.d");
-    std::fs::create_dir_all(&jobs).unwrap();
-    std::fs::write(
-        jobs.join("e2e.toml"),
-        "[[job]]\nid = \"slow\"\ncommand = \"sleep 1000\"\n[[job]]\nid = \"bad\"\ncommand = \"echo failing; exit 3\"\n[[job]]\nid = \"after_bad\"\ncommand = \"true\"\ndeps = [\"bad\"]\n",
+    let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
+    let daemon = Daemon::start(
+        axd,
+        "max_concurrency = 4\n",
+        &[(
+            "e2e.toml",
+            "[[job]]\nid = \"slow\"\ncommand = \"sleep 1000\"\n[[job]]\nid = \"bad\"\ncommand = \"echo failing; exit 3\"\n[[job]]\nid = \"after_bad\"\ncommand = \"true\"\ndeps = [\"bad\"]\n",
+        )],
     )
     .unwrap();
-    let config = dir.path().join("axd.toml");
-    std::fs::write(&config, "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 4\n").unwrap();
-    let socket = dir.path().join("axd.sock");
-    let daemon = Command::new(axd_binary())
-        .arg("--config")
-        .arg(&config)
-        .stderr(std::fs::File::create(dir.path().join("axd.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let socket = daemon.socket.clone();
     let session = format!("ax-e2e-{}", std::process::id());
     let _cleanup = Cleanup {
         session: session.clone(),
-        daemon,
     };
-    wait_for("axd", 20, || {
-        std::os::unix::net::UnixStream::connect(&socket)
-            .ok()
-            .map(|_| String::new())
-    });
     let triggered = ax_json(&socket, &["trigger", "e2e"]);
-    let runs: Vec<u64> = triggered["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let runs = run_ids(&triggered);
     let (slow, bad, after_bad) = (runs[0], runs[1], runs[2]);
     wait_for("bad to fail", 20, || {
         (ax_json(&socket, &["show", &bad.to_string()])["state"] == "failed").then(String::new)

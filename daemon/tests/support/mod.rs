@@ -1,25 +1,23 @@
-//! Starts the real `axd` binary in a temp dir and talks to it over its socket.
+//! The real `axd` of this crate for its tests: the testkit harness on the
+//! binary cargo built for them and on [`BASE_CONFIG`], failing the test
+//! (with axd's log) on any harness error; and typed-client helpers.
+// Each test file uses its own part of this module.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ax_shared::api::RunView;
 use ax_shared::client::Client;
 use serde_json::{Value, json};
 
-pub struct Daemon {
-    pub dir: tempfile::TempDir,
-    pub child: Option<Child>,
-    pub socket: PathBuf,
-    pub config: PathBuf,
-}
+#[allow(unused_imports)]
+pub use ax_testkit::{Conn, foreign_hello, run_ids, runtime};
 
+/// The config every test starts from (the harness puts the jobs folder,
+/// state dir and socket ahead of it).
 pub const BASE_CONFIG: &str = r#"
-jobs_dir = "jobs.d"
-state_dir = "state"
-socket = "run/axd.sock"
 max_concurrency = 8
 shutdown_grace = "5s"
 timezone = "UTC"
@@ -31,102 +29,60 @@ slots = 1
 slots = 2
 "#;
 
+const AXD: &str = env!("CARGO_BIN_EXE_axd");
+
+pub struct Daemon(ax_testkit::Daemon);
+
+impl Deref for Daemon {
+    type Target = ax_testkit::Daemon;
+    fn deref(&self) -> &ax_testkit::Daemon {
+        &self.0
+    }
+}
+
+impl DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut ax_testkit::Daemon {
+        &mut self.0
+    }
+}
+
 impl Daemon {
     pub fn start(jobs: &[(&str, &str)]) -> Daemon {
         Daemon::start_with(BASE_CONFIG, jobs)
     }
 
     pub fn start_with(config: &str, jobs: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("jobs.d")).unwrap();
-        for (name, text) in jobs {
-            let path = dir.path().join("jobs.d").join(name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        let config_path = dir.path().join("axd.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let socket = dir.path().join("run/axd.sock");
-        let mut d = Daemon {
-            dir,
-            child: None,
-            socket,
-            config: config_path,
-        };
+        let mut d = Daemon::prepare(config, jobs);
         d.spawn();
         d
     }
 
+    /// The temp dir, config and job files, axd not started.
+    pub fn prepare(config: &str, jobs: &[(&str, &str)]) -> Daemon {
+        Daemon(ax_testkit::Daemon::prepare(AXD, config, jobs).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// Starts axd on this state dir and waits until it serves.
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("axd.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_axd"))
-            .arg("--config")
-            .arg(&self.config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("axd did not start: {}", self.log());
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("axd.log")).unwrap_or_default()
-    }
-
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    pub async fn client(&self) -> Client {
-        Client::connect(&self.socket, "test").await.unwrap()
-    }
-
-    pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Err(e) = self.0.spawn() {
+            panic!("{e}");
         }
     }
 
     /// SIGTERM and wait; returns the exit code.
     pub fn term(&mut self) -> Option<i32> {
-        let mut c = self.child.take()?;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(c.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = c.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "axd did not exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.0
+            .terminate(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .and_then(|status| status.code())
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
+        self.0.pid().expect("axd is running")
     }
-}
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.kill9();
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.socket, "test").await.unwrap()
     }
 }
 
@@ -160,23 +116,11 @@ pub async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunV
 }
 
 pub async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
-    let v = c.call("submit", params).await.unwrap();
-    v["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
+    run_ids(&c.call("submit", params).await.unwrap())
 }
 
 pub async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
-    let v = c.call("trigger", json!({"dag": dag})).await.unwrap();
-    v["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
+    run_ids(&c.call("trigger", json!({"dag": dag})).await.unwrap())
 }
 
 pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {

@@ -21,7 +21,8 @@ use ax_daemon::store::sqlite::SqliteStore;
 use ax_shared::{DagSpec, Exec, JobSpec};
 use serde_json::json;
 
-use crate::{Conn, Daemon};
+use crate::axd;
+use crate::measure::stats;
 
 /// Slots of the `held` pool: the runs found running after the crash.
 const RUNNING: u32 = 32;
@@ -114,17 +115,13 @@ pub fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_config(dir: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir.join("jobs.d"))?;
-    let config = dir.join("axd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = {}\n[pools.default]\nslots = 8\n[pools.held]\nslots = {RUNNING}\n",
-            8 + RUNNING
-        ),
-    )?;
-    Ok(config)
+/// The config of the restarted axd: the `held` pool is where the runs
+/// found running are.
+fn config() -> String {
+    format!(
+        "max_concurrency = {}\n[pools.default]\nslots = 8\n[pools.held]\nslots = {RUNNING}\n",
+        8 + RUNNING
+    )
 }
 
 /// (launch → first answer, launch → first job started), in ms.
@@ -141,25 +138,18 @@ pub fn measure(n: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64
     let (mut answer, mut started) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         // Each restart on a fresh copy: the one before resumed its runs.
-        let dir = tempfile::tempdir()?;
-        std::fs::create_dir_all(dir.path().join("state"))?;
+        let mut d = axd::prepare(&config(), &[])?;
+        std::fs::create_dir_all(d.path("state"))?;
         for f in ["ax.db", "ax.db-wal"] {
             let from = template.path().join("state").join(f);
             if from.exists() {
-                std::fs::copy(&from, dir.path().join("state").join(f))?;
+                std::fs::copy(&from, d.path("state").join(f))?;
             }
         }
-        let config = start_config(dir.path())?;
-        let mut d = Daemon {
-            socket: dir.path().join("axd.sock"),
-            config,
-            child: None,
-            dir,
-        };
         let t = Instant::now();
         let first_answer = d.spawn()?;
         answer.push(first_answer.as_secs_f64() * 1000.0);
-        let mut c = Conn::open(&d.socket)?;
+        let mut c = axd::open(&d.socket)?;
         loop {
             let s = c.call("status", json!({}))?;
             let running = s["runs"]["running"].as_u64().unwrap_or(0);
@@ -178,14 +168,25 @@ pub fn measure(n: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64
     Ok((answer, started, size))
 }
 
-pub fn run(sizes: &[usize], reps: usize) -> anyhow::Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// Runs in the store, one measurement series per size
+    #[arg(default_values_t = [100_000, 1_000_000])]
+    sizes: Vec<usize>,
+}
+
+/// Restarts measured per size.
+const REPS: usize = 3;
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let (sizes, reps) = (&args.sizes, REPS);
     println!(
         "restart with N runs in the store (90% finished, 10% queued in a→b chains, {RUNNING} running from a crash)"
     );
     for &n in sizes {
         let (answer, started, size) = measure(n, reps)?;
-        let (a50, alo, ahi) = crate::stats(answer);
-        let (s50, slo, shi) = crate::stats(started);
+        let (a50, alo, ahi) = stats(answer);
+        let (s50, slo, shi) = stats(started);
         let target = if n <= 100_000 { 150 } else { 1500 };
         println!(
             "  {n:>9} runs ({:.0} MiB store): launch → first answer {a50:.0} ms ({alo:.0}–{ahi:.0}); → first job started {s50:.0} ms ({slo:.0}–{shi:.0}); target ≤ {target} ms",

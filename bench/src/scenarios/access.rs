@@ -11,65 +11,51 @@
 //! serving.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde_json::json;
 
-use crate::{Conn, Daemon, sibling};
+use crate::axd;
+use crate::measure::stats;
 
-fn mode(p: &std::path::Path) -> Option<u32> {
+fn mode(p: &Path) -> Option<u32> {
     std::fs::symlink_metadata(p)
         .ok()
         .map(|m| m.permissions().mode() & 0o777)
 }
 
-/// What uid 65534 gets from a hello: "connect-refused", "forbidden", or
-/// what it saw otherwise.
-fn foreign_hello(socket: &std::path::Path) -> String {
-    let script = format!(
-        r#"use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => "{}") or do {{ print "connect-refused: $!"; exit 0 }}; print $s qq({{"jsonrpc":"2.0","id":1,"method":"hello","params":{{"protocol":1,"client":"intruder"}}}}\n); my $l = <$s>; print $l;"#,
-        socket.display()
-    );
-    match Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "perl",
-            "-e",
-            &script,
-        ])
-        .output()
-    {
+/// What uid 65534 gets from a hello: "connect-refused: …", axd's answer,
+/// or why it could not be asked.
+fn foreign_hello(socket: &Path) -> String {
+    match ax_testkit::foreign_hello(socket) {
         Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
         Err(e) => format!("setpriv failed: {e}"),
     }
 }
 
-pub fn run(cycles: usize) -> anyhow::Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// Lives of axd on one state dir
+    #[arg(default_value_t = 50)]
+    cycles: usize,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let cycles = args.cycles;
+    // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("jobs.d"))?;
-    let config = dir.path().join("axd.toml");
-    std::fs::write(
-        &config,
-        "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"run/axd.sock\"\n[pools.default]\nslots = 4\n",
-    )?;
+    let mut d = axd::prepare("[pools.default]\nslots = 4\n", &[])?;
+    let config = d.config.clone();
     // Another state dir, the same socket.
-    let thief_config = dir.path().join("thief.toml");
+    let thief_config = d.path("thief.toml");
     std::fs::write(
         &thief_config,
         "jobs_dir = \"jobs.d\"\nstate_dir = \"state2\"\nsocket = \"run/axd.sock\"\n[pools.default]\nslots = 4\n",
     )?;
-    let socket = dir.path().join("run/axd.sock");
-    let mut d = Daemon {
-        socket: socket.clone(),
-        config: config.clone(),
-        child: None,
-        dir,
-    };
+    let socket = d.socket.clone();
     let mut widest_socket = 0u32;
     let mut widest_dir = 0u32;
     let mut stale_found = 0;
@@ -88,19 +74,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
             stale_found += 1;
         }
         let t = Instant::now();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(d.dir.path().join("axd.log"))?;
-        d.child = Some(
-            Command::new(sibling("axd")?)
-                .arg("--config")
-                .arg(&config)
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()?,
-        );
+        d.launch()?;
         // Watch the socket appear: its mode at first sight.
         let mut first_seen = None;
         let serving = loop {
@@ -110,7 +84,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
             {
                 first_seen = Some(m);
             }
-            if first_seen.is_some() && Conn::open(&socket).is_ok() {
+            if first_seen.is_some() && axd::open(&socket).is_ok() {
                 break true;
             }
             if t.elapsed() > Duration::from_secs(20) {
@@ -125,7 +99,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
         }
         start_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         widest_socket |= first_seen.unwrap_or(0) | mode(&socket).unwrap_or(0);
-        widest_dir |= mode(&d.dir.path().join("run")).unwrap_or(0);
+        widest_dir |= mode(&d.path("run")).unwrap_or(0);
 
         if root {
             foreign_checked += 1;
@@ -135,7 +109,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
                 eprintln!("cycle {cycle}: foreign uid connected with default modes: {closed}");
             }
             // Open the path so the connection reaches hello.
-            let run_dir = d.dir.path().join("run");
+            let run_dir = d.path("run");
             let saved = (mode(d.dir.path()), mode(&run_dir));
             for p in [d.dir.path(), run_dir.as_path(), socket.as_path()] {
                 std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777))?;
@@ -160,7 +134,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
             (&config, &mut second_started, "another axd"),
             (&thief_config, &mut thief_started, "already serving"),
         ] {
-            let out = Command::new(sibling("axd")?)
+            let out = Command::new(axd::sibling("axd")?)
                 .arg("--config")
                 .arg(cfg)
                 .env("RUST_LOG", "warn")
@@ -173,8 +147,8 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
                 unclear.push(err.lines().last().unwrap_or("").to_string());
             }
         }
-        if Conn::open(&socket)
-            .and_then(|mut c| c.call("status", json!({})))
+        if axd::open(&socket)
+            .and_then(|mut c| Ok(c.call("status", json!({}))?))
             .is_err()
         {
             first_broken += 1;
@@ -182,16 +156,13 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
         }
 
         if cycle % 2 == 0 {
-            if let Some(mut c) = d.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            d.kill9();
         } else {
             d.stop();
         }
     }
 
-    let (s50, slo, shi) = crate::stats(if start_ms.is_empty() {
+    let (s50, slo, shi) = stats(if start_ms.is_empty() {
         vec![0.0]
     } else {
         start_ms

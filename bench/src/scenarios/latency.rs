@@ -14,6 +14,8 @@
 //! spawn → print) is measured in the same run as the raw baseline.
 //!
 //! Load: scenario 1's — no-op runs at 8 slots, kept topped up.
+//!
+//! `ax-bench latency [N]` runs it alone: N samples idle and under load.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -23,7 +25,29 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use crate::{Conn, Daemon};
+use crate::axd;
+use crate::measure::p50_p99;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Samples of each
+    #[arg(default_value_t = 300)]
+    n: usize,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let show = |name: &str, v: Vec<f64>| {
+        let (p50, p99) = p50_p99(&v);
+        println!("{name:<44} p50 {p50:.2} ms  p99 {p99:.2} ms");
+    };
+    show("raw: clock → spawn date → print", raw(args.n)?);
+    for (load, label) in [(false, "idle"), (true, "under load")] {
+        let (ss, es) = ax(args.n, load)?;
+        show(&format!("submit→started, {label}"), ss);
+        show(&format!("parent exit→child started, {label}"), es);
+    }
+    Ok(())
+}
 
 fn now_ns() -> i128 {
     SystemTime::now()
@@ -56,7 +80,7 @@ pool = "lat"
 deps = ["a"]
 "#;
 
-fn printed(c: &mut Conn, run: u64) -> anyhow::Result<i128> {
+fn printed(c: &mut ax_testkit::Conn, run: u64) -> anyhow::Result<i128> {
     let v = c.call("logs", json!({"run": run}))?;
     let text = v["data"].as_str().unwrap_or_default().trim().to_string();
     text.parse()
@@ -65,13 +89,13 @@ fn printed(c: &mut Conn, run: u64) -> anyhow::Result<i128> {
 
 /// (submit → started, parent exit → child started), in ms.
 pub fn ax(samples: usize, under_load: bool) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
-    let d = Daemon::start_config(
+    let d = axd::start_pools(
         "max_concurrency = 10\n[pools.default]\nslots = 8\n[pools.lat]\nslots = 2\n",
         &[],
     )?;
     let stop = Arc::new(AtomicBool::new(false));
     let loader = if under_load {
-        let mut c = Conn::open(&d.socket)?;
+        let mut c = axd::open(&d.socket)?;
         let stop = stop.clone();
         Some(std::thread::spawn(move || -> anyhow::Result<()> {
             while !stop.load(Ordering::Relaxed) {
@@ -93,7 +117,7 @@ pub fn ax(samples: usize, under_load: bool) -> anyhow::Result<(Vec<f64>, Vec<f64
         // Let the load reach its steady state.
         std::thread::sleep(Duration::from_millis(500));
     }
-    let mut c = Conn::open(&d.socket)?;
+    let mut c = axd::open(&d.socket)?;
     let (mut submit_started, mut exit_started) = (Vec::new(), Vec::new());
     for i in 0..samples {
         let t_submit = now_ns();
@@ -101,12 +125,7 @@ pub fn ax(samples: usize, under_load: bool) -> anyhow::Result<(Vec<f64>, Vec<f64
             "submit",
             json!({"toml": LAT_DAG, "name": format!("lat{i}")}),
         )?;
-        let ids: Vec<u64> = r["runs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| x.as_u64())
-            .collect();
+        let ids = ax_testkit::run_ids(&r);
         let [a, b] = ids[..] else {
             bail!("expected two runs, got {r}");
         };

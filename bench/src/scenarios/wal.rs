@@ -7,41 +7,40 @@
 //! readers query the store throughout. The WAL file's size is sampled
 //! every 50 ms.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use ax_testkit::Conn;
 use serde_json::json;
 
-use crate::{Conn, Daemon};
+use crate::axd;
 
-pub fn run(runs: usize) -> anyhow::Result<()> {
-    let d = Daemon::start(64, &[])?;
-    let wal = d.dir.path().join("state/ax.db-wal");
+#[derive(clap::Args)]
+pub struct Args {
+    /// No-op runs
+    #[arg(default_value_t = 100_000)]
+    runs: usize,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let runs = args.runs;
+    let d = axd::start(64, &[])?;
+    let wal = d.path("state/ax.db-wal");
     let stop = Arc::new(AtomicBool::new(false));
 
     // The subscriber, reading everything.
     let notes = Arc::new(AtomicU64::new(0));
     let sub = {
-        let mut s = UnixStream::connect(&d.socket)?;
-        writeln!(
-            s,
-            "{}\n{}",
-            json!({"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"wal-sub"}}),
-            json!({"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}})
-        )?;
+        let mut s = Conn::open(&d.socket, "wal-sub")?;
+        s.send("subscribe", json!({}))?;
         let (notes, stop) = (notes.clone(), stop.clone());
         std::thread::spawn(move || {
-            let mut r = BufReader::new(s);
-            let mut line = String::new();
             while !stop.load(Ordering::Relaxed) {
-                line.clear();
-                match r.read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {
+                match s.read_line() {
+                    Ok(None) | Err(_) => return,
+                    Ok(Some(_)) => {
                         notes.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -50,7 +49,7 @@ pub fn run(runs: usize) -> anyhow::Result<()> {
     };
     // A reader of the store.
     let reader = {
-        let mut c = Conn::open(&d.socket)?;
+        let mut c = axd::open(&d.socket)?;
         let stop = stop.clone();
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -75,7 +74,7 @@ pub fn run(runs: usize) -> anyhow::Result<()> {
     };
 
     let t = Instant::now();
-    let mut c = Conn::open(&d.socket)?;
+    let mut c = axd::open(&d.socket)?;
     c.pipeline(runs, 100, &|_| {
         (
             "submit".into(),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use serde_json::json;
 
-use crate::{Conn, Daemon};
+use crate::axd;
 
 const KILL_GRACE_MS: u64 = 300;
 
@@ -65,12 +65,20 @@ fn pid_state(pid: i32) -> (bool, bool, i32) {
     }
 }
 
-pub fn run(n: usize) -> anyhow::Result<()> {
-    let mut d = Daemon::start(64, &[])?;
-    let axd = d.pid() as i32;
-    let pids_dir = d.dir.path().join("pids");
+#[derive(clap::Args)]
+pub struct Args {
+    /// Attempts
+    #[arg(default_value_t = 1000)]
+    n: usize,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let n = args.n;
+    let mut d = axd::start(64, &[])?;
+    let axd_pid = axd::pid(&d)? as i32;
+    let pids_dir = d.path("pids");
     std::fs::create_dir_all(&pids_dir)?;
-    let mut c = Conn::open(&d.socket)?;
+    let mut c = axd::open(&d.socket)?;
     let started = Instant::now();
     let mut kinds: BTreeMap<u64, (usize, bool)> = BTreeMap::new();
     let mut files = Vec::new();
@@ -136,7 +144,7 @@ pub fn run(n: usize) -> anyhow::Result<()> {
                 alive.push((pid, f.file_name().unwrap().to_string_lossy().to_string()));
             }
             if zombie {
-                if ppid == axd {
+                if ppid == axd_pid {
                     zombies_axd += 1;
                 } else {
                     zombies_other += 1;

@@ -1,5 +1,6 @@
 //! A driver for the engine on a virtual clock: no sleeps, no processes.
-#![allow(dead_code)]
+//! Time moves only through [`Sim::advance`], so timer rules are tested
+//! against exact instants.
 
 use std::sync::Arc;
 use std::time::Duration;

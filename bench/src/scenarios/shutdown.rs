@@ -11,13 +11,13 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::net::UnixDatagram;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use crate::{Conn, Daemon, sibling};
+use crate::axd;
+use crate::measure::stats;
 
 const SHUTDOWN_GRACE_MS: u64 = 1500;
 
@@ -27,24 +27,24 @@ fn ms_of(t: &serde_json::Value) -> Option<i64> {
         .map(|d| d.timestamp_millis())
 }
 
-pub fn run(cycles: usize) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    std::fs::create_dir_all(dir.path().join("jobs.d"))?;
-    let config = dir.path().join("axd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 8\nshutdown_grace = \"{SHUTDOWN_GRACE_MS}ms\"\n[pools.default]\nslots = 8\n"
+#[derive(clap::Args)]
+pub struct Args {
+    /// Start–SIGTERM cycles
+    #[arg(default_value_t = 20)]
+    cycles: usize,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let cycles = args.cycles;
+    let mut d = axd::prepare(
+        &format!(
+            "max_concurrency = 8\nshutdown_grace = \"{SHUTDOWN_GRACE_MS}ms\"\n[pools.default]\nslots = 8\n"
         ),
+        &[],
     )?;
-    let mut d = Daemon {
-        socket: dir.path().join("axd.sock"),
-        config,
-        child: None,
-        dir,
-    };
-    let notify_path = d.dir.path().join("notify.sock");
+    let notify_path = d.path("notify.sock");
     let notify = UnixDatagram::bind(&notify_path)?;
+    d.set_env("NOTIFY_SOCKET", &notify_path);
     notify.set_read_timeout(Some(Duration::from_secs(30)))?;
 
     let mut ready_to_answer = Vec::new();
@@ -58,19 +58,7 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
     let mut term_at: i64 = 0;
 
     for cycle in 0..cycles {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(d.dir.path().join("axd.log"))?;
-        let child = Command::new(sibling("axd")?)
-            .arg("--config")
-            .arg(&d.config)
-            .env("NOTIFY_SOCKET", &notify_path)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        d.child = Some(child);
+        d.launch()?;
         let mut buf = [0u8; 4096];
         loop {
             let n = notify
@@ -84,14 +72,14 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
             }
         }
         let t = Instant::now();
-        match Conn::open(&d.socket).and_then(|mut c| c.call("status", json!({}))) {
+        match axd::open(&d.socket).and_then(|mut c| Ok(c.call("status", json!({}))?)) {
             Ok(_) => ready_to_answer.push(t.elapsed().as_secs_f64() * 1000.0),
             Err(e) => {
                 ready_failures += 1;
                 eprintln!("cycle {cycle}: a client right after READY failed: {e}");
             }
         }
-        let mut c = Conn::open(&d.socket)?;
+        let mut c = axd::open(&d.socket)?;
 
         // The runs the last SIGTERM interrupted run again, with their
         // interrupted attempt recorded and no attempt begun after the signal
@@ -161,18 +149,11 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
 
         term_at = chrono::Utc::now().timestamp_millis();
         let t = Instant::now();
-        let mut child = d.child.take().expect("started");
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let status = loop {
-            if let Some(s) = child.try_wait()? {
-                break s;
-            }
-            if t.elapsed() > Duration::from_millis(SHUTDOWN_GRACE_MS + 30_000) {
-                let _ = child.kill();
-                bail!("axd did not exit 30 s past shutdown_grace");
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        let limit = Duration::from_millis(SHUTDOWN_GRACE_MS + 30_000);
+        let status = match d.terminate(limit) {
+            Ok(Some(status)) => status,
+            Ok(None) => bail!("cycle {cycle}: axd was not running at SIGTERM"),
+            Err(e) => bail!("axd did not exit 30 s past shutdown_grace: {e}"),
         };
         let took = t.elapsed();
         exit_times.push(took.as_secs_f64() * 1000.0);
@@ -181,11 +162,8 @@ pub fn run(cycles: usize) -> anyhow::Result<()> {
             eprintln!("cycle {cycle}: exit {status:?} after {took:?}");
         }
     }
-    // Stop the last resumed jobs.
-    d.child = None;
-
-    let (r50, rlo, rhi) = crate::stats(ready_to_answer.clone());
-    let (e50, elo, ehi) = crate::stats(exit_times);
+    let (r50, rlo, rhi) = stats(ready_to_answer.clone());
+    let (e50, elo, ehi) = stats(exit_times);
     println!(
         "shutdown and readiness: {cycles} cycles, shutdown_grace {SHUTDOWN_GRACE_MS} ms, 8 running (2 ignore SIGTERM) + 8 queued at each SIGTERM"
     );

@@ -12,8 +12,7 @@
 //! and its ratio to idle, how each hostile client was answered, and
 //! whether axd is still serving at the end. Fails on a dead daemon.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,18 +20,11 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use serde_json::json;
 
-use crate::{Conn, Daemon, percentile};
+use ax_testkit::{Conn, ConnError};
 
-fn status_kib(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
+use crate::axd;
+use crate::measure::percentile;
+use crate::procfs::{raise_own_nofile, status_kib};
 
 /// A thread measuring `status` round trips, tagged by the current phase.
 struct Probe {
@@ -44,7 +36,7 @@ struct Probe {
 
 impl Probe {
     fn start(socket: &std::path::Path, phases: usize) -> anyhow::Result<Probe> {
-        let mut c = Conn::open(socket)?;
+        let mut c = axd::open(socket)?;
         let phase = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![Vec::new(); phases]));
@@ -171,24 +163,23 @@ fn malformed(rng: &mut Rng) -> Vec<u8> {
     }
 }
 
-fn hello(s: &mut UnixStream) -> anyhow::Result<BufReader<UnixStream>> {
-    writeln!(
-        s,
-        "{}",
-        json!({"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"hostile"}})
-    )?;
-    let mut r = BufReader::new(s.try_clone()?);
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    Ok(r)
+#[derive(clap::Args)]
+pub struct Args {
+    /// CI sizes (a tenth or less of each phase)
+    #[arg(long)]
+    quick: bool,
 }
 
-pub fn run(quick: bool) -> anyhow::Result<()> {
+/// The name the hostile connections give in `hello`.
+const CLIENT: &str = "hostile";
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let quick = args.quick;
     // This process holds a thousand connections too.
-    crate::raise_own_nofile();
+    raise_own_nofile();
     let scale = |full: usize, small: usize| if quick { small } else { full };
-    let mut d = Daemon::start(64, &[])?;
-    let pid = d.pid();
+    let mut d = axd::start(64, &[])?;
+    let pid = axd::pid(&d)?;
     let names = [
         "idle",
         "1 GiB without newline",
@@ -212,7 +203,7 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     let chunk = vec![b'a'; 1 << 20];
     let (mut sent, mut conns, mut cut_with_error) = (0usize, 0usize, 0usize);
     while sent < gib {
-        let mut s = UnixStream::connect(&d.socket)?;
+        let mut s = Conn::connect(&d.socket)?;
         conns += 1;
         while sent < gib {
             match s.write(&chunk) {
@@ -220,9 +211,8 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
                 Err(_) => break,
             }
         }
-        let mut answer = String::new();
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let _ = BufReader::new(&s).read_line(&mut answer);
+        let answer = s.read_line().ok().flatten().unwrap_or_default();
         if answer.contains("frame_too_large") {
             cut_with_error += 1;
         }
@@ -237,30 +227,22 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     let frames = scale(10_000, 1_000);
     let mut rng = Rng(0x5eed_f00d);
     let (mut answered, mut closed) = (0usize, 0usize);
-    let mut s = UnixStream::connect(&d.socket)?;
-    let mut r = hello(&mut s)?;
+    let mut s = Conn::open(&d.socket, CLIENT)?;
     for _ in 0..frames {
         let mut f = malformed(&mut rng);
         f.push(b'\n');
         let ok = s.write_all(&f).is_ok();
-        let mut line = String::new();
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        // Notifications from the client (no id) get no answer; any frame
-        // may also be a valid request. Count answers; reconnect on close.
         // A frame without an id gets no answer, and a frame may be a valid
         // subscribe: a ping follows every frame, and lines are read up to
-        // the ping's answer.
+        // the ping's answer. Answers are counted; a closed connection is
+        // opened again.
         let mut got = ok
-            && writeln!(
-                s,
-                "{}",
-                json!({"jsonrpc":"2.0","id":"ping","method":"status"})
-            )
-            .is_ok();
+            && s.send_line(&json!({"jsonrpc":"2.0","id":"ping","method":"status"}).to_string())
+                .is_ok();
         while got {
-            line.clear();
-            match r.read_line(&mut line) {
-                Ok(n) if n > 0 => {
+            match s.read_line() {
+                Ok(Some(line)) => {
                     if line.contains("\"id\":\"ping\"") {
                         break;
                     }
@@ -272,8 +254,7 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
             answered += 1;
         } else {
             closed += 1;
-            s = UnixStream::connect(&d.socket)?;
-            r = hello(&mut s)?;
+            s = Conn::open(&d.socket, CLIENT)?;
         }
     }
     notes.push(format!(
@@ -287,11 +268,11 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     let rss_before_idle = status_kib(pid, "VmRSS:");
     let mut idle = Vec::with_capacity(idle_n);
     for i in 0..idle_n {
-        let mut s = UnixStream::connect(&d.socket)?;
-        if i % 2 == 0 {
-            let _ = hello(&mut s)?;
-        }
-        idle.push(s);
+        idle.push(if i % 2 == 0 {
+            Conn::open(&d.socket, CLIENT)?
+        } else {
+            Conn::connect(&d.socket)?
+        });
     }
     std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
     let rss_idle = status_kib(pid, "VmRSS:");
@@ -305,8 +286,8 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
 
     // 4. the same run load twice: without, then with stuck subscribers
     let runs = scale(25_000, 1_000);
-    let mut c = Conn::open(&d.socket)?;
-    let load = |c: &mut Conn| -> anyhow::Result<()> {
+    let mut c = axd::open(&d.socket)?;
+    let load = |c: &mut Conn| -> Result<(), ConnError> {
         let done0 = c.count("success")?;
         c.pipeline(runs, 500, &|_| {
             ("submit".into(), json!({"command": "true", "name": "flood"}))
@@ -321,14 +302,9 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     let subs_n = 50;
     let mut subs = Vec::new();
     for _ in 0..subs_n {
-        let mut s = UnixStream::connect(&d.socket)?;
-        let r = hello(&mut s)?;
-        writeln!(
-            s,
-            "{}",
-            json!({"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}})
-        )?;
-        subs.push((s, r));
+        let mut s = Conn::open(&d.socket, CLIENT)?;
+        s.send("subscribe", json!({}))?;
+        subs.push(s);
     }
     let seq_before = last_seq(&mut c)?;
     load(&mut c)?;
@@ -339,16 +315,14 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
     std::thread::sleep(Duration::from_secs(11));
     let (mut lagged, mut disconnected, mut neither) = (0, 0, 0);
     let mut received = Vec::new();
-    for (s, mut r) in subs {
+    for mut s in subs {
         s.set_read_timeout(Some(Duration::from_millis(500)))?;
         let mut saw_lagged = false;
         let mut lines = 0usize;
-        let mut line = String::new();
         let eof = loop {
-            line.clear();
-            match r.read_line(&mut line) {
-                Ok(0) => break true,
-                Ok(_) => {
+            match s.read_line() {
+                Ok(None) => break true,
+                Ok(Some(line)) => {
                     lines += 1;
                     saw_lagged |= line.contains("\"lagged\"");
                 }
@@ -356,8 +330,6 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
             }
         };
         received.push(lines);
-        let mut rest = Vec::new();
-        let _ = r.read_to_end(&mut rest);
         match (saw_lagged, eof) {
             (true, _) => lagged += 1,
             (false, true) => disconnected += 1,
@@ -371,8 +343,8 @@ pub fn run(quick: bool) -> anyhow::Result<()> {
         received.last().unwrap_or(&0)
     ));
 
-    let alive = Conn::open(&d.socket)
-        .and_then(|mut c| c.call("status", json!({})))
+    let alive = axd::open(&d.socket)
+        .and_then(|mut c| Ok(c.call("status", json!({}))?))
         .is_ok();
     let samples = probe.finish();
     d.stop();

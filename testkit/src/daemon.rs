@@ -1,0 +1,272 @@
+//! A real `axd` in a temp dir: its config, jobs folder and state dir, the
+//! process, and its log.
+//!
+//! Where the binary is, the caller says: cargo names it (in
+//! `CARGO_BIN_EXE_axd`) only to the daemon crate's own tests, so those pass
+//! that path, other test crates use [`axd_beside`] with their own binary
+//! (building it when missing), and ax-bench finds it next to itself.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use thiserror::Error;
+
+use crate::conn::Conn;
+
+/// Where every harness daemon keeps its files, relative to its temp dir;
+/// written ahead of the caller's config (top-level keys precede tables).
+const LOCATIONS: &str = "jobs_dir = \"jobs.d\"\nstate_dir = \"state\"\nsocket = \"run/axd.sock\"\n";
+
+/// How long a start may take to serve: a restart on a store of a million
+/// runs, on a loaded machine, stays well inside it.
+const START_LIMIT: Duration = Duration::from_secs(120);
+
+/// How long [`Daemon::stop`] waits after SIGTERM before SIGKILL.
+const STOP_LIMIT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Error)]
+pub enum HarnessError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{path} not found: {hint}")]
+    NoBinary { path: PathBuf, hint: &'static str },
+    #[error("`cargo build` of axd failed ({0})")]
+    Build(ExitStatus),
+    #[error("axd exited ({status}) before serving:\n{log}\nlock holders: {lock_holders}")]
+    ExitedEarly {
+        status: ExitStatus,
+        log: String,
+        lock_holders: String,
+    },
+    #[error("axd did not serve within {} s:\n{log}", START_LIMIT.as_secs())]
+    NotServing { log: String },
+    #[error("axd did not exit within {limit:?} of SIGTERM (killed):\n{log}")]
+    NoExit { limit: Duration, log: String },
+}
+
+/// `axd` next to `exe` (test binaries live one level down, in `deps/`),
+/// built with cargo when it is not there yet.
+pub fn axd_beside(exe: &Path) -> Result<PathBuf, HarnessError> {
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [Some(dir), dir.parent()];
+    if let Some(found) = candidates
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("axd"))
+        .find(|p| p.exists())
+    {
+        return Ok(found);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let status = Command::new(cargo)
+        .args(["build", "-p", "ax-daemon", "--bin", "axd"])
+        .status()?;
+    if !status.success() {
+        return Err(HarnessError::Build(status));
+    }
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("axd"))
+        .find(|p| p.exists())
+        .ok_or_else(|| HarnessError::NoBinary {
+            path: dir.join("axd"),
+            hint: "cargo built axd elsewhere (another target dir?)",
+        })
+}
+
+/// One axd and its temp dir. The files live as long as this value; the
+/// process is killed (SIGKILL) when it is dropped, so a test that wants a
+/// clean exit calls [`Daemon::terminate`].
+pub struct Daemon {
+    /// The temp dir: `axd.toml`, `jobs.d/`, `state/`, `run/axd.sock`, `axd.log`.
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub config: PathBuf,
+    axd: PathBuf,
+    child: Option<Child>,
+    env: Vec<(OsString, OsString)>,
+    log_level: String,
+}
+
+impl Daemon {
+    /// A temp dir with `config` (after the harness's file locations) and
+    /// the job files `(path in jobs.d, text)`; axd is not started.
+    pub fn prepare(
+        axd: impl Into<PathBuf>,
+        config: &str,
+        jobs: &[(&str, &str)],
+    ) -> Result<Daemon, HarnessError> {
+        let dir = tempfile::tempdir()?;
+        std::fs::create_dir_all(dir.path().join("jobs.d"))?;
+        for (name, text) in jobs {
+            let path = dir.path().join("jobs.d").join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(path, text)?;
+        }
+        let config_path = dir.path().join("axd.toml");
+        std::fs::write(&config_path, format!("{LOCATIONS}{config}"))?;
+        Ok(Daemon {
+            socket: dir.path().join("run/axd.sock"),
+            config: config_path,
+            dir,
+            axd: axd.into(),
+            child: None,
+            env: Vec::new(),
+            log_level: "info".into(),
+        })
+    }
+
+    /// [`Daemon::prepare`], then [`Daemon::spawn`].
+    pub fn start(
+        axd: impl Into<PathBuf>,
+        config: &str,
+        jobs: &[(&str, &str)],
+    ) -> Result<Daemon, HarnessError> {
+        let mut daemon = Daemon::prepare(axd, config, jobs)?;
+        daemon.spawn()?;
+        Ok(daemon)
+    }
+
+    /// Sets `RUST_LOG` for the starts that follow (`info` until set).
+    pub fn set_log_level(&mut self, level: &str) {
+        self.log_level = level.into();
+    }
+
+    /// Sets an environment variable for the starts that follow.
+    pub fn set_env(&mut self, key: &str, value: impl Into<OsString>) {
+        self.env.push((key.into(), value.into()));
+    }
+
+    /// Starts axd on this dir's state and waits until it answers a
+    /// request; returns the time from launch to that answer.
+    pub fn spawn(&mut self) -> Result<Duration, HarnessError> {
+        let launched = Instant::now();
+        self.launch()?;
+        self.wait_serving(launched)
+    }
+
+    /// Starts axd without waiting for it. Its stderr is appended to
+    /// `axd.log`, so the log holds every life of this state dir.
+    pub fn launch(&mut self) -> Result<(), HarnessError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("axd.log"))?;
+        let child = Command::new(&self.axd)
+            .arg("--config")
+            .arg(&self.config)
+            .env("RUST_LOG", &self.log_level)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until axd answers `hello` and `status`; returns the time
+    /// since `since`. An axd that exits first is reported at once, with
+    /// its log and whoever holds its state dir's lock.
+    pub fn wait_serving(&mut self, since: Instant) -> Result<Duration, HarnessError> {
+        while since.elapsed() < START_LIMIT {
+            if let Ok(mut conn) = Conn::open(&self.socket, "ax-testkit")
+                && conn.call("status", json!({})).is_ok()
+            {
+                return Ok(since.elapsed());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(HarnessError::ExitedEarly {
+                    status,
+                    log: self.log(),
+                    lock_holders: self.lock_holders(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Err(HarnessError::NotServing { log: self.log() })
+    }
+
+    fn lock_holders(&self) -> String {
+        Command::new("fuser")
+            .arg("-v")
+            .arg(self.dir.path().join("state/axd.lock"))
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stderr).into_owned()
+                    + &String::from_utf8_lossy(&o.stdout)
+            })
+            .unwrap_or_default()
+    }
+
+    /// SIGKILL and reap, as a crash would end it; nothing if not running.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits up to `limit` for the exit; past it, SIGKILL and
+    /// an error. `None` if axd was not running.
+    pub fn terminate(&mut self, limit: Duration) -> Result<Option<ExitStatus>, HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(None);
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        // ESRCH only: the child is ours and not reaped yet.
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let sent = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if sent.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::NoExit {
+                    limit,
+                    log: self.log(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// SIGTERM and wait for the exit, whatever it is.
+    pub fn stop(&mut self) {
+        let _ = self.terminate(STOP_LIMIT);
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// `axd.log`: the stderr of every life of this state dir.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("axd.log")).unwrap_or_default()
+    }
+
+    /// A path in the temp dir.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}

@@ -1,0 +1,26 @@
+//! What the tests and ax-bench share:
+//!
+//! * [`Daemon`]: a real `axd` in a temp dir, started, stopped (SIGTERM or
+//!   SIGKILL) and restarted on the same state;
+//! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
+//! * [`sim::Sim`]: the engine on a virtual clock, no processes;
+//! * [`foreign_hello`]: a client of another uid.
+
+pub mod conn;
+pub mod daemon;
+pub mod foreign;
+pub mod sim;
+
+pub use conn::{Conn, ConnError, run_ids};
+pub use daemon::{Daemon, HarnessError, axd_beside};
+pub use foreign::foreign_hello;
+
+/// A tokio runtime of two worker threads (the machines ax is measured on
+/// have two cores), for blocking code that drives async clients or spawns
+/// processes with tokio.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
