@@ -3,8 +3,6 @@
 //! (`scheduler::commit_of`), then a fresh engine starts from what the
 //! store loads.
 
-mod common;
-
 use std::sync::Arc;
 
 use ax_daemon::engine::*;
@@ -12,8 +10,8 @@ use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::Store;
 use ax_daemon::store::sqlite::SqliteStore;
 use ax_shared::*;
+use ax_testkit::sim::*;
 use chrono::DateTime;
-use common::*;
 
 fn at(s: &str) -> Millis {
     DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis()
