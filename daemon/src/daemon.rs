@@ -171,6 +171,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         writer: writer_tx,
         fault,
         shutdown: shutdown.clone(),
+        own_queue: tx.clone(),
     });
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));

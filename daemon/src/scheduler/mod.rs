@@ -56,6 +56,9 @@ pub enum Msg {
     Reload,
     /// The jobs folder changed.
     Rescan,
+    /// The writer committed the step that created these triggered DAG
+    /// runs: they may start.
+    TriggersDurable(Vec<DagRunId>),
 }
 
 /// What the socket server needs to talk to the scheduler.
@@ -135,13 +138,6 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
 /// keeps it; a retry loads it back).
 const EVICT_AFTER: Millis = 10 * 60_000;
 
-/// Answered by the writer once a step is committed.
-type CommitAck = oneshot::Receiver<Result<Value, RpcError>>;
-
-/// How often the loop looks for the commit of a step that created
-/// triggered DAG runs while one is awaited.
-const COMMIT_POLL: Duration = Duration::from_millis(2);
-
 /// Messages taken into one step at most.
 const MAX_BATCH: usize = 4096;
 
@@ -159,6 +155,8 @@ pub struct Parts {
     pub writer: SyncSender<Step>,
     pub fault: Fault,
     pub shutdown: Shutdown,
+    /// A sender on the queue `run` reads.
+    pub own_queue: Sender<Msg>,
 }
 
 pub struct Scheduler {
@@ -176,9 +174,9 @@ pub struct Scheduler {
     shutdown_at: Option<Millis>,
     last_evict: Millis,
     last_prune: Millis,
-    /// Triggered DAG runs waiting for the commit of the step that created
-    /// them: the writer answers the receiver once it is durable.
-    awaiting_commit: Vec<(CommitAck, Vec<DagRunId>)>,
+    /// This thread's own queue, for the writer to say when triggered DAG
+    /// runs are durable.
+    own_queue: Sender<Msg>,
     writer: SyncSender<Step>,
     /// Set by the writer while the store refuses writes (disk full).
     fault: Fault,
@@ -202,7 +200,7 @@ impl Scheduler {
             shutdown_at: None,
             last_evict: now_ms(),
             last_prune: 0,
-            awaiting_commit: Vec::new(),
+            own_queue: parts.own_queue,
             writer: parts.writer,
             fault: parts.fault,
         }
@@ -296,9 +294,6 @@ impl Scheduler {
         .into_iter()
         .flatten()
         .map(until)
-        // A triggered DAG run waits for its step's commit (a few ms): look
-        // for the writer's answer that often meanwhile.
-        .chain((!self.awaiting_commit.is_empty()).then_some(COMMIT_POLL))
         .min()
         .unwrap_or(Duration::MAX)
     }
@@ -312,13 +307,6 @@ impl Scheduler {
         let mut durable: Answers = Vec::new();
         let mut immediate: Answers = Vec::new();
         effects.extend(self.engine.handle(now, Input::Tick).effects);
-        let committed = self.committed_triggers();
-        if !committed.is_empty() {
-            let input = Input::TriggerDurable {
-                dag_runs: committed,
-            };
-            effects.extend(self.engine.handle(now, input).effects);
-        }
         self.obey_shutdown(now, effects);
         for msg in batch {
             match msg {
@@ -344,6 +332,10 @@ impl Scheduler {
                     effects.extend(self.engine.handle(now, input).effects);
                 }
                 Msg::Wake => self.obey_shutdown(now, effects),
+                Msg::TriggersDurable(dag_runs) => {
+                    let input = Input::TriggerDurable { dag_runs };
+                    effects.extend(self.engine.handle(now, input).effects);
+                }
                 Msg::Rescan => {
                     let actor: Arc<str> = Arc::from("watcher");
                     effects.extend(self.rescan_jobs(now, &actor));
@@ -365,9 +357,8 @@ impl Scheduler {
         // Clients hear of the step (answers to writes, notifications) only
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
-        // (`await_commit_of_triggers`).
+        // (`on_commit_of_triggers`).
         self.execute(effects);
-        self.await_commit_of_triggers(effects, &mut durable);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
         }
@@ -405,48 +396,6 @@ impl Scheduler {
         false
     }
 
-    /// Spawn orders leave before their step's commit (see `step`), except
-    /// for DAG runs created by a trigger (cron slot, `after`, hook): the
-    /// engine keeps their runs out of every queue until
-    /// `Input::TriggerDurable`, sent once the writer has committed the step
-    /// that created them. So the trigger row (the DAG run with its
-    /// `<dag>@<slot>` key, the watermark) is durable before any process of
-    /// it exists, and a slot fires at most once even if axd dies between
-    /// the decision and the commit. Submissions through the socket are not
-    /// held: their runs start before the commit, as the README's
-    /// "Spawning" decision says.
-    fn await_commit_of_triggers(&mut self, effects: &[Effect], replies: &mut Answers) {
-        let triggered: Vec<DagRunId> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Triggered { dag_run } => Some(*dag_run),
-                _ => None,
-            })
-            .collect();
-        if triggered.is_empty() {
-            return;
-        }
-        let (tx, rx) = oneshot::channel();
-        replies.push((tx, Ok(Value::Null)));
-        self.awaiting_commit.push((rx, triggered));
-    }
-
-    /// Triggered DAG runs whose step the writer has committed since.
-    fn committed_triggers(&mut self) -> Vec<DagRunId> {
-        let mut durable = Vec::new();
-        self.awaiting_commit
-            .retain_mut(|(rx, dag_runs)| match rx.try_recv() {
-                Ok(_) => {
-                    durable.append(dag_runs);
-                    false
-                }
-                Err(oneshot::error::TryRecvError::Empty) => true,
-                // The writer is gone (exit): the runs stay ready in the store.
-                Err(oneshot::error::TryRecvError::Closed) => false,
-            });
-        durable
-    }
-
     /// Hands the step's changes, with the answers waiting on them, to the
     /// writer.
     fn write(&mut self, effects: &[Effect], replies: Answers) {
@@ -479,9 +428,37 @@ impl Scheduler {
             progress,
             replies,
             status: announce.then(|| self.status()),
+            on_commit: self.on_commit_of_triggers(effects),
         };
         // The writer ends only after this thread drops its queue.
         let _ = self.writer.send(step);
+    }
+
+    /// Spawn orders leave before their step's commit (see `step`), except
+    /// for DAG runs created by a trigger (cron slot, `after`, hook): the
+    /// engine keeps their runs out of every queue until
+    /// `Input::TriggerDurable`, sent once the writer has committed the step
+    /// that created them. So the trigger row (the DAG run with its
+    /// `<dag>@<slot>` key, the watermark) is durable before any process of
+    /// it exists, and a slot fires at most once even if axd dies between
+    /// the decision and the commit. Submissions through the socket are not
+    /// held: their runs start before the commit, as the README's
+    /// "Spawning" decision says.
+    fn on_commit_of_triggers(&self, effects: &[Effect]) -> Option<Box<dyn FnOnce() + Send>> {
+        let triggered: Vec<DagRunId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Triggered { dag_run } => Some(*dag_run),
+                _ => None,
+            })
+            .collect();
+        if triggered.is_empty() {
+            return None;
+        }
+        let queue = self.own_queue.clone();
+        Some(Box::new(move || {
+            let _ = queue.send(Msg::TriggersDurable(triggered));
+        }))
     }
 
     fn execute(&mut self, effects: &[Effect]) {
