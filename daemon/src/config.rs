@@ -24,6 +24,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// `synchronous = FULL` (default) or `NORMAL`.
     pub synchronous_full: bool,
+    /// Where `GET /metrics` is served, if anywhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     pub retry_per_minute: u32,
     pub aging_every: Duration,
     pub aging_cap: u8,
@@ -58,6 +60,8 @@ struct Raw {
     admin_group: Option<String>,
     shutdown_grace: Option<Dur>,
     synchronous: Option<Synchronous>,
+    metrics_addr: Option<String>,
+    metrics_public: Option<bool>,
     #[serde(default)]
     retry: RawRetry,
     #[serde(default)]
@@ -321,6 +325,22 @@ impl Config {
             }
         }
         pools.entry("default".into()).or_insert(max_concurrency);
+        let metrics_addr = match raw.metrics_addr {
+            None => None,
+            Some(text) => {
+                let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+                    format!(
+                        "metrics_addr {text:?}: write an address and port, e.g. \"127.0.0.1:9464\""
+                    )
+                })?;
+                if !addr.ip().is_loopback() && raw.metrics_public != Some(true) {
+                    return Err(format!(
+                        "metrics_addr {text:?} is not a loopback address: set metrics_public = true to serve metrics to other hosts"
+                    ));
+                }
+                Some(addr)
+            }
+        };
         let burst_extra = match raw.burst.extra {
             None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
             Some(Extra::Count(n)) => n,
@@ -343,6 +363,7 @@ impl Config {
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(30)),
             synchronous_full: !matches!(raw.synchronous, Some(Synchronous::Normal)),
+            metrics_addr,
             retry_per_minute: raw.retry.rate.map(|r| r.0).unwrap_or(100),
             aging_every: raw
                 .aging
@@ -378,6 +399,7 @@ impl Config {
         check("admin_group", self.admin_group != new.admin_group);
         check("synchronous", self.synchronous_full != new.synchronous_full);
         check("jobs_dir", self.jobs_dir != new.jobs_dir);
+        check("metrics_addr", self.metrics_addr != new.metrics_addr);
         keys
     }
 
@@ -391,6 +413,7 @@ impl Config {
             admin_group: self.admin_group.clone(),
             synchronous_full: self.synchronous_full,
             jobs_dir: self.jobs_dir.clone(),
+            metrics_addr: self.metrics_addr,
             ..new
         }
     }
@@ -513,6 +536,15 @@ mod tests {
     }
 
     #[test]
+    fn metrics_addr_is_loopback_unless_public() {
+        let c = parse("metrics_addr = \"127.0.0.1:9464\"\n").unwrap();
+        assert_eq!(c.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        let c = parse("metrics_addr = \"0.0.0.0:9464\"\nmetrics_public = true\n").unwrap();
+        assert!(c.metrics_addr.is_some());
+        assert_eq!(parse("").unwrap().metrics_addr, None);
+    }
+
+    #[test]
     fn relative_paths_and_defaults() {
         let c = parse("jobs_dir = \"j\"\nmax_concurrency = 4\n").unwrap();
         assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
@@ -537,6 +569,8 @@ mod tests {
             ("timezone = \"Mars/Base\"\n", "unknown time zone"),
             ("max_concurrency = \"x\"\n", "line 1"),
             ("[logs]\nmax_bytes = \"10 parsecs\"\n", "size"),
+            ("metrics_addr = \"9464\"\n", "address and port"),
+            ("metrics_addr = \"0.0.0.0:9464\"\n", "metrics_public = true"),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(needle), "{text:?}: {err}");

@@ -12,7 +12,7 @@ use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
 use ax_shared::api::Role;
-use ax_shared::protocol::request::Status;
+use ax_shared::protocol::request::{Metrics, Status};
 
 use crate::config::Config;
 use crate::engine::{Effect, Engine, Millis};
@@ -113,6 +113,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         cron_marks,
     } = restore(&cfg, &mut store, &db)?;
 
+    // When each DAG last succeeded and failed: the metrics' dead man's
+    // switch survives restarts.
+    let dag_history = store
+        .dag_history()
+        .with_context(|| format!("cannot read {}", db.display()))?;
+    let metrics_shared = crate::metrics::Shared::default();
+
     // 3. executor, writer, scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let shutdown = {
@@ -155,9 +162,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
     let writer_thread = {
         let (notify, fault) = (notify_tx.clone(), fault.clone());
+        let metrics = metrics_shared.clone();
         std::thread::Builder::new()
             .name("ax-writer".into())
-            .spawn(move || crate::writer::run(Box::new(writer_store), writer_rx, notify, fault))
+            .spawn(move || {
+                crate::writer::run(Box::new(writer_store), writer_rx, notify, fault, metrics)
+            })
             .context("cannot start the store writer thread")?
     };
     let mut scheduler = Scheduler::new(Parts {
@@ -172,6 +182,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         fault,
         shutdown: shutdown.clone(),
         own_queue: tx.clone(),
+        metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
     });
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
@@ -198,6 +209,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         tx: tx.clone(),
         notify: notify_tx,
         log_dir,
+        metrics: metrics_shared,
     };
     let access = Access {
         owner_uid: nix::unistd::getuid().as_raw(),
@@ -205,6 +217,24 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         socket_gid,
     };
     let server = tokio::spawn(serve(listener, handle.clone(), access, shutdown.clone()));
+    if let Some(addr) = cfg.metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("metrics_addr {addr}: cannot listen"))?;
+        tracing::info!("metrics at http://{addr}/metrics");
+        let (handle, stopping) = (handle.clone(), shutdown.clone());
+        let peer = Peer {
+            role: Role::Viewer,
+            actor: Arc::from("metrics over http"),
+        };
+        let ask = move || {
+            let (handle, peer) = (handle.clone(), peer.clone());
+            async move { handle.ask(&peer, Metrics).await.ok().map(|m| m.text) }
+        };
+        tokio::spawn(crate::metrics_http::serve(listener, ask, async move {
+            stopping.stopped().await
+        }));
+    }
 
     tracing::info!(
         "axd {} serving {} ({} ms to ready)",

@@ -274,7 +274,18 @@ async fn send_line(framed: &mut Framed<UnixStream, LinesCodec>, line: String) ->
     }
 }
 
+/// Counts a connection in `clients_connected` while it lives.
+struct Connected(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 async fn connection(stream: UnixStream, handle: Handle, access: Access) {
+    handle.metrics.clients_connected.inc();
+    let _connected = Connected(handle.metrics.clients_connected.clone());
     let (role, uid) = role_of(&stream, &access);
     let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME));
     let mut peer: Option<Peer> = None;
@@ -310,6 +321,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         subscription = None;
+                        handle.metrics.subscribers_lagged.inc();
                         let note = Notification::Lagged(Lagged {
                             missed,
                             message: "too slow: notifications were dropped; subscribe again".into(),

@@ -79,6 +79,7 @@ pub fn run(
     rx: Receiver<Step>,
     notify: broadcast::Sender<Arc<str>>,
     fault: Fault,
+    metrics: crate::metrics::Shared,
 ) {
     let mut pending: Vec<Step> = Vec::new();
     loop {
@@ -111,7 +112,16 @@ pub fn run(
             None => pending.len(),
         };
         // An empty commit returns at once (`Commit::is_empty`).
+        let began = std::time::Instant::now();
         let result = store.commit(&merge(&pending[..group]));
+        match &result {
+            Ok(_) => metrics
+                .store_commit_seconds
+                .observe(began.elapsed().as_secs_f64()),
+            Err(_) => {
+                metrics.store_write_errors.inc();
+            }
+        }
         match result {
             Ok(seqs) => {
                 if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {

@@ -251,6 +251,12 @@ pub struct ReloadAnswer {
     pub not_applied: Vec<String>,
 }
 
+/// `metrics`: the Prometheus text exposition (OpenMetrics 1.0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsText {
+    pub text: String,
+}
+
 /// `subscribe`: the status at the moment notifications start.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubscribeAnswer {

@@ -318,6 +318,21 @@ impl Engine {
             .collect()
     }
 
+    /// Ready runs queued for a slot, per pool.
+    pub fn pool_queued(&self) -> Vec<(String, u32)> {
+        self.pools
+            .iter()
+            .map(|(n, p)| (n.clone(), p.queue.len() as u32))
+            .collect()
+    }
+
+    /// Retry tokens available at `now` (the bucket is not changed).
+    pub fn retry_tokens(&self, now: Millis) -> f64 {
+        let mut bucket = self.budget.clone();
+        bucket.refill(now);
+        bucket.tokens
+    }
+
     /// Burst slots in use: running runs beyond `max_concurrency`.
     pub fn burst_in_use(&self) -> u32 {
         self.running_total.saturating_sub(self.cfg.max_concurrency)

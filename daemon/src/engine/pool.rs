@@ -65,7 +65,7 @@ impl Pool {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct TokenBucket {
     pub(super) capacity: f64,
     pub(super) tokens: f64,

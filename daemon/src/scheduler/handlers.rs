@@ -80,6 +80,7 @@ impl Scheduler {
         }
         match request {
             Request::Status(_) => encode_answer(self.status_with_config()),
+            Request::Metrics(_) => encode_answer(self.metrics_text(now)),
             Request::ListRuns(p) => wire(self.list_runs(now, *p)),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
             Request::ListDags(_) => wire(self.list_dags()),

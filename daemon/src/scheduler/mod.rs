@@ -67,6 +67,8 @@ pub struct Handle {
     pub tx: Sender<Msg>,
     pub notify: broadcast::Sender<Arc<str>>,
     pub log_dir: PathBuf,
+    /// The connection counts the socket server keeps.
+    pub metrics: crate::metrics::Shared,
 }
 
 fn shutting_down() -> RpcError {
@@ -157,6 +159,7 @@ pub struct Parts {
     pub shutdown: Shutdown,
     /// A sender on the queue `run` reads.
     pub own_queue: Sender<Msg>,
+    pub metrics: crate::metrics::Metrics,
 }
 
 pub struct Scheduler {
@@ -177,6 +180,7 @@ pub struct Scheduler {
     /// This thread's own queue, for the writer to say when triggered DAG
     /// runs are durable.
     own_queue: Sender<Msg>,
+    metrics: crate::metrics::Metrics,
     writer: SyncSender<Step>,
     /// Set by the writer while the store refuses writes (disk full).
     fault: Fault,
@@ -201,6 +205,7 @@ impl Scheduler {
             last_evict: now_ms(),
             last_prune: 0,
             own_queue: parts.own_queue,
+            metrics: parts.metrics,
             writer: parts.writer,
             fault: parts.fault,
         }
@@ -358,6 +363,7 @@ impl Scheduler {
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
         // (`on_commit_of_triggers`).
+        self.metrics.observe(now, effects);
         self.execute(effects);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{
-    AttemptView, DagRunJob, DagRunState, DagRunView, DagView, PoolView, RunView, StatusView,
+    AttemptView, DagRunJob, DagRunState, DagRunView, DagView, MetricsText, PoolView, RunView,
+    StatusView,
 };
 use ax_shared::protocol::{RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -16,6 +17,7 @@ use super::Scheduler;
 use super::handlers::store_err;
 use crate::dags::DagEntry;
 use crate::engine::{self, DagRunId, Millis, RunId};
+use crate::metrics::{DagStat, PoolStat, Snapshot};
 use crate::store::RunQuery;
 
 fn dag_run_state(s: engine::DagRunState) -> DagRunState {
@@ -34,6 +36,48 @@ impl Scheduler {
         StatusView {
             config: Some(Box::new(self.cfg.view(self.config_path.as_deref()))),
             ..self.status()
+        }
+    }
+
+    /// `metrics`: the exposition, gauges from the state held now.
+    pub(super) fn metrics_text(&self, now: Millis) -> MetricsText {
+        let queued: HashMap<String, u32> = self.engine.pool_queued().into_iter().collect();
+        let snapshot = Snapshot {
+            runs_by_state: self
+                .status()
+                .runs
+                .iter()
+                .filter_map(|(state, n)| RunState::parse(state).map(|s| (s, *n)))
+                .collect(),
+            pools: self
+                .engine
+                .pool_usage()
+                .into_iter()
+                .map(|(name, slots, running)| PoolStat {
+                    queued: queued.get(&name).copied().unwrap_or(0),
+                    name,
+                    slots,
+                    running,
+                })
+                .collect(),
+            burst_in_use: self.engine.burst_in_use(),
+            burst_extra: self.cfg.burst_extra,
+            retry_tokens: self.engine.retry_tokens(now),
+            dags: self
+                .registry
+                .names()
+                .into_iter()
+                .map(|name| DagStat {
+                    next_fire: self.engine.next_fire(&name),
+                    paused: self.engine.is_paused(&name),
+                    name,
+                })
+                .collect(),
+            job_file_errors: self.registry.errors().len() as u64,
+            store_faulted: self.store_fault().is_some(),
+        };
+        MetricsText {
+            text: self.metrics.render(&snapshot),
         }
     }
 

@@ -90,6 +90,9 @@ pub trait Store: Send {
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
     /// State of the newest DAG run of each DAG.
     fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
+    /// When each DAG last had a DAG run succeed and fail (or be cancelled),
+    /// in ms: what the metrics' per-DAG timestamps start from.
+    fn dag_history(&mut self) -> Result<HashMap<String, crate::metrics::DagHistory>, StoreError>;
     /// The newest DAG run created with this unique key, finished or not.
     fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError>;
     /// One DAG run, finished or not, to load it back into the engine

@@ -591,6 +591,23 @@ impl Store for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    fn dag_history(&mut self) -> Result<HashMap<String, crate::metrics::DagHistory>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT dag,
+                    MAX(CASE WHEN state = 'success' THEN finished_at END),
+                    MAX(CASE WHEN state IN ('failed', 'cancelled') THEN finished_at END)
+             FROM dag_runs WHERE finished_at IS NOT NULL GROUP BY dag",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let history = crate::metrics::DagHistory {
+                last_success: r.get(1)?,
+                last_failure: r.get(2)?,
+            };
+            Ok((r.get(0)?, history))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError> {
         let head: Option<(i64, i64)> = self
             .conn

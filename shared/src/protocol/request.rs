@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::{RpcError, codes};
 use crate::api::{
-    DagRunView, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView, PauseAnswer,
-    ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
+    DagRunView, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView, MetricsText,
+    PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
 };
 
 /// A method's params, tied to the method's name and its answer's type.
@@ -104,6 +104,7 @@ methods! {
     LogInfo(LogInfo) = "log_info" -> LogInfoView, write: false;
     Events(Events) = "events" -> Vec<EventView>, write: false;
     Subscribe(Subscribe) = "subscribe" -> SubscribeAnswer, write: false;
+    Metrics(Metrics) = "metrics" -> MetricsText, write: false;
 }
 
 fn decode_params<P: DeserializeOwned>(method: &str, params: Value) -> Result<P, RpcError> {
@@ -155,6 +156,8 @@ no_params! {
     Reload;
     /// Starts change notifications on this connection.
     Subscribe;
+    /// The Prometheus text exposition.
+    Metrics;
 }
 
 /// Run ids are numbers; a decimal string is taken too.

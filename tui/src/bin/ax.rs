@@ -99,6 +99,8 @@ enum Command {
     },
     /// Re-read the config and rescan the jobs folder.
     Reload,
+    /// Prometheus metrics (the text axd serves at `metrics_addr`).
+    Metrics,
     /// The event log (-f: follow).
     Events {
         #[arg(short = 'f', long)]
@@ -209,6 +211,7 @@ fn main() -> ExitCode {
                 Command::Pause { dag, all } => Remote::Pause { dag, all },
                 Command::Resume { dag, all } => Remote::Resume { dag, all },
                 Command::Reload => Remote::Reload,
+                Command::Metrics => Remote::Metrics,
                 Command::Events { follow } => Remote::Events { follow },
                 Command::Heartbeat { progress, message } => Remote::Heartbeat { message, progress },
                 Command::Validate { .. }

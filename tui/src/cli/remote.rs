@@ -11,7 +11,7 @@ use ax_shared::dagdraw::{
 };
 use ax_shared::protocol::request::{
     Cancel, DagTarget, Events, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns, Logs,
-    Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe, Trigger,
+    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe, Trigger,
 };
 use ax_shared::protocol::{Method, Notification, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
@@ -132,6 +132,7 @@ pub enum Remote {
         all: bool,
     },
     Reload,
+    Metrics,
     Events {
         follow: bool,
     },
@@ -526,6 +527,14 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
         }
         Remote::Pause { dag, all } => simple(c, o, Pause(DagTarget { dag, all })).await,
         Remote::Resume { dag, all } => simple(c, o, Resume(DagTarget { dag, all })).await,
+        Remote::Metrics => {
+            let answer = c.request(Metrics).await?;
+            if o.json {
+                return Ok(print_json(o, &answer));
+            }
+            let _ = write!(o.out, "{}", answer.text);
+            Ok(exit::OK)
+        }
         Remote::Reload => {
             let answer = c.request(Reload).await?;
             if o.json {
