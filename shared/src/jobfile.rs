@@ -18,6 +18,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::cron::{Schedule, parse_zone};
 use crate::duration::parse_duration;
+use crate::envfile::valid_env_name;
 use crate::model::*;
 
 /// One problem in one file, located where the TOML allows.
@@ -76,6 +77,8 @@ const JOB_KEYS: &[&str] = &[
     "argv",
     "cwd",
     "env",
+    "env_file",
+    "secret_env",
     "deps",
     "dep_mode",
     "priority",
@@ -703,7 +706,7 @@ impl Cx<'_> {
                     let mut env = BTreeMap::new();
                     for (k, val) in t.iter() {
                         let key = k.get_ref().to_string();
-                        if key.is_empty() || key.contains('=') || key.contains('\0') {
+                        if !valid_env_name(&key) {
                             self.err(k.span(), format!("bad environment variable name {key:?}"));
                         }
                         if let Some(s) = self.as_str(val, "env value") {
@@ -716,6 +719,31 @@ impl Cx<'_> {
                     v.span(),
                     "`env` must be a table of strings, e.g. env = { REGION = \"cn\" }",
                 ),
+            }
+        }
+        if let Some(v) = get("env_file")
+            && let Some(s) = self.as_str(v, "env_file")
+        {
+            if Path::new(s).is_absolute() {
+                job.env_file = Some(PathBuf::from(s));
+            } else {
+                self.err(v.span(), format!("env_file {s:?} must be an absolute path"));
+            }
+        }
+        if let Some(v) = get("secret_env")
+            && let Some(items) = self.as_array(v, "secret_env")
+        {
+            for item in items {
+                if let Some(name) = self.as_str(item, "secret_env entry") {
+                    if valid_env_name(name) {
+                        job.secret_env.push(name.to_string());
+                    } else {
+                        self.err(
+                            item.span(),
+                            format!("secret_env: bad environment variable name {name:?}"),
+                        );
+                    }
+                }
             }
         }
         if forced_id.is_none()
