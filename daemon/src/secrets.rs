@@ -220,6 +220,49 @@ mod tests {
     }
 
     #[test]
+    fn env_files_are_refused_like_ssh_refuses_keys() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.env");
+        let me = nix::unistd::geteuid().as_raw();
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write("A=hunter22\n", 0o600);
+        let vars = read_env_file(&path, me).unwrap();
+        assert_eq!(vars, vec![("A".to_string(), "hunter22".to_string())]);
+        for mode in [0o640, 0o604, 0o620, 0o602] {
+            write("A=hunter22\n", mode);
+            let e = read_env_file(&path, me).unwrap_err();
+            assert!(
+                matches!(e, EnvFileRefused::Mode { mode: m, .. } if m == mode),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&format!("mode {mode:04o}")), "{e}");
+        }
+        write("A=hunter22\nhunter22\n", 0o600);
+        let e = read_env_file(&path, me).unwrap_err().to_string();
+        assert!(e.contains("line 2") && !e.contains("hunter22"), "{e}");
+        let e = read_env_file(dir.path(), me).unwrap_err();
+        assert!(matches!(e, EnvFileRefused::NotAFile { .. }), "{e}");
+        // Owned by someone else: checked as if axd ran as another uid, and
+        // (as root, who can give the file away) with the file chowned.
+        write("A=hunter22\n", 0o600);
+        let owner_refused = |r| matches!(r, Err(EnvFileRefused::Owner { .. }));
+        if me == 0 {
+            assert!(
+                read_env_file(&path, 4242).is_ok(),
+                "root's file is accepted"
+            );
+            std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
+            assert!(owner_refused(read_env_file(&path, 0)));
+        } else {
+            assert!(owner_refused(read_env_file(&path, me + 1)));
+        }
+    }
+
+    #[test]
     fn a_prefix_of_a_secret_at_the_end_of_the_stream_is_kept() {
         assert_eq!(redact_in_pieces(&["secret"], b"a secre", 2), b"a secre");
     }
