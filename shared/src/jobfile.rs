@@ -691,15 +691,7 @@ impl Cx<'_> {
             }
         };
         let mut job = JobSpec::new(id, exec.unwrap_or(Exec::Shell(String::new())));
-        if let Some(v) = get("cwd")
-            && let Some(s) = self.as_str(v, "cwd")
-        {
-            if Path::new(s).is_absolute() {
-                job.cwd = Some(PathBuf::from(s));
-            } else {
-                self.err(v.span(), format!("cwd {s:?} must be an absolute path"));
-            }
-        }
+        job.cwd = get("cwd").and_then(|v| self.absolute_path(v, "cwd"));
         if let Some(v) = get("env") {
             match v.get_ref() {
                 DeValue::Table(t) => {
@@ -721,15 +713,7 @@ impl Cx<'_> {
                 ),
             }
         }
-        if let Some(v) = get("env_file")
-            && let Some(s) = self.as_str(v, "env_file")
-        {
-            if Path::new(s).is_absolute() {
-                job.env_file = Some(PathBuf::from(s));
-            } else {
-                self.err(v.span(), format!("env_file {s:?} must be an absolute path"));
-            }
-        }
+        job.env_file = get("env_file").and_then(|v| self.absolute_path(v, "env_file"));
         if let Some(v) = get("secret_env")
             && let Some(items) = self.as_array(v, "secret_env")
         {
@@ -887,6 +871,19 @@ impl Cx<'_> {
                 );
                 None
             }
+        }
+    }
+
+    /// A path that must be absolute: a job's processes start in whatever
+    /// directory axd runs in, so a relative one would mean different files
+    /// under systemd and in a terminal.
+    fn absolute_path(&mut self, v: &Val<'_>, what: &str) -> Option<PathBuf> {
+        let s = self.as_str(v, what)?;
+        if Path::new(s).is_absolute() {
+            Some(PathBuf::from(s))
+        } else {
+            self.err(v.span(), format!("{what} {s:?} must be an absolute path"));
+            None
         }
     }
 
