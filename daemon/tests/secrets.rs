@@ -11,6 +11,7 @@ use support::*;
 
 const TOKEN: &str = "s3cr3t-value";
 const API_KEY: &str = "key-from-the-job-file";
+const DAEMON_SECRET: &str = "from-axd-environment";
 
 fn write_mode(path: &Path, text: &str, mode: u32) {
     std::fs::write(path, text).unwrap();
@@ -54,6 +55,7 @@ async fn everything_shown(d: &Daemon, c: &mut ax_shared::client::Client, runs: &
 async fn env_file_and_secret_env_values_reach_the_job_but_are_never_shown() {
     let mut d = Daemon::prepare(BASE_CONFIG, &[]);
     d.set_log_level("debug");
+    d.set_env("DAEMON_SECRET", DAEMON_SECRET);
     let env_file = d.path("secrets.env");
     let received = d.path("received");
     write_mode(
@@ -65,11 +67,11 @@ async fn env_file_and_secret_env_values_reach_the_job_but_are_never_shown() {
     // of the pipe), then beside a plain value that stays visible.
     let job = format!(
         r#"env_file = "{env_file}"
-secret_env = ["API_KEY"]
+secret_env = ["API_KEY", "DAEMON_SECRET"]
 env = {{ API_KEY = "{API_KEY}", PLAIN = "visible-value" }}
 command = """
 printf '%s\n%s\n' "$TOKEN" "$API_KEY" > {received}
-echo "token=$TOKEN key=$API_KEY plain=$PLAIN"
+echo "token=$TOKEN key=$API_KEY plain=$PLAIN daemon=$DAEMON_SECRET"
 printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; echo '!'
 """
 "#,
@@ -89,7 +91,7 @@ printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; 
     );
     let log = c.call("logs", json!({"run": first})).await.unwrap();
     assert_eq!(
-        log["data"], "token=*** key=*** plain=visible-value\n***!\n",
+        log["data"], "token=*** key=*** plain=visible-value daemon=***\n***!\n",
         "output is redacted, across reads too"
     );
 
@@ -102,12 +104,15 @@ printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; 
         format!("rotated-value\n{API_KEY}\n")
     );
     let log = c.call("logs", json!({"run": second})).await.unwrap();
-    assert_eq!(log["data"], "token=*** key=*** plain=visible-value\n***!\n");
+    assert_eq!(
+        log["data"],
+        "token=*** key=*** plain=visible-value daemon=***\n***!\n"
+    );
 
     let seen = everything_shown(&d, &mut c, &[first, second]).await;
     assert!(seen.contains("visible-value"), "the check sees job output");
     assert!(seen.contains("DAG loaded"), "the check sees the daemon log");
-    for secret in [TOKEN, API_KEY, "rotated-value"] {
+    for secret in [TOKEN, API_KEY, DAEMON_SECRET, "rotated-value"] {
         assert!(!seen.contains(secret), "{secret:?} leaked: {seen}");
     }
 }
