@@ -166,7 +166,7 @@ async fn spawner(
             match crate::spawn::spawn(plan) {
                 Ok(child) => Ok((child, read_end, log)),
                 Err(e) => {
-                    let _ = writeln!(log, "[ax] could not start: {e}");
+                    let _ = writeln!(log.file, "[ax] could not start: {e}");
                     Err(e.to_string())
                 }
             }
@@ -222,7 +222,7 @@ fn base_env() -> &'static crate::spawn::BaseEnv {
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::spawn::Plan, OwnedFd, LazyLog), String> {
+) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), String> {
     let job = order.job();
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
@@ -231,11 +231,18 @@ fn prepare(
             argv[1..].iter().map(Into::into).collect(),
         ),
     };
-    // The daemon's environment, then the AX_* variables, then the job's,
-    // then the cookie; a later value of a name replaces an earlier one
-    // (`spawn` keeps the last).
+    // Read at each start, not at load: a rotated secret needs no reload.
+    let file_env = match &job.env_file {
+        Some(path) => crate::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
+            .map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    let redactor = secret_redactor(job, &file_env);
+    // The daemon's environment, then the AX_* variables, then the env
+    // file's, then the job's `env`, then the cookie; a later value of a
+    // name replaces an earlier one (`spawn` keeps the last).
     let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-        Vec::with_capacity(7 + job.env.len());
+        Vec::with_capacity(7 + file_env.len() + job.env.len());
     let mut set = |k: std::ffi::OsString, v: std::ffi::OsString| env.push((k, v));
     for (k, v) in [
         ("AX_RUN_ID", order.run.0.to_string()),
@@ -248,8 +255,9 @@ fn prepare(
         set(k.into(), v.into());
     }
     // The job's own env comes after: it may set AX_* itself (hooks pass
-    // the finished DAG's name as AX_DAG this way).
-    for (k, v) in &job.env {
+    // the finished DAG's name as AX_DAG this way), and what its file says
+    // replaces what the shared env file says.
+    for (k, v) in file_env.iter().map(|(k, v)| (k, v)).chain(&job.env) {
         set(k.into(), v.into());
     }
     // Last, so the job cannot replace it: how a kill finds the attempt's
@@ -269,11 +277,56 @@ fn prepare(
         output: write_end,
         close_fds: crate::spawn::CloseFds::Range,
     };
-    let log = LazyLog {
-        path: log_path(&cfg.log_dir, order.run, order.attempt),
-        file: None,
+    let log = JobLog {
+        file: LazyLog {
+            path: log_path(&cfg.log_dir, order.run, order.attempt),
+            file: None,
+        },
+        redactor,
     };
     Ok((plan, read_end, log))
+}
+
+/// The redactor of the values this attempt must not show: every value of
+/// its env file, and the value each `secret_env` name takes in the job's
+/// environment (the env file, the job's `env`, else the daemon's).
+fn secret_redactor(
+    job: &ax_shared::JobSpec,
+    file_env: &[(String, String)],
+) -> Option<crate::secrets::OutputRedactor> {
+    if job.secret_env.is_empty() && file_env.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = job
+        .secret_env
+        .iter()
+        .filter_map(|name| {
+            job.env
+                .get(name)
+                .or_else(|| {
+                    file_env
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v)
+                })
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        })
+        .collect();
+    crate::secrets::OutputRedactor::new(
+        file_env
+            .iter()
+            .map(|(_, v)| v.as_str())
+            .chain(named.iter().map(String::as_str)),
+    )
+}
+
+/// Where an attempt's output goes: its log file, through the redactor when
+/// the attempt has secrets.
+pub struct JobLog {
+    file: LazyLog,
+    redactor: Option<crate::secrets::OutputRedactor>,
 }
 
 /// An attempt's log file, created at the first byte of output: creating a
@@ -367,7 +420,7 @@ async fn supervise(
     child: crate::spawn::Process,
     read_end: OwnedFd,
     mut kill_rx: mpsc::UnboundedReceiver<i64>,
-    log: LazyLog,
+    log: JobLog,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
@@ -542,11 +595,11 @@ impl OutputBeats {
     }
 }
 
-/// Copies the job's output into its log (capped) and reports output as
-/// heartbeats (`OutputBeats`).
+/// Copies the job's output into its log (redacted, capped) and reports
+/// output as heartbeats (`OutputBeats`).
 async fn read_output(
     read_end: OwnedFd,
-    mut log: LazyLog,
+    log: JobLog,
     max_bytes: u64,
     mut beats: Option<OutputBeats>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
@@ -554,9 +607,16 @@ async fn read_output(
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
         return;
     };
+    let JobLog { file, mut redactor } = log;
+    let mut log = CappedLog {
+        file,
+        max_bytes,
+        written: 0,
+        dropped: 0,
+    };
     let mut buf = vec![0u8; 64 * 1024];
-    let mut written: u64 = 0;
-    let mut dropped: u64 = 0;
+    // What the redactor releases of each read; unused without secrets.
+    let mut redacted = Vec::new();
     loop {
         let owed_at = beats.as_ref().and_then(OutputBeats::owed_at);
         // `read` on a pipe is cancel-safe: a read that loses the race to
@@ -577,26 +637,63 @@ async fn read_output(
         if let Some(b) = beats.as_mut() {
             b.output(tokio::time::Instant::now(), &events);
         }
-        let room = max_bytes.saturating_sub(written);
+        match redactor.as_mut() {
+            None => log.write(&buf[..n]),
+            Some(r) => {
+                redacted.clear();
+                r.feed(&buf[..n], &mut redacted);
+                log.write(&redacted);
+            }
+        }
+    }
+    if let Some(r) = redactor.as_mut() {
+        redacted.clear();
+        r.finish(&mut redacted);
+        log.write(&redacted);
+    }
+    log.close();
+}
+
+/// An attempt's log capped at `logs.max_bytes`, with a marker line where
+/// output starts being discarded and a count of what was.
+struct CappedLog {
+    file: LazyLog,
+    max_bytes: u64,
+    written: u64,
+    dropped: u64,
+}
+
+impl CappedLog {
+    fn write(&mut self, bytes: &[u8]) {
+        let n = bytes.len();
+        let room = self.max_bytes.saturating_sub(self.written);
         let keep = (n as u64).min(room) as usize;
         if keep > 0 {
-            let _ = log.write_all(&buf[..keep]);
-            written += keep as u64;
+            let _ = self.file.write_all(&bytes[..keep]);
+            self.written += keep as u64;
         }
         if keep < n {
-            if dropped == 0 {
+            if self.dropped == 0 {
                 let _ = write!(
-                    log,
-                    "\n[ax] log reached logs.max_bytes ({max_bytes} bytes); further output is discarded\n"
+                    self.file,
+                    "\n[ax] log reached logs.max_bytes ({} bytes); further output is discarded\n",
+                    self.max_bytes
                 );
             }
-            dropped += (n - keep) as u64;
+            self.dropped += (n - keep) as u64;
         }
     }
-    if dropped > 0 {
-        let _ = writeln!(log, "[ax] {dropped} bytes of output were discarded");
+
+    fn close(mut self) {
+        if self.dropped > 0 {
+            let _ = writeln!(
+                self.file,
+                "[ax] {} bytes of output were discarded",
+                self.dropped
+            );
+        }
+        let _ = self.file.flush();
     }
-    let _ = log.flush();
 }
 
 #[cfg(test)]

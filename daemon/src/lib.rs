@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod metrics_http;
 pub mod reaper;
 pub mod scheduler;
+pub mod secrets;
 pub mod server;
 pub mod shutdown;
 pub mod spawn;

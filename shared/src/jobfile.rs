@@ -18,6 +18,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::cron::{Schedule, parse_zone};
 use crate::duration::parse_duration;
+use crate::envfile::valid_env_name;
 use crate::model::*;
 
 /// One problem in one file, located where the TOML allows.
@@ -76,6 +77,8 @@ const JOB_KEYS: &[&str] = &[
     "argv",
     "cwd",
     "env",
+    "env_file",
+    "secret_env",
     "deps",
     "dep_mode",
     "priority",
@@ -688,22 +691,14 @@ impl Cx<'_> {
             }
         };
         let mut job = JobSpec::new(id, exec.unwrap_or(Exec::Shell(String::new())));
-        if let Some(v) = get("cwd")
-            && let Some(s) = self.as_str(v, "cwd")
-        {
-            if Path::new(s).is_absolute() {
-                job.cwd = Some(PathBuf::from(s));
-            } else {
-                self.err(v.span(), format!("cwd {s:?} must be an absolute path"));
-            }
-        }
+        job.cwd = get("cwd").and_then(|v| self.absolute_path(v, "cwd"));
         if let Some(v) = get("env") {
             match v.get_ref() {
                 DeValue::Table(t) => {
                     let mut env = BTreeMap::new();
                     for (k, val) in t.iter() {
                         let key = k.get_ref().to_string();
-                        if key.is_empty() || key.contains('=') || key.contains('\0') {
+                        if !valid_env_name(&key) {
                             self.err(k.span(), format!("bad environment variable name {key:?}"));
                         }
                         if let Some(s) = self.as_str(val, "env value") {
@@ -716,6 +711,23 @@ impl Cx<'_> {
                     v.span(),
                     "`env` must be a table of strings, e.g. env = { REGION = \"cn\" }",
                 ),
+            }
+        }
+        job.env_file = get("env_file").and_then(|v| self.absolute_path(v, "env_file"));
+        if let Some(v) = get("secret_env")
+            && let Some(items) = self.as_array(v, "secret_env")
+        {
+            for item in items {
+                if let Some(name) = self.as_str(item, "secret_env entry") {
+                    if valid_env_name(name) {
+                        job.secret_env.push(name.to_string());
+                    } else {
+                        self.err(
+                            item.span(),
+                            format!("secret_env: bad environment variable name {name:?}"),
+                        );
+                    }
+                }
             }
         }
         if forced_id.is_none()
@@ -859,6 +871,19 @@ impl Cx<'_> {
                 );
                 None
             }
+        }
+    }
+
+    /// A path that must be absolute: a job's processes start in whatever
+    /// directory axd runs in, so a relative one would mean different files
+    /// under systemd and in a terminal.
+    fn absolute_path(&mut self, v: &Val<'_>, what: &str) -> Option<PathBuf> {
+        let s = self.as_str(v, what)?;
+        if Path::new(s).is_absolute() {
+            Some(PathBuf::from(s))
+        } else {
+            self.err(v.span(), format!("{what} {s:?} must be an absolute path"));
+            None
         }
     }
 

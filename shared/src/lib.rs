@@ -6,6 +6,7 @@ pub mod client;
 pub mod cron;
 pub mod dagdraw;
 pub mod duration;
+pub mod envfile;
 pub mod jobfile;
 pub mod model;
 pub mod protocol;

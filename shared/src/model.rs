@@ -232,6 +232,15 @@ pub struct JobSpec {
     pub exec: Exec,
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
+    /// A file of `KEY=VALUE` lines read at each attempt's start (SPEC §8);
+    /// every value in it is secret. Absent from specs stored before it
+    /// existed, hence the serde default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_file: Option<PathBuf>,
+    /// Names of variables (from `env`, `env_file` or the daemon's
+    /// environment) whose values are secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_env: Vec<String>,
     pub deps: Vec<String>,
     pub dep_mode: DepMode,
     pub priority: u8,
@@ -255,6 +264,8 @@ impl JobSpec {
             exec,
             cwd: None,
             env: BTreeMap::new(),
+            env_file: None,
+            secret_env: Vec::new(),
             deps: Vec::new(),
             dep_mode: DepMode::All,
             priority: 50,

@@ -346,3 +346,73 @@ fn fuzz_regression_empty_cron_list_item_is_a_located_error() {
         );
     }
 }
+
+#[test]
+fn env_file_and_secret_env_are_read_from_jobs_and_defaults() {
+    let dag = parse(
+        r#"
+[defaults]
+env_file = "/etc/ax/shared.env"
+secret_env = ["DB_PASSWORD"]
+
+[[job]]
+id = "load"
+command = "load.sh"
+env = { API_KEY = "k-123456" }
+secret_env = ["API_KEY", "DB_PASSWORD"]
+
+[[job]]
+id = "report"
+command = "report.sh"
+env_file = "/srv/report/report.env"
+"#,
+    )
+    .unwrap();
+    let load = dag.spec.job("load").unwrap();
+    assert_eq!(
+        load.env_file.as_deref(),
+        Some("/etc/ax/shared.env".as_ref())
+    );
+    assert_eq!(load.secret_env, ["API_KEY", "DB_PASSWORD"]);
+    let report = dag.spec.job("report").unwrap();
+    assert_eq!(
+        report.env_file.as_deref(),
+        Some("/srv/report/report.env".as_ref())
+    );
+    assert_eq!(report.secret_env, ["DB_PASSWORD"], "from [defaults]");
+
+    let shorthand = parse("command = \"x\"\nenv_file = \"/run/secrets/x.env\"\n").unwrap();
+    assert!(shorthand.spec.jobs[0].env_file.is_some());
+    assert!(shorthand.spec.jobs[0].secret_env.is_empty());
+    assert_eq!(JobSpec::new("j", Exec::Shell("x".into())).env_file, None);
+}
+
+#[test]
+fn env_file_must_be_absolute_and_secret_env_must_name_variables() {
+    let errs = errors(
+        r#"
+[[job]]
+id = "a"
+command = "x"
+env_file = "secrets.env"
+secret_env = ["GOOD", "BAD=NAME", "", 7]
+
+[[job]]
+id = "b"
+command = "x"
+secret_env = "TOKEN"
+env_file = 3
+"#,
+    );
+    assert_eq!(
+        errs,
+        [
+            "weekly-report.toml:5:12: env_file \"secrets.env\" must be an absolute path",
+            "weekly-report.toml:6:23: secret_env: bad environment variable name \"BAD=NAME\"",
+            "weekly-report.toml:6:35: secret_env: bad environment variable name \"\"",
+            "weekly-report.toml:6:39: `secret_env entry` must be a string, not integer",
+            "weekly-report.toml:12:12: `env_file` must be a string, not integer",
+            "weekly-report.toml:11:14: `secret_env` must be an array, not string",
+        ]
+    );
+}
