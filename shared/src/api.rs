@@ -103,9 +103,29 @@ pub struct DagView {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SubmitResult {
+    /// The DAG run created, or 0 when a trigger created none (queued or
+    /// skipped: see `trigger`).
     pub dag_run: u64,
     pub runs: Vec<u64>,
     pub deduplicated: bool,
+    /// `trigger` only: what the DAG's overlap policy made of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<TriggerOutcome>,
+}
+
+/// What `trigger` did while a DAG run of the DAG was active (SPEC §4.6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "overlap", rename_all = "snake_case")]
+pub enum TriggerOutcome {
+    /// A DAG run was started (none was active, `overlap = "allow"`, or
+    /// `force`).
+    Started,
+    /// Waits behind DAG run `behind` (`overlap = "queue"`).
+    Queued { behind: u64 },
+    /// Started after cancelling these active DAG runs (`overlap = "replace"`).
+    Replaced { dag_runs: Vec<u64> },
+    /// Nothing started: DAG run `active` is still active (`overlap = "skip"`).
+    Skipped { active: u64 },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

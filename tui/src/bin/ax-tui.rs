@@ -106,7 +106,11 @@ async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
     use ax_shared::protocol::request::{Submit, Trigger};
     let mut c = ax_shared::client::Client::connect(socket, "ax-tui-demo").await?;
     for dag in ["weekly-report", "etl-nightly", "disk-usage"] {
-        c.request(Trigger { dag: dag.into() }).await?;
+        c.request(Trigger {
+            dag: dag.into(),
+            force: None,
+        })
+        .await?;
     }
     let job = |name: &str, command: &str| Submit {
         name: Some(name.into()),
@@ -143,7 +147,7 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         (
             None,
             args.socket
-                .unwrap_or_else(ax_shared::client::default_socket),
+                .unwrap_or_else(|| ax_shared::client::default_socket().path),
         )
     };
     let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

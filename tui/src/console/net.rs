@@ -271,7 +271,12 @@ async fn execute(
             );
         }
         Command::Trigger(dag) => {
-            let v = c.request(Trigger { dag: dag.clone() }).await?;
+            let v = c
+                .request(Trigger {
+                    dag: dag.clone(),
+                    force: None,
+                })
+                .await?;
             send(
                 events,
                 DaemonEvent::ActionResult {
