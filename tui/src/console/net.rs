@@ -8,8 +8,8 @@ use std::time::Duration;
 use ax_shared::client::{Client, ClientError};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
-    Cancel, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry, StateFilter,
-    Subscribe, Trigger,
+    Cancel, CancelDagRun, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry,
+    StateFilter, Subscribe, Trigger,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -159,13 +159,18 @@ async fn requests(
 fn is_action(c: &Command) -> bool {
     matches!(
         c,
-        Command::Cancel(_) | Command::Retry(_) | Command::Trigger(_) | Command::Pause { .. }
+        Command::Cancel(_)
+            | Command::CancelDagRun(_)
+            | Command::Retry(_)
+            | Command::Trigger(_)
+            | Command::Pause { .. }
     )
 }
 
 fn action_name(c: &Command) -> String {
     match c {
         Command::Cancel(id) => format!("cancel {id}"),
+        Command::CancelDagRun(id) => format!("cancel DAG run {id}"),
         Command::Retry(id) => format!("retry {id}"),
         Command::Trigger(d) => format!("trigger {d}"),
         Command::Pause { dag, pause } => {
@@ -257,6 +262,16 @@ async fn execute(
                 DaemonEvent::ActionResult {
                     ok: true,
                     message: format!("cancel {id}: ok"),
+                },
+            );
+        }
+        Command::CancelDagRun(id) => {
+            c.request(CancelDagRun { id: *id }).await?;
+            send(
+                events,
+                DaemonEvent::ActionResult {
+                    ok: true,
+                    message: format!("cancel DAG run {id}: ok"),
                 },
             );
         }
