@@ -141,6 +141,21 @@ impl Client {
         Ok(client)
     }
 
+    /// Connects to the chosen socket; when it is unreachable, the error
+    /// names every place tried.
+    pub async fn connect_to(
+        socket: &SocketChoice,
+        client_name: &str,
+    ) -> Result<Client, ClientError> {
+        match Client::connect(&socket.path, client_name).await {
+            Err(ClientError::Unreachable { source, .. }) => Err(ClientError::Unreachable {
+                path: socket.to_string().into(),
+                source,
+            }),
+            other => other,
+        }
+    }
+
     /// One typed request: `client.request(GetRun { id }).await` is a
     /// `RunView`.
     pub async fn request<M: Method>(&mut self, params: M) -> Result<M::Answer, ClientError> {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use ax_shared::client::SocketChoice;
 use ax_tui::console::state::{App, Event};
 use ax_tui::console::{net, run};
 use clap::Parser;
@@ -142,13 +143,13 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
     let (_demo, socket) = if args.demo {
         let (d, s) = start_demo(args.config_dir)?;
         seed_demo(&s).await?;
-        (Some(d), s)
+        (Some(d), SocketChoice::given(s))
     } else {
-        (
-            None,
-            args.socket
-                .unwrap_or_else(|| ax_shared::client::default_socket().path),
-        )
+        let socket = match args.socket {
+            Some(path) => SocketChoice::given(path),
+            None => ax_shared::client::default_socket(),
+        };
+        (None, socket)
     };
     let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();

@@ -206,18 +206,8 @@ pub async fn run(
     err: &mut dyn Write,
 ) -> i32 {
     let mut o = Out { out, err, json };
-    let mut client = match Client::connect(&socket.path, "ax").await {
+    let mut client = match Client::connect_to(socket, "ax").await {
         Ok(c) => c,
-        // Name every place looked at, not only the last one.
-        Err(ClientError::Unreachable { source, .. }) => {
-            return fail(
-                &mut o,
-                ClientError::Unreachable {
-                    path: socket.to_string().into(),
-                    source,
-                },
-            );
-        }
         Err(e) => return fail(&mut o, e),
     };
     match dispatch(&mut client, &mut o, cmd).await {

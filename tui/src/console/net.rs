@@ -2,10 +2,9 @@
 //! notifications, one for requests. Both reconnect by themselves, so a
 //! daemon restart shows as "disconnected — retrying" and then recovers.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use ax_shared::client::{Client, ClientError};
+use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry,
@@ -19,7 +18,7 @@ const RETRY: Duration = Duration::from_millis(500);
 /// How much of a log the detail pane shows.
 const TAIL_BYTES: u64 = 4096;
 
-pub fn spawn(socket: PathBuf, events: UnboundedSender<Event>) -> UnboundedSender<Command> {
+pub fn spawn(socket: SocketChoice, events: UnboundedSender<Event>) -> UnboundedSender<Command> {
     let (tx, rx) = unbounded_channel();
     tokio::spawn(subscription(socket.clone(), events.clone()));
     tokio::spawn(requests(socket, rx, events));
@@ -30,9 +29,9 @@ fn send(events: &UnboundedSender<Event>, ev: DaemonEvent) {
     let _ = events.send(Event::Daemon(ev));
 }
 
-async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
+async fn subscription(socket: SocketChoice, events: UnboundedSender<Event>) {
     loop {
-        match Client::connect(&socket, "ax-tui").await {
+        match Client::connect_to(&socket, "ax-tui").await {
             Ok(mut c) => {
                 let version = c.server.version.clone();
                 match c.request(Subscribe).await {
@@ -106,7 +105,7 @@ fn coalesce(batch: Vec<Command>) -> Vec<Command> {
 }
 
 async fn requests(
-    socket: PathBuf,
+    socket: SocketChoice,
     mut rx: UnboundedReceiver<Command>,
     events: UnboundedSender<Event>,
 ) {
@@ -121,7 +120,7 @@ async fn requests(
                 return;
             }
             if client.is_none() {
-                client = Client::connect(&socket, "ax-tui").await.ok();
+                client = Client::connect_to(&socket, "ax-tui").await.ok();
             }
             let Some(c) = client.as_mut() else {
                 if is_action(&cmd) {
