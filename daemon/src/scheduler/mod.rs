@@ -235,8 +235,20 @@ impl Scheduler {
 
     /// Scans the jobs folder again (reload, watcher).
     fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        self.rescan_jobs_defining(now, actor, false)
+    }
+
+    /// Scans the jobs folder again; with `all`, every DAG is defined anew
+    /// (their cron watermarks kept), not only the changed ones.
+    fn rescan_jobs_defining(&mut self, now: Millis, actor: &Arc<str>, all: bool) -> Vec<Effect> {
+        let kept = HashMap::new();
+        let define = if all {
+            Define::All { watermarks: &kept }
+        } else {
+            Define::Changed
+        };
         self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, Define::Changed)
+            .rescan(&mut self.engine, &self.cfg, now, actor, define)
     }
 
     /// The thread body: runs until shutdown completes. Dropping the
@@ -338,7 +350,9 @@ impl Scheduler {
                 }
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
-                    effects.extend(self.reload(now, &actor));
+                    if let Err(e) = self.reload(now, &actor, effects) {
+                        tracing::error!("reload refused, the running config stays: {}", e.message);
+                    }
                 }
             }
         }
@@ -503,26 +517,49 @@ impl Scheduler {
         }
     }
 
-    fn reload(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+    /// Reads `axd.toml` again and puts it in force (SPEC §5.1), then
+    /// rescans the jobs folder. A broken file changes nothing and is the
+    /// error; so is a pool removed while runs are in it. Returns the
+    /// restart-only keys that changed and were not applied.
+    fn reload(
+        &mut self,
+        now: Millis,
+        actor: &Arc<str>,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Vec<&'static str>, RpcError> {
+        let mut not_applied = Vec::new();
+        let mut define_all = false;
         if let Some(path) = &self.config_path {
-            match Config::load(path) {
-                Ok(c) => {
-                    if c.pools != self.cfg.pools || c.max_concurrency != self.cfg.max_concurrency {
-                        tracing::warn!(
-                            "reload: pool and concurrency changes take effect at the next restart"
-                        );
-                    }
-                    let keep_pools = self.cfg.pools.clone();
-                    let keep_max = self.cfg.max_concurrency;
-                    self.cfg = c;
-                    self.cfg.pools = keep_pools;
-                    self.cfg.max_concurrency = keep_max;
-                    tracing::info!("config reloaded from {}", path.display());
-                }
-                Err(e) => tracing::error!("reload refused, keeping the old config: {e}"),
+            let new = Config::load(path)
+                .map_err(|e| RpcError::new(codes::INVALID_CONFIG, e.to_string()))?;
+            not_applied = self.cfg.restart_only_changes(&new);
+            let new = self.cfg.reloaded(new);
+            let step = self
+                .engine
+                .handle(now, Input::Reconfigure(new.engine_config()));
+            effects.extend(step.effects);
+            step.reply.map_err(|e| {
+                RpcError::new(
+                    codes::INVALID_CONFIG,
+                    format!("config {}: {e}; the running config stays", path.display()),
+                )
+            })?;
+            self.exec.set_log_max_bytes(new.log_max_bytes);
+            // DAGs without a zone of their own follow the daemon's.
+            define_all = new.timezone != self.cfg.timezone;
+            self.cfg = new;
+            if not_applied.is_empty() {
+                tracing::info!("config reloaded from {}", path.display());
+            } else {
+                tracing::warn!(
+                    "config reloaded from {}; changes to {} take effect at the next start",
+                    path.display(),
+                    not_applied.join(", ")
+                );
             }
         }
-        self.rescan_jobs(now, actor)
+        effects.extend(self.rescan_jobs_defining(now, actor, define_all));
+        Ok(not_applied)
     }
 
     /// Re-derives the count of finished runs held only by the store (after

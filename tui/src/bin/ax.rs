@@ -33,8 +33,9 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  done
   1  the request failed (the daemon refused it, or the connection broke)
-  2  usage error: a bad flag or argument, found by ax or by the daemon
-     (the daemon's `invalid_params` answer, e.g. an unknown pool, is a usage error)
+  2  usage error: a bad flag or argument, found by ax or by the daemon (its
+     `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
+     `ax reload` (`invalid_config`)
   3  axd is unreachable (every socket tried is named)
   4  not found: no such run, DAG run or DAG
 
