@@ -136,6 +136,31 @@ pub struct SubmitResult {
     pub trigger: Option<TriggerOutcome>,
 }
 
+impl SubmitResult {
+    /// What a trigger did, in words: "started DAG run N", "queued behind
+    /// DAG run M", "replaced DAG run M with DAG run N", "skipped because
+    /// DAG run M is active".
+    pub fn trigger_summary(&self) -> String {
+        match &self.trigger {
+            None | Some(TriggerOutcome::Started) => format!("started DAG run {}", self.dag_run),
+            Some(TriggerOutcome::Queued { behind }) => {
+                format!("queued behind DAG run {behind} (overlap = queue)")
+            }
+            Some(TriggerOutcome::Replaced { dag_runs }) => {
+                let ids: Vec<String> = dag_runs.iter().map(u64::to_string).collect();
+                format!(
+                    "replaced DAG run {} with DAG run {} (overlap = replace)",
+                    ids.join(", "),
+                    self.dag_run
+                )
+            }
+            Some(TriggerOutcome::Skipped { active }) => {
+                format!("skipped because DAG run {active} is active (overlap = skip)")
+            }
+        }
+    }
+}
+
 /// What `trigger` did while a DAG run of the DAG was active (SPEC §4.6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "overlap", rename_all = "snake_case")]

@@ -708,24 +708,15 @@ pub fn event_line(e: &EventView) -> String {
     )
 }
 
-/// What a trigger did, in words (`ax trigger` prints it on stderr).
+/// What a trigger did, in words (`ax trigger` prints it on stderr), with
+/// the way around a queue or a skip.
 pub fn trigger_line(r: &SubmitResult) -> String {
-    match &r.trigger {
-        None | Some(TriggerOutcome::Started) => format!("started DAG run {}", r.dag_run),
-        Some(TriggerOutcome::Queued { behind }) => {
-            format!("queued behind DAG run {behind} (overlap = queue); use --force to start now")
+    let summary = r.trigger_summary();
+    match r.trigger {
+        Some(TriggerOutcome::Queued { .. } | TriggerOutcome::Skipped { .. }) => {
+            format!("{summary}; use --force to start one now")
         }
-        Some(TriggerOutcome::Replaced { dag_runs }) => {
-            let ids: Vec<String> = dag_runs.iter().map(u64::to_string).collect();
-            format!(
-                "replaced DAG run {} with DAG run {} (overlap = replace)",
-                ids.join(", "),
-                r.dag_run
-            )
-        }
-        Some(TriggerOutcome::Skipped { active }) => format!(
-            "skipped because DAG run {active} is active (overlap = skip); use --force to start anyway"
-        ),
+        _ => summary,
     }
 }
 

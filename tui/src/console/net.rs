@@ -179,6 +179,11 @@ fn action_name(c: &Command) -> String {
     }
 }
 
+/// The daemon accepted an action: say so on the status line.
+fn done(events: &UnboundedSender<Event>, message: String) {
+    send(events, DaemonEvent::ActionResult { ok: true, message });
+}
+
 async fn execute(
     c: &mut Client,
     cmd: &Command,
@@ -256,33 +261,15 @@ async fn execute(
                 ids: None,
             })
             .await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("cancel {id}: ok"),
-                },
-            );
+            done(events, format!("cancel {id}: ok"));
         }
         Command::CancelDagRun(id) => {
             c.request(CancelDagRun { id: *id }).await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("cancel DAG run {id}: ok"),
-                },
-            );
+            done(events, format!("cancel DAG run {id}: ok"));
         }
         Command::Retry(id) => {
             c.request(Retry { id: *id }).await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("retry {id}: ok"),
-                },
-            );
+            done(events, format!("retry {id}: ok"));
         }
         Command::Trigger(dag) => {
             let v = c
@@ -291,13 +278,7 @@ async fn execute(
                     force: None,
                 })
                 .await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("trigger {dag}: DAG run {}", v.dag_run),
-                },
-            );
+            done(events, format!("trigger {dag}: {}", v.trigger_summary()));
         }
         Command::Pause { dag, pause } => {
             let target = DagTarget {
@@ -309,12 +290,9 @@ async fn execute(
             } else {
                 c.request(Resume(target)).await?;
             }
-            send(
+            done(
                 events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
-                },
+                format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
             );
         }
         Command::Quit => {}
