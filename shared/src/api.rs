@@ -126,9 +126,54 @@ pub struct DagView {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SubmitResult {
+    /// The DAG run created, or 0 when a trigger created none (queued or
+    /// skipped: see `trigger`).
     pub dag_run: u64,
     pub runs: Vec<u64>,
     pub deduplicated: bool,
+    /// `trigger` only: what the DAG's overlap policy made of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<TriggerOutcome>,
+}
+
+impl SubmitResult {
+    /// What a trigger did, in words: "started DAG run N", "queued behind
+    /// DAG run M", "replaced DAG run M with DAG run N", "skipped because
+    /// DAG run M is active".
+    pub fn trigger_summary(&self) -> String {
+        match &self.trigger {
+            None | Some(TriggerOutcome::Started) => format!("started DAG run {}", self.dag_run),
+            Some(TriggerOutcome::Queued { behind }) => {
+                format!("queued behind DAG run {behind} (overlap = queue)")
+            }
+            Some(TriggerOutcome::Replaced { dag_runs }) => {
+                let ids: Vec<String> = dag_runs.iter().map(u64::to_string).collect();
+                format!(
+                    "replaced DAG run {} with DAG run {} (overlap = replace)",
+                    ids.join(", "),
+                    self.dag_run
+                )
+            }
+            Some(TriggerOutcome::Skipped { active }) => {
+                format!("skipped because DAG run {active} is active (overlap = skip)")
+            }
+        }
+    }
+}
+
+/// What `trigger` did while a DAG run of the DAG was active (SPEC §4.6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "overlap", rename_all = "snake_case")]
+pub enum TriggerOutcome {
+    /// A DAG run was started (none was active, `overlap = "allow"`, or
+    /// `force`).
+    Started,
+    /// Waits behind DAG run `behind` (`overlap = "queue"`).
+    Queued { behind: u64 },
+    /// Started after cancelling these active DAG runs (`overlap = "replace"`).
+    Replaced { dag_runs: Vec<u64> },
+    /// Nothing started: DAG run `active` is still active (`overlap = "skip"`).
+    Skipped { active: u64 },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

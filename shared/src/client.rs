@@ -36,16 +36,65 @@ impl ClientError {
     }
 }
 
+/// The system service's socket, tried when the per-user one is absent.
+pub const SYSTEM_SOCKET: &str = "/run/ax/axd.sock";
+
 /// Where the socket is when `--socket` is not given: `$AX_SOCKET` (set for
-/// jobs), then `$XDG_RUNTIME_DIR/ax/axd.sock`, then `/run/ax/axd.sock`.
-pub fn default_socket() -> PathBuf {
-    if let Some(p) = std::env::var_os("AX_SOCKET") {
-        return PathBuf::from(p);
+/// jobs), then `$XDG_RUNTIME_DIR/ax/axd.sock` if it exists, then
+/// `/run/ax/axd.sock` (the system service).
+pub fn default_socket() -> SocketChoice {
+    resolve_socket(
+        std::env::var_os("AX_SOCKET").map(PathBuf::from),
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        &|p: &Path| p.exists(),
+    )
+}
+
+/// The socket to connect to, and every place considered on the way (for
+/// the error when none answers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketChoice {
+    pub path: PathBuf,
+    pub tried: Vec<PathBuf>,
+}
+
+impl SocketChoice {
+    /// A socket named on purpose (`--socket`): the only place tried.
+    pub fn given(path: PathBuf) -> SocketChoice {
+        SocketChoice {
+            tried: vec![path.clone()],
+            path,
+        }
     }
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
-        return PathBuf::from(dir).join("ax/axd.sock");
+}
+
+/// `default_socket` with the environment and the file system injected.
+/// `$AX_SOCKET` wins outright; the per-user socket is chosen only when it
+/// exists, else the system one, with both named in `tried`.
+pub fn resolve_socket(
+    ax_socket: Option<PathBuf>,
+    xdg_runtime_dir: Option<PathBuf>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> SocketChoice {
+    if let Some(p) = ax_socket {
+        return SocketChoice::given(p);
     }
-    PathBuf::from("/run/ax/axd.sock")
+    let system = PathBuf::from(SYSTEM_SOCKET);
+    match xdg_runtime_dir.map(|d| d.join("ax/axd.sock")) {
+        Some(user) if exists(&user) => SocketChoice::given(user),
+        Some(user) => SocketChoice {
+            path: system.clone(),
+            tried: vec![user, system],
+        },
+        None => SocketChoice::given(system),
+    }
+}
+
+impl std::fmt::Display for SocketChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.tried.iter().map(|p| p.display().to_string()).collect();
+        f.write_str(&names.join(" or "))
+    }
 }
 
 pub struct Client {
@@ -90,6 +139,21 @@ impl Client {
         };
         client.server = decode_answer(client.answer(1).await?)?;
         Ok(client)
+    }
+
+    /// Connects to the chosen socket; when it is unreachable, the error
+    /// names every place tried.
+    pub async fn connect_to(
+        socket: &SocketChoice,
+        client_name: &str,
+    ) -> Result<Client, ClientError> {
+        match Client::connect(&socket.path, client_name).await {
+            Err(ClientError::Unreachable { source, .. }) => Err(ClientError::Unreachable {
+                path: socket.to_string().into(),
+                source,
+            }),
+            other => other,
+        }
     }
 
     /// One typed request: `client.request(GetRun { id }).await` is a
@@ -169,4 +233,44 @@ fn to_params<P: serde::Serialize>(params: &P) -> Result<Value, ClientError> {
 
 fn decode_answer<A: serde::de::DeserializeOwned>(v: Value) -> Result<A, ClientError> {
     serde_json::from_value(v).map_err(|e| ClientError::Protocol(format!("unexpected answer: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user_dir() -> Option<PathBuf> {
+        Some(PathBuf::from("/run/user/1000"))
+    }
+
+    #[test]
+    fn ax_socket_wins_over_everything() {
+        let c = resolve_socket(Some("/tmp/x.sock".into()), user_dir(), &|_| true);
+        assert_eq!(c, SocketChoice::given("/tmp/x.sock".into()));
+    }
+
+    #[test]
+    fn existing_user_socket_is_chosen() {
+        let c = resolve_socket(None, user_dir(), &|p| {
+            p == Path::new("/run/user/1000/ax/axd.sock")
+        });
+        assert_eq!(c.path, Path::new("/run/user/1000/ax/axd.sock"));
+        assert_eq!(c.tried.len(), 1);
+    }
+
+    #[test]
+    fn missing_user_socket_falls_back_to_system_and_names_both() {
+        let c = resolve_socket(None, user_dir(), &|_| false);
+        assert_eq!(c.path, Path::new(SYSTEM_SOCKET));
+        assert_eq!(
+            c.to_string(),
+            "/run/user/1000/ax/axd.sock or /run/ax/axd.sock"
+        );
+    }
+
+    #[test]
+    fn no_runtime_dir_means_system_socket() {
+        let c = resolve_socket(None, None, &|_| true);
+        assert_eq!(c, SocketChoice::given(SYSTEM_SOCKET.into()));
+    }
 }

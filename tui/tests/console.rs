@@ -296,7 +296,10 @@ fn update_filter() {
 fn update_cancel_asks_first() {
     let mut a = app();
     a.update(Action::AskCancel);
-    assert_eq!(a.mode, Mode::ConfirmCancel(7));
+    assert_eq!(
+        a.mode,
+        Mode::ConfirmCancel(ax_tui::console::state::CancelTarget::Run(7))
+    );
     assert!(a.status_line.as_ref().unwrap().0.contains("cancel run 7"));
     assert!(a.update(Action::Confirm(false)).is_empty());
     assert_eq!(a.mode, Mode::Main);
@@ -425,4 +428,80 @@ fn timeline_shows_attempts_gaps_and_countdown() {
         .collect();
     assert!(legend.contains("#2 timed_out 10s"), "{legend}");
     assert!(legend.contains("next retry in 8s"), "{legend}");
+}
+
+/// The terminal's text, row by row.
+fn screen_text(terminal: &Terminal<TestBackend>) -> String {
+    let buffer = terminal.backend().buffer();
+    let width = buffer.area.width as usize;
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Issue 13: `C` asks y/n, then cancels the selected run's whole DAG run,
+/// and the daemon's answer reaches the status line.
+#[test]
+fn capital_c_cancels_the_whole_dag_run_after_asking() {
+    use ax_tui::console::keymap::action_for;
+    use ax_tui::console::state::CancelTarget;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    let mut a = app();
+    let dag_run = a.selected_run().unwrap().dag_run;
+    let key = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT);
+    let ask = action_for(&a.mode, key('C')).expect("C is bound");
+    assert_eq!(ask, Action::AskCancelDagRun);
+    assert!(
+        a.update(ask).is_empty(),
+        "nothing is sent before the answer"
+    );
+    assert_eq!(a.mode, Mode::ConfirmCancel(CancelTarget::DagRun(dag_run)));
+    let asking = screen_text(&draw(&a, 120, 32));
+    assert!(
+        asking.contains(&format!("cancel DAG run {dag_run} (etl-nightly)")),
+        "{asking}"
+    );
+
+    // n: nothing happens.
+    let no = action_for(
+        &a.mode,
+        KeyEvent::new(KeyCode::Char('n'), KeyModifiers::NONE),
+    );
+    assert!(a.update(no.unwrap()).is_empty());
+    assert_eq!(a.mode, Mode::Main);
+
+    // y: the whole DAG run is cancelled.
+    a.update(Action::AskCancelDagRun);
+    let yes = action_for(
+        &a.mode,
+        KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE),
+    );
+    assert_eq!(a.update(yes.unwrap()), vec![Command::CancelDagRun(dag_run)]);
+    a.on_daemon(DaemonEvent::ActionResult {
+        ok: true,
+        message: format!("cancel DAG run {dag_run}: ok"),
+    });
+    let done = screen_text(&draw(&a, 120, 32));
+    assert!(
+        done.contains(&format!("cancel DAG run {dag_run}: ok")),
+        "{done}"
+    );
+}
+
+#[test]
+fn footer_and_help_list_capital_c_from_the_keymap() {
+    let mut a = app();
+    a.status_line = None;
+    let footer = screen_text(&draw(&a, 200, 32));
+    assert!(footer.contains("C cancel DAG run"), "{footer}");
+    a.update(Action::Help);
+    let help = screen_text(&draw(&a, 100, 40));
+    assert!(
+        help.contains("cancel the selected run's whole DAG run"),
+        "{help}"
+    );
 }

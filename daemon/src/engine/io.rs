@@ -103,6 +103,13 @@ pub enum Input {
         run: RunId,
         actor: Arc<str>,
     },
+    /// `ax trigger`: a DAG run now, subject to the DAG's overlap policy
+    /// unless `force`.
+    Trigger {
+        dag: String,
+        actor: Arc<str>,
+        force: bool,
+    },
     Pause {
         dag: String,
     },
@@ -140,6 +147,8 @@ pub enum Reply {
         runs: Vec<RunId>,
         deduplicated: bool,
     },
+    /// The answer to `Input::Trigger`.
+    Triggered(Box<Fired>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -59,7 +59,7 @@ pub use queue::{Aging, Candidate, ReadyQueue};
 pub use run::{Attempt, DagRun, DagRunState, Delay, RestoredDagRun, RestoredRun, Run};
 use table::RunTable;
 use timers::{Timer, TimerKind};
-pub use triggers::Trigger;
+pub use triggers::{Fired, Trigger};
 
 /// Hashes sequential ids with a Fibonacci multiply: ids are trusted
 /// (allocated by the engine), so SipHash's DoS resistance buys nothing and
@@ -433,6 +433,9 @@ impl Engine {
                 Ok(Reply::Done)
             }
             Input::Retry { run, actor } => self.retry(now, run, &actor),
+            Input::Trigger { dag, actor, force } => self
+                .trigger_manual(now, &dag, &actor, force)
+                .map(|fired| Reply::Triggered(Box::new(fired))),
             Input::Pause { dag } => {
                 self.pause(&dag);
                 Ok(Reply::Done)

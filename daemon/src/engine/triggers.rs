@@ -40,6 +40,25 @@ pub enum Trigger {
     Slot(Millis),
     /// A DAG run of `dag`, which this DAG runs `after`, succeeded.
     After { dag: String, dag_run: DagRunId },
+    /// `ax trigger` by `actor`.
+    Manual { actor: String },
+}
+
+/// What a trigger did about the DAG's overlap policy.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fired {
+    /// A DAG run was created (after cancelling `replaced`, for
+    /// `overlap = "replace"`; empty otherwise).
+    Started {
+        reply: Reply,
+        replaced: Vec<DagRunId>,
+    },
+    /// The trigger waits behind the active DAG run (`overlap = "queue"`).
+    Queued { behind: DagRunId },
+    /// Nothing was started: a DAG run is active (`overlap = "skip"`).
+    Skipped { active: DagRunId },
+    /// The DAG could not start a run; an event says why.
+    Failed(EngineError),
 }
 
 impl Trigger {
@@ -48,6 +67,15 @@ impl Trigger {
         match self {
             Trigger::Slot(slot) => format!("cron slot {}", slot_label(*slot)),
             Trigger::After { dag, dag_run } => format!("after {dag} (DAG run {dag_run})"),
+            Trigger::Manual { actor } => format!("manual trigger by {actor}"),
+        }
+    }
+
+    /// Who acts for the trigger in events and on the DAG run.
+    fn actor(&self, cron_actor: &Arc<str>) -> Arc<str> {
+        match self {
+            Trigger::Manual { actor } => Arc::from(actor.as_str()),
+            Trigger::Slot(_) | Trigger::After { .. } => cron_actor.clone(),
         }
     }
 
@@ -55,7 +83,7 @@ impl Trigger {
     fn unique_key(&self, dag: &str) -> Option<String> {
         match self {
             Trigger::Slot(slot) => Some(format!("{dag}@{}", slot_label(*slot))),
-            Trigger::After { .. } => None,
+            Trigger::After { .. } | Trigger::Manual { .. } => None,
         }
     }
 }
@@ -262,7 +290,8 @@ impl Engine {
                 self.start_queued(now, dag);
             } else {
                 for slot in fire {
-                    self.fire(now, dag, Trigger::Slot(slot));
+                    // What happened is recorded as events.
+                    let _ = self.fire(now, dag, Trigger::Slot(slot));
                 }
             }
             if let Some(def) = self.dags.get_mut(dag) {
@@ -281,11 +310,39 @@ impl Engine {
         self.arm_cron(dag, after);
     }
 
+    /// `ax trigger`: a manual trigger follows the DAG's overlap policy
+    /// like any other, unless `force`, which starts a DAG run beside the
+    /// active ones.
+    pub(super) fn trigger_manual(
+        &mut self,
+        now: Millis,
+        dag: &str,
+        actor: &Arc<str>,
+        force: bool,
+    ) -> Result<Fired, EngineError> {
+        if !self.dags.contains_key(dag) {
+            return Err(EngineError::NotFound(format!("DAG {dag:?}")));
+        }
+        let trigger = Trigger::Manual {
+            actor: actor.to_string(),
+        };
+        if force {
+            return Ok(match self.start_trigger(now, dag, trigger, false) {
+                Ok(reply) => Fired::Started {
+                    reply,
+                    replaced: Vec::new(),
+                },
+                Err(e) => Fired::Failed(e),
+            });
+        }
+        Ok(self.fire(now, dag, trigger))
+    }
+
     /// Starts a run of `dag` for `trigger`, subject to the DAG's overlap
     /// policy while a run of it is active.
-    fn fire(&mut self, now: Millis, dag: &str, trigger: Trigger) {
+    fn fire(&mut self, now: Millis, dag: &str, trigger: Trigger) -> Fired {
         let Some(def) = self.dags.get(dag) else {
-            return;
+            return Fired::Failed(EngineError::NotFound(format!("DAG {dag:?}")));
         };
         let overlap = def.spec.overlap;
         let what = trigger.describe();
@@ -294,7 +351,8 @@ impl Engine {
             .get(dag)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
-        let actor = self.cron_actor.clone();
+        let actor = trigger.actor(&self.cron_actor);
+        let mut replaced = Vec::new();
         if let Some(&first) = active.first() {
             match overlap {
                 Overlap::Allow => {}
@@ -305,12 +363,12 @@ impl Engine {
                         format!("{what} skipped: DAG run {first} is still active (overlap = skip)"),
                         &actor,
                     );
-                    return;
+                    return Fired::Skipped { active: first };
                 }
                 Overlap::Queue => {
                     let why = format!("behind DAG run {first} (overlap = queue)");
                     self.queue_trigger(now, dag, trigger, &why);
-                    return;
+                    return Fired::Queued { behind: first };
                 }
                 Overlap::Replace => {
                     // The queue waits for the replacing run, not for the
@@ -330,12 +388,16 @@ impl Engine {
                                 actor: actor.clone(),
                             },
                         );
+                        replaced.push(dr);
                     }
                     self.replacing = None;
                 }
             }
         }
-        self.start_trigger(now, dag, trigger, false);
+        match self.start_trigger(now, dag, trigger, false) {
+            Ok(reply) => Fired::Started { reply, replaced },
+            Err(e) => Fired::Failed(e),
+        }
     }
 
     /// Appends a trigger to the DAG's queue (at most CATCHUP_CAP wait),
@@ -345,6 +407,7 @@ impl Engine {
             return;
         };
         let what = trigger.describe();
+        let trigger_actor = trigger.actor(&self.cron_actor);
         let reason = if def.queued.len() < CATCHUP_CAP {
             def.queued.push_back(trigger);
             self.queue_changed(dag);
@@ -357,7 +420,7 @@ impl Engine {
             .get(dag)
             .and_then(|s| s.first().copied())
             .unwrap_or(DagRunId(0));
-        let actor = self.cron_actor.clone();
+        let actor = trigger_actor;
         self.dag_event(now, at, reason, &actor);
     }
 
@@ -370,14 +433,22 @@ impl Engine {
             && let Some(trigger) = def.queued.pop_front()
         {
             self.queue_changed(dag);
-            self.start_trigger(now, dag, trigger, true);
+            // A failure is recorded as an event by `start_trigger`.
+            let _ = self.start_trigger(now, dag, trigger, true);
         }
     }
 
-    /// A DAG run of a defined DAG for `trigger`.
-    fn start_trigger(&mut self, now: Millis, dag: &str, trigger: Trigger, queued: bool) {
+    /// A DAG run of a defined DAG for `trigger`; a failure is also
+    /// recorded as an event, since no one may be waiting for the answer.
+    fn start_trigger(
+        &mut self,
+        now: Millis,
+        dag: &str,
+        trigger: Trigger,
+        queued: bool,
+    ) -> Result<Reply, EngineError> {
         let Some(def) = self.dags.get(dag) else {
-            return;
+            return Err(EngineError::NotFound(format!("DAG {dag:?}")));
         };
         let spec = def.spec.clone();
         let what = trigger.describe();
@@ -386,32 +457,23 @@ impl Engine {
         } else {
             what
         };
-        self.start_triggered(now, spec, text, trigger.unique_key(dag));
-    }
-
-    fn start_triggered(
-        &mut self,
-        now: Millis,
-        spec: Arc<DagSpec>,
-        trigger: String,
-        unique: Option<String>,
-    ) {
-        let actor = self.cron_actor.clone();
+        let actor = trigger.actor(&self.cron_actor);
         let submit = Submit {
             dag: spec,
-            trigger,
-            actor,
-            unique: unique.map(|key| Unique {
+            trigger: text,
+            actor: actor.clone(),
+            unique: trigger.unique_key(dag).map(|key| Unique {
                 key,
                 within: None,
                 stored: None,
             }),
             after: Vec::new(),
         };
-        if let Err(e) = self.create(now, submit, true) {
-            let actor = self.cron_actor.clone();
+        let created = self.create(now, submit, true);
+        if let Err(e) = &created {
             self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }
+        created
     }
 
     /// A DAG run ended: start the next queued slot, and the DAGs that run
@@ -443,7 +505,7 @@ impl Engine {
                 dag: dag.to_string(),
                 dag_run,
             };
-            self.fire(now, &spec.name, trigger);
+            let _ = self.fire(now, &spec.name, trigger);
         }
     }
 
@@ -484,12 +546,17 @@ impl Engine {
             return;
         }
         let spec = Arc::new(DagSpec::adhoc(format!("{dag}:{which}"), vec![job]));
-        self.start_triggered(
-            now,
-            spec,
-            format!("{which} hook of DAG run {dag_run}"),
-            None,
-        );
+        let actor = self.cron_actor.clone();
+        let submit = Submit {
+            dag: spec,
+            trigger: format!("{which} hook of DAG run {dag_run}"),
+            actor: actor.clone(),
+            unique: None,
+            after: Vec::new(),
+        };
+        if let Err(e) = self.create(now, submit, true) {
+            self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
+        }
     }
 
     /// Next fire time of a DAG, if scheduled and armed.

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use ax_shared::RunState;
 use ax_shared::api::{
     DagView, Done, EventView, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult,
-    SubscribeAnswer,
+    SubscribeAnswer, TriggerOutcome,
 };
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,
@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Peer, Scheduler};
-use crate::engine::{DagRunId, Effect, EngineError, Input, Millis, Reply, RunId, Submit};
+use crate::engine::{DagRunId, Effect, EngineError, Fired, Input, Millis, Reply, RunId, Submit};
 use crate::store::{RunQuery, StoreError};
 
 pub(super) fn bad(msg: impl Into<String>) -> RpcError {
@@ -183,18 +183,7 @@ impl Scheduler {
         submit: Submit,
         effects: &mut Vec<Effect>,
     ) -> Result<SubmitResult, RpcError> {
-        match self.apply(now, Input::Submit(submit), effects)? {
-            Reply::Submitted {
-                dag_run,
-                runs,
-                deduplicated,
-            } => Ok(SubmitResult {
-                dag_run: dag_run.0,
-                runs: runs.iter().map(|r| r.0).collect(),
-                deduplicated,
-            }),
-            Reply::Done => Err(RpcError::new(codes::INTERNAL, "submit gave no ids")),
-        }
+        submitted(self.apply(now, Input::Submit(submit), effects)?)
     }
 
     fn trigger(
@@ -209,7 +198,7 @@ impl Scheduler {
             .registry
             .get(&name)
             .ok_or_else(|| not_found(format!("DAG {name:?}")))?;
-        let spec = entry.spec.clone().ok_or_else(|| {
+        entry.spec.as_ref().ok_or_else(|| {
             RpcError::new(
                 codes::INVALID_STATE,
                 format!(
@@ -222,14 +211,49 @@ impl Scheduler {
                 ),
             )
         })?;
-        let submit = Submit {
-            dag: spec,
-            trigger: format!("manual trigger by {}", peer.actor),
+        // The engine holds the same definition as the registry; the checks
+        // above give the precise error for a DAG it does not hold.
+        let input = Input::Trigger {
+            dag: name,
             actor: peer.actor.clone(),
-            unique: None,
-            after: vec![],
+            force: p.force.unwrap_or(false),
         };
-        self.create(now, submit, effects)
+        let fired = match self.apply(now, input, effects)? {
+            Reply::Triggered(fired) => *fired,
+            other => {
+                return Err(RpcError::new(
+                    codes::INTERNAL,
+                    format!("trigger answered {other:?}"),
+                ));
+            }
+        };
+        let (reply, outcome) = match fired {
+            Fired::Started { reply, replaced } if replaced.is_empty() => {
+                (reply, TriggerOutcome::Started)
+            }
+            Fired::Started { reply, replaced } => (
+                reply,
+                TriggerOutcome::Replaced {
+                    dag_runs: replaced.iter().map(|d| d.0).collect(),
+                },
+            ),
+            Fired::Queued { behind } => {
+                return Ok(SubmitResult {
+                    trigger: Some(TriggerOutcome::Queued { behind: behind.0 }),
+                    ..SubmitResult::default()
+                });
+            }
+            Fired::Skipped { active } => {
+                return Ok(SubmitResult {
+                    trigger: Some(TriggerOutcome::Skipped { active: active.0 }),
+                    ..SubmitResult::default()
+                });
+            }
+            Fired::Failed(e) => return Err(engine_err(e)),
+        };
+        let mut answer = submitted(reply)?;
+        answer.trigger = Some(outcome);
+        Ok(answer)
     }
 
     /// `id`: one run. `ids`: all of them or none — every id must name a
@@ -410,5 +434,25 @@ impl Scheduler {
         let after = p.after.unwrap_or(0);
         let limit = p.limit.unwrap_or(1000).min(10_000) as usize;
         self.store.events_after(after, limit).map_err(store_err)
+    }
+}
+
+/// The answer for a reply that created (or deduplicated to) a DAG run.
+fn submitted(reply: Reply) -> Result<SubmitResult, RpcError> {
+    match reply {
+        Reply::Submitted {
+            dag_run,
+            runs,
+            deduplicated,
+        } => Ok(SubmitResult {
+            dag_run: dag_run.0,
+            runs: runs.iter().map(|r| r.0).collect(),
+            deduplicated,
+            trigger: None,
+        }),
+        other => Err(RpcError::new(
+            codes::INTERNAL,
+            format!("submit gave no ids: {other:?}"),
+        )),
     }
 }

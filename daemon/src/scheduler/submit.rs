@@ -121,7 +121,7 @@ impl Scheduler {
         if let Some(pool) = &p.pool {
             if !self.cfg.pools.contains_key(pool) {
                 return Err(bad(format!(
-                    "unknown pool {pool:?} (configured: {})",
+                    "pool: unknown pool {pool:?} (configured: {})",
                     self.pool_names().join(", ")
                 )));
             }

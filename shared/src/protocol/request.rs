@@ -322,6 +322,10 @@ pub struct Submit {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trigger {
     pub dag: String,
+    /// Start a DAG run even while one is active, whatever the DAG's
+    /// `overlap` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
 }
 
 /// One run (`id`) or several (`ids`, all or none).

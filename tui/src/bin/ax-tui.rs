@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use ax_shared::client::SocketChoice;
 use ax_tui::console::state::{App, Event};
 use ax_tui::console::{net, run};
 use clap::Parser;
@@ -106,7 +107,11 @@ async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
     use ax_shared::protocol::request::{Submit, Trigger};
     let mut c = ax_shared::client::Client::connect(socket, "ax-tui-demo").await?;
     for dag in ["weekly-report", "etl-nightly", "disk-usage"] {
-        c.request(Trigger { dag: dag.into() }).await?;
+        c.request(Trigger {
+            dag: dag.into(),
+            force: None,
+        })
+        .await?;
     }
     let job = |name: &str, command: &str| Submit {
         name: Some(name.into()),
@@ -138,13 +143,13 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
     let (_demo, socket) = if args.demo {
         let (d, s) = start_demo(args.config_dir)?;
         seed_demo(&s).await?;
-        (Some(d), s)
+        (Some(d), SocketChoice::given(s))
     } else {
-        (
-            None,
-            args.socket
-                .unwrap_or_else(ax_shared::client::default_socket),
-        )
+        let socket = match args.socket {
+            Some(path) => SocketChoice::given(path),
+            None => ax_shared::client::default_socket(),
+        };
+        (None, socket)
     };
     let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use ax_shared::client::SocketChoice;
 use ax_tui::cli::remote::{Remote, SubmitArgs};
 use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -13,7 +14,8 @@ use clap::{CommandFactory, Parser, Subcommand};
     name = "ax",
     version,
     about = "Script the ax job scheduler",
-    disable_help_subcommand = true
+    disable_help_subcommand = true,
+    after_help = EXIT_CODES
 )]
 struct Cli {
     /// The daemon's socket (default: $AX_SOCKET, else the XDG/system place).
@@ -25,6 +27,20 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit codes of every command (SPEC §6), shown under `ax --help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  the request failed (the daemon refused it, or the connection broke)
+  2  usage error: a bad flag or argument, found by ax or by the daemon (its
+     `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
+     `ax reload` (`invalid_config`)
+  3  axd is unreachable (every socket tried is named)
+  4  not found: no such run, DAG run or DAG
+
+Without --socket or $AX_SOCKET, ax connects to $XDG_RUNTIME_DIR/ax/axd.sock
+when it exists, else to /run/ax/axd.sock (the system service).";
 
 #[derive(Subcommand, Debug, Clone)]
 enum Command {
@@ -77,12 +93,30 @@ enum Command {
         #[arg(long)]
         run: Option<u64>,
     },
-    /// Start a DAG run now; prints its id.
-    Trigger { dag: String },
+    /// Start a DAG run now, as the DAG's `overlap` allows; says what it did.
+    ///
+    /// While a DAG run of the DAG is active, a manual trigger follows the DAG's
+    /// `overlap` like a cron slot: `allow` starts one more, `queue` waits behind
+    /// the active one, `replace` cancels it and starts, `skip` starts nothing.
+    /// Prints the new DAG run's id on stdout and on stderr what happened
+    /// (started DAG run N / queued behind DAG run M / replaced DAG run M /
+    /// skipped because DAG run M is active). Exit 0 in every case.
+    Trigger {
+        dag: String,
+        /// Start a DAG run even while one is active, whatever `overlap` says.
+        #[arg(long)]
+        force: bool,
+    },
     /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
     Submit(SubmitArgs),
-    /// Cancel runs.
-    Cancel { runs: Vec<u64> },
+    /// Cancel runs, or a whole DAG run (--dag-run).
+    Cancel {
+        #[arg(value_name = "RUN")]
+        runs: Vec<u64>,
+        /// Cancel every unfinished run of this DAG run.
+        #[arg(long, value_name = "DAG_RUN", conflicts_with = "runs")]
+        dag_run: Option<u64>,
+    },
     /// Retry ended runs (revives downstream runs cancelled because of them).
     Retry { runs: Vec<u64> },
     /// Stop triggering a DAG (--all: every DAG).
@@ -197,16 +231,26 @@ fn main() -> ExitCode {
                     colour: std::io::IsTerminal::is_terminal(&std::io::stdout())
                         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
                 },
-                Command::Trigger { dag } => Remote::Trigger { dag },
+                Command::Trigger { dag, force } => Remote::Trigger { dag, force },
                 Command::Submit(args) => {
                     if args.file.is_none() && args.command.is_empty() {
                         let _ =
                             writeln!(err, "ax submit: give a command after `--`, or -f FILE.toml");
                         return ExitCode::from(exit::USAGE as u8);
                     }
+                    if let Some(flag) = args.job_flag_refused_with_file() {
+                        let _ = writeln!(
+                            err,
+                            "ax submit: {flag} cannot be used with -f: job options come from the file (edit it, or submit a single command)"
+                        );
+                        return ExitCode::from(exit::USAGE as u8);
+                    }
                     Remote::Submit(args)
                 }
-                Command::Cancel { runs } => Remote::Cancel { runs },
+                Command::Cancel { runs, dag_run } => match dag_run {
+                    Some(dag_run) => Remote::CancelDagRun { dag_run },
+                    None => Remote::Cancel { runs },
+                },
                 Command::Retry { runs } => Remote::Retry { runs },
                 Command::Pause { dag, all } => Remote::Pause { dag, all },
                 Command::Resume { dag, all } => Remote::Resume { dag, all },
@@ -219,10 +263,10 @@ fn main() -> ExitCode {
                 | Command::Completions { .. }
                 | Command::Man { .. } => unreachable!("handled above"),
             };
-            let socket = cli
-                .socket
-                .clone()
-                .unwrap_or_else(ax_shared::client::default_socket);
+            let socket = match cli.socket.clone() {
+                Some(path) => SocketChoice::given(path),
+                None => ax_shared::client::default_socket(),
+            };
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

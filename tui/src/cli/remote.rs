@@ -4,14 +4,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ax_shared::api::{EventView, RunView, SubmitResult};
-use ax_shared::client::{Client, ClientError};
+use ax_shared::api::{EventView, RunView, SubmitResult, TriggerOutcome};
+use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
 use ax_shared::protocol::request::{
-    Cancel, DagTarget, Events, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns, Logs,
-    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, Heartbeat, ListDags,
+    ListRuns, Logs, Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe,
+    Trigger,
 };
 use ax_shared::protocol::{Method, Notification, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
@@ -23,19 +24,25 @@ use super::exit;
 /// The flags of `ax submit`: the `submit` request's params, as typed on
 /// the command line.
 #[derive(clap::Args, Debug, Default, Clone)]
+#[command(after_help = SUBMIT_FILE_FLAGS)]
 pub struct SubmitArgs {
+    /// The job's name (with -f: the DAG's name; default: the file's stem).
     #[arg(long)]
     pub name: Option<String>,
+    /// 1-100 (not with -f).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub priority: Option<u8>,
+    /// A configured pool (not with -f).
     #[arg(long)]
     pub pool: Option<String>,
-    /// e.g. 90s, 10m, 1h30m, or none
-    #[arg(long)]
+    /// e.g. 90s, 10m, 1h30m, or none (not with -f)
+    #[arg(long, value_parser = timeout_flag)]
     pub timeout: Option<String>,
-    #[arg(long)]
+    /// Retries after a failed attempt, 0-10000 (not with -f).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub retries: Option<u32>,
-    #[arg(long)]
+    /// Fail the attempt without a heartbeat this long, e.g. 5m (not with -f).
+    #[arg(long, value_parser = duration_flag)]
     pub heartbeat: Option<String>,
     /// Run only after this run succeeded (repeatable).
     #[arg(long = "after", value_name = "RUN")]
@@ -44,7 +51,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub unique: Option<String>,
     /// With --unique: also deduplicate against runs created this recently.
-    #[arg(long, requires = "unique")]
+    #[arg(long, requires = "unique", value_parser = duration_flag)]
     pub unique_for: Option<String>,
     /// A job file to run as an ad-hoc DAG run.
     #[arg(short = 'f', long = "file", conflicts_with = "command")]
@@ -53,7 +60,47 @@ pub struct SubmitArgs {
     pub command: Vec<String>,
 }
 
+/// What `ax submit --help` says about flags with `-f` (docs/cli.md).
+const SUBMIT_FILE_FLAGS: &str = "\
+With -f FILE.toml, the job options come from the file: --priority, --pool,
+--timeout, --retries and --heartbeat are refused (exit 2) rather than applied
+to some jobs or ignored. The DAG-run options apply to the whole DAG run:
+--name names the DAG (default: the file's stem), --after makes its root jobs
+wait for those runs, --unique/--unique-for deduplicate the DAG run.
+
+A bad flag value exits 2 naming the flag, whether ax or the daemon finds it
+(an unknown --pool is refused by the daemon with invalid_params).";
+
+/// A duration flag as the daemon reads it (`90s`, `1h30m`), checked here so
+/// a bad value is a usage error naming the flag.
+fn duration_flag(text: &str) -> Result<String, String> {
+    ax_shared::duration::parse_duration(text).map(|_| text.to_string())
+}
+
+/// `--timeout`: a duration, or `none`.
+fn timeout_flag(text: &str) -> Result<String, String> {
+    if text == "none" {
+        return Ok(text.to_string());
+    }
+    duration_flag(text)
+}
+
 impl SubmitArgs {
+    /// The first job flag given with `-f`, which has no job to apply to
+    /// alone: the file defines each job's options.
+    pub fn job_flag_refused_with_file(&self) -> Option<&'static str> {
+        self.file.as_ref()?;
+        [
+            ("--priority", self.priority.is_some()),
+            ("--pool", self.pool.is_some()),
+            ("--timeout", self.timeout.is_some()),
+            ("--retries", self.retries.is_some()),
+            ("--heartbeat", self.heartbeat.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     /// The request: a job file's text (named after the file unless
     /// `--name`), or one command (a single word list runs with `sh -c`).
     pub fn to_params(&self) -> Result<Submit, ClientError> {
@@ -115,10 +162,14 @@ pub enum Remote {
     },
     Trigger {
         dag: String,
+        force: bool,
     },
     Submit(SubmitArgs),
     Cancel {
         runs: Vec<u64>,
+    },
+    CancelDagRun {
+        dag_run: u64,
     },
     Retry {
         runs: Vec<u64>,
@@ -150,14 +201,14 @@ struct Out<'a> {
 
 /// Runs one remote command; returns the exit code of SPEC §6.
 pub async fn run(
-    socket: &Path,
+    socket: &SocketChoice,
     json: bool,
     cmd: Remote,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
     let mut o = Out { out, err, json };
-    let mut client = match Client::connect(socket, "ax").await {
+    let mut client = match Client::connect_to(socket, "ax").await {
         Ok(c) => c,
         Err(e) => return fail(&mut o, e),
     };
@@ -501,8 +552,19 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
             Ok(exit::OK)
         }
-        Remote::Trigger { dag } => {
-            let r = c.request(Trigger { dag }).await?;
+        Remote::Trigger { dag, force } => {
+            let r = c
+                .request(Trigger {
+                    dag,
+                    force: force.then_some(true),
+                })
+                .await?;
+            if !o.json {
+                let _ = writeln!(o.err, "ax: {}", trigger_line(&r));
+                if r.runs.is_empty() {
+                    return Ok(exit::OK);
+                }
+            }
             Ok(print_submit(o, r))
         }
         Remote::Submit(args) => {
@@ -519,6 +581,15 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 ids: None,
             })
             .await
+        }
+        Remote::CancelDagRun { dag_run } => {
+            c.request(CancelDagRun { id: dag_run }).await?;
+            if o.json {
+                let _ = writeln!(o.out, "{}", json!({"dag_run": dag_run, "ok": true}));
+            } else {
+                let _ = writeln!(o.out, "cancelled DAG run {dag_run}");
+            }
+            Ok(exit::OK)
         }
         Remote::Retry { runs } => each(c, o, "retried", runs, |id| Retry { id }).await,
         Remote::Pause { dag, all } | Remote::Resume { dag, all } if dag.is_none() && !all => {
@@ -647,6 +718,18 @@ pub fn event_line(e: &EventView) -> String {
     )
 }
 
+/// What a trigger did, in words (`ax trigger` prints it on stderr), with
+/// the way around a queue or a skip.
+pub fn trigger_line(r: &SubmitResult) -> String {
+    let summary = r.trigger_summary();
+    match r.trigger {
+        Some(TriggerOutcome::Queued { .. } | TriggerOutcome::Skipped { .. }) => {
+            format!("{summary}; use --force to start one now")
+        }
+        _ => summary,
+    }
+}
+
 fn print_submit(o: &mut Out<'_>, r: SubmitResult) -> i32 {
     if o.json {
         return print_json(o, &r);
@@ -722,6 +805,8 @@ fn fail_code(e: &ClientError) -> i32 {
     match e {
         ClientError::Unreachable { .. } => exit::UNREACHABLE,
         ClientError::Rpc(r) if r.kind() == codes::NOT_FOUND => exit::NOT_FOUND,
+        // The daemon refused the request's parts: the command line was wrong.
+        ClientError::Rpc(r) if r.kind() == codes::INVALID_PARAMS => exit::USAGE,
         // A broken axd.toml is a usage error of the operator's.
         ClientError::Rpc(r) if r.kind() == codes::INVALID_CONFIG => exit::USAGE,
         _ => exit::FAILED,

@@ -20,6 +20,7 @@ pub enum Action {
     FilterDone,
     FilterCancel,
     AskCancel,
+    AskCancelDagRun,
     Confirm(bool),
     Retry,
     Trigger,
@@ -36,8 +37,16 @@ pub enum Action {
 pub enum Mode {
     Main,
     Filter,
-    ConfirmCancel(u64),
+    ConfirmCancel(CancelTarget),
     Help,
     Dag,
     Log,
+}
+
+/// What the cancel question is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelTarget {
+    Run(u64),
+    /// Every unfinished run of the DAG run.
+    DagRun(u64),
 }

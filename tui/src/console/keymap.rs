@@ -24,6 +24,9 @@ pub struct Binding {
     pub action: Action,
     pub scope: Scope,
     pub help: &'static str,
+    /// The word after the label in the main screen's footer ("" = not
+    /// shown there).
+    pub footer: &'static str,
 }
 
 use KeyCode::*;
@@ -35,6 +38,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Up,
         scope: Scope::Global,
         help: "move up / scroll",
+        footer: "",
     },
     Binding {
         keys: &[Down, Char('j')],
@@ -42,6 +46,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Down,
         scope: Scope::Global,
         help: "move down / scroll",
+        footer: "",
     },
     Binding {
         keys: &[Left, Char('h')],
@@ -49,6 +54,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Left,
         scope: Scope::Dag,
         help: "scroll left",
+        footer: "",
     },
     Binding {
         keys: &[Right],
@@ -56,6 +62,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Right,
         scope: Scope::Dag,
         help: "scroll right",
+        footer: "",
     },
     Binding {
         keys: &[PageUp],
@@ -63,6 +70,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::PageUp,
         scope: Scope::Global,
         help: "page up",
+        footer: "",
     },
     Binding {
         keys: &[PageDown],
@@ -70,6 +78,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::PageDown,
         scope: Scope::Global,
         help: "page down",
+        footer: "",
     },
     Binding {
         keys: &[Enter],
@@ -77,6 +86,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Detail,
         scope: Scope::Main,
         help: "detail of the selected run",
+        footer: "",
     },
     Binding {
         keys: &[Tab],
@@ -84,6 +94,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::NextPane,
         scope: Scope::Main,
         help: "switch pane (runs / detail)",
+        footer: "",
     },
     Binding {
         keys: &[Char('1')],
@@ -91,6 +102,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::SelectTab(0),
         scope: Scope::Main,
         help: "tab: all runs",
+        footer: "",
     },
     Binding {
         keys: &[Char('2')],
@@ -98,6 +110,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::SelectTab(1),
         scope: Scope::Main,
         help: "tab: running",
+        footer: "",
     },
     Binding {
         keys: &[Char('3')],
@@ -105,6 +118,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::SelectTab(2),
         scope: Scope::Main,
         help: "tab: queued (waiting, delayed, ready)",
+        footer: "",
     },
     Binding {
         keys: &[Char('4')],
@@ -112,6 +126,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::SelectTab(3),
         scope: Scope::Main,
         help: "tab: failed (failed, timed out, cancelled)",
+        footer: "",
     },
     Binding {
         keys: &[Char('5')],
@@ -119,6 +134,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::SelectTab(4),
         scope: Scope::Main,
         help: "tab: succeeded",
+        footer: "",
     },
     Binding {
         keys: &[Char('/')],
@@ -126,6 +142,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::StartFilter,
         scope: Scope::Main,
         help: "filter by DAG or job name",
+        footer: "filter",
     },
     Binding {
         keys: &[Char('c')],
@@ -133,6 +150,15 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::AskCancel,
         scope: Scope::Main,
         help: "cancel the selected run (asks y/n)",
+        footer: "cancel",
+    },
+    Binding {
+        keys: &[Char('C')],
+        label: "C",
+        action: Action::AskCancelDagRun,
+        scope: Scope::Main,
+        help: "cancel the selected run's whole DAG run (asks y/n)",
+        footer: "cancel DAG run",
     },
     Binding {
         keys: &[Char('r')],
@@ -140,6 +166,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Retry,
         scope: Scope::Main,
         help: "retry the selected run",
+        footer: "retry",
     },
     Binding {
         keys: &[Char('t')],
@@ -147,6 +174,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Trigger,
         scope: Scope::Main,
         help: "trigger the selected run's DAG",
+        footer: "trigger",
     },
     Binding {
         keys: &[Char('p')],
@@ -154,6 +182,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::TogglePause,
         scope: Scope::Main,
         help: "pause / resume the selected run's DAG",
+        footer: "pause",
     },
     Binding {
         keys: &[Char('g')],
@@ -161,6 +190,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::OpenDag,
         scope: Scope::Main,
         help: "DAG view of the selected run's DAG run",
+        footer: "DAG",
     },
     Binding {
         keys: &[Char('l')],
@@ -168,6 +198,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::OpenLog,
         scope: Scope::Main,
         help: "full log of the selected run (follows)",
+        footer: "log",
     },
     Binding {
         keys: &[Char('f')],
@@ -175,6 +206,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::ToggleFollow,
         scope: Scope::Log,
         help: "follow the log on/off",
+        footer: "",
     },
     Binding {
         keys: &[Char('?')],
@@ -182,6 +214,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Help,
         scope: Scope::Global,
         help: "this help",
+        footer: "help",
     },
     Binding {
         keys: &[Esc],
@@ -189,6 +222,7 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Back,
         scope: Scope::Global,
         help: "back / clear filter",
+        footer: "",
     },
     Binding {
         keys: &[Char('q')],
@@ -196,8 +230,20 @@ pub const KEYMAP: &[Binding] = &[
         action: Action::Quit,
         scope: Scope::Global,
         help: "quit (back from a sub-view)",
+        footer: "quit",
     },
 ];
+
+/// The main screen's footer: the bindings with a footer word, in table
+/// order.
+pub fn main_footer() -> String {
+    KEYMAP
+        .iter()
+        .filter(|b| !b.footer.is_empty())
+        .map(|b| format!("{} {}", b.label, b.footer))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
 
 /// The action for a key in a mode, if any. Typing a filter and answering
 /// the cancel question are handled before the table.

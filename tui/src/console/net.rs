@@ -2,14 +2,13 @@
 //! notifications, one for requests. Both reconnect by themselves, so a
 //! daemon restart shows as "disconnected — retrying" and then recovers.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use ax_shared::client::{Client, ClientError};
+use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
-    Cancel, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry, StateFilter,
-    Subscribe, Trigger,
+    Cancel, CancelDagRun, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry,
+    StateFilter, Subscribe, Trigger,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -19,7 +18,7 @@ const RETRY: Duration = Duration::from_millis(500);
 /// How much of a log the detail pane shows.
 const TAIL_BYTES: u64 = 4096;
 
-pub fn spawn(socket: PathBuf, events: UnboundedSender<Event>) -> UnboundedSender<Command> {
+pub fn spawn(socket: SocketChoice, events: UnboundedSender<Event>) -> UnboundedSender<Command> {
     let (tx, rx) = unbounded_channel();
     tokio::spawn(subscription(socket.clone(), events.clone()));
     tokio::spawn(requests(socket, rx, events));
@@ -30,9 +29,9 @@ fn send(events: &UnboundedSender<Event>, ev: DaemonEvent) {
     let _ = events.send(Event::Daemon(ev));
 }
 
-async fn subscription(socket: PathBuf, events: UnboundedSender<Event>) {
+async fn subscription(socket: SocketChoice, events: UnboundedSender<Event>) {
     loop {
-        match Client::connect(&socket, "ax-tui").await {
+        match Client::connect_to(&socket, "ax-tui").await {
             Ok(mut c) => {
                 let version = c.server.version.clone();
                 match c.request(Subscribe).await {
@@ -106,7 +105,7 @@ fn coalesce(batch: Vec<Command>) -> Vec<Command> {
 }
 
 async fn requests(
-    socket: PathBuf,
+    socket: SocketChoice,
     mut rx: UnboundedReceiver<Command>,
     events: UnboundedSender<Event>,
 ) {
@@ -121,7 +120,7 @@ async fn requests(
                 return;
             }
             if client.is_none() {
-                client = Client::connect(&socket, "ax-tui").await.ok();
+                client = Client::connect_to(&socket, "ax-tui").await.ok();
             }
             let Some(c) = client.as_mut() else {
                 if is_action(&cmd) {
@@ -159,13 +158,18 @@ async fn requests(
 fn is_action(c: &Command) -> bool {
     matches!(
         c,
-        Command::Cancel(_) | Command::Retry(_) | Command::Trigger(_) | Command::Pause { .. }
+        Command::Cancel(_)
+            | Command::CancelDagRun(_)
+            | Command::Retry(_)
+            | Command::Trigger(_)
+            | Command::Pause { .. }
     )
 }
 
 fn action_name(c: &Command) -> String {
     match c {
         Command::Cancel(id) => format!("cancel {id}"),
+        Command::CancelDagRun(id) => format!("cancel DAG run {id}"),
         Command::Retry(id) => format!("retry {id}"),
         Command::Trigger(d) => format!("trigger {d}"),
         Command::Pause { dag, pause } => {
@@ -173,6 +177,11 @@ fn action_name(c: &Command) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// The daemon accepted an action: say so on the status line.
+fn done(events: &UnboundedSender<Event>, message: String) {
+    send(events, DaemonEvent::ActionResult { ok: true, message });
 }
 
 async fn execute(
@@ -252,33 +261,24 @@ async fn execute(
                 ids: None,
             })
             .await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("cancel {id}: ok"),
-                },
-            );
+            done(events, format!("cancel {id}: ok"));
+        }
+        Command::CancelDagRun(id) => {
+            c.request(CancelDagRun { id: *id }).await?;
+            done(events, format!("cancel DAG run {id}: ok"));
         }
         Command::Retry(id) => {
             c.request(Retry { id: *id }).await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("retry {id}: ok"),
-                },
-            );
+            done(events, format!("retry {id}: ok"));
         }
         Command::Trigger(dag) => {
-            let v = c.request(Trigger { dag: dag.clone() }).await?;
-            send(
-                events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("trigger {dag}: DAG run {}", v.dag_run),
-                },
-            );
+            let v = c
+                .request(Trigger {
+                    dag: dag.clone(),
+                    force: None,
+                })
+                .await?;
+            done(events, format!("trigger {dag}: {}", v.trigger_summary()));
         }
         Command::Pause { dag, pause } => {
             let target = DagTarget {
@@ -290,12 +290,9 @@ async fn execute(
             } else {
                 c.request(Resume(target)).await?;
             }
-            send(
+            done(
                 events,
-                DaemonEvent::ActionResult {
-                    ok: true,
-                    message: format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
-                },
+                format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
             );
         }
         Command::Quit => {}

@@ -8,7 +8,7 @@ use ax_shared::RunState;
 use ax_shared::api::{DagRunView, RunView, StatusView};
 use chrono::{DateTime, Utc};
 
-pub use super::action::{Action, Mode};
+pub use super::action::{Action, CancelTarget, Mode};
 
 /// What happens to the console.
 #[derive(Clone, Debug)]
@@ -71,6 +71,7 @@ pub enum Command {
     },
     FetchDagRun(u64),
     Cancel(u64),
+    CancelDagRun(u64),
     Retry(u64),
     Trigger(String),
     Pause {
@@ -438,7 +439,7 @@ impl App {
             Action::AskCancel => match self.selected_run().cloned() {
                 Some(r) if !r.state.is_terminal() => {
                     let id = r.id;
-                    self.mode = Mode::ConfirmCancel(id);
+                    self.mode = Mode::ConfirmCancel(CancelTarget::Run(id));
                     self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
                     vec![]
                 }
@@ -449,17 +450,38 @@ impl App {
                 }
                 None => vec![],
             },
+            // The daemon decides whether the DAG run has anything left to
+            // cancel: the selected run may have ended while others have not.
+            Action::AskCancelDagRun => match self.selected_run() {
+                Some(r) => {
+                    let (dag_run, dag) = (r.dag_run, r.dag.clone());
+                    self.mode = Mode::ConfirmCancel(CancelTarget::DagRun(dag_run));
+                    self.say(
+                        format!("cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"),
+                        false,
+                    );
+                    vec![]
+                }
+                None => vec![],
+            },
             Action::Confirm(yes) => {
-                let Mode::ConfirmCancel(id) = self.mode else {
+                let Mode::ConfirmCancel(target) = self.mode else {
                     return vec![];
                 };
                 self.mode = Mode::Main;
-                if yes {
-                    self.say(format!("cancelling run {id}…"), false);
-                    vec![Command::Cancel(id)]
-                } else {
-                    self.say("not cancelled", false);
-                    vec![]
+                match (yes, target) {
+                    (false, _) => {
+                        self.say("not cancelled", false);
+                        vec![]
+                    }
+                    (true, CancelTarget::Run(id)) => {
+                        self.say(format!("cancelling run {id}…"), false);
+                        vec![Command::Cancel(id)]
+                    }
+                    (true, CancelTarget::DagRun(id)) => {
+                        self.say(format!("cancelling DAG run {id}…"), false);
+                        vec![Command::CancelDagRun(id)]
+                    }
                 }
             }
             Action::Retry => match self.selected_run() {

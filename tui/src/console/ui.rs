@@ -13,7 +13,7 @@ use ratatui::widgets::{
     Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap,
 };
 
-use super::keymap::{KEYMAP, Scope};
+use super::keymap::{KEYMAP, Scope, main_footer as main_footer_text};
 use super::state::{App, Conn, Mode, Pane, TABS};
 
 fn fg(app: &App, c: Color) -> Style {
@@ -568,6 +568,7 @@ fn render_log(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn render_status(f: &mut Frame, app: &App, area: Rect) {
+    let main_footer;
     let line = match &app.status_line {
         Some((text, error)) => Line::from(Span::styled(
             text.clone(),
@@ -578,7 +579,8 @@ fn render_status(f: &mut Frame, app: &App, area: Rect) {
                 Mode::Dag => "arrows/hjkl scroll · q/Esc back · ? help",
                 Mode::Log => "↑↓ scroll · f follow · q/Esc back · ? help",
                 _ => {
-                    "↑↓ move · Enter detail · c cancel · r retry · t trigger · p pause · g DAG · l log · / filter · ? help · q quit"
+                    main_footer = main_footer_text();
+                    main_footer.as_str()
                 }
             },
             fg(app, Color::DarkGray),
