@@ -13,11 +13,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{RpcError, codes};
-use crate::time::Timestamp;
 use crate::api::{
     DagRunView, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView, PauseAnswer,
     ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
 };
+use crate::time::Timestamp;
 
 /// A method's params, tied to the method's name and its answer's type.
 pub trait Method: Serialize + DeserializeOwned + Into<Request> {

@@ -66,7 +66,8 @@ enum Command {
         attempt: Option<u32>,
         /// Keep printing new output. Without --attempt: follow the whole run,
         /// waiting while it is queued, each attempt in turn (a header per
-        /// attempt on stderr), until it ends; exit 0 if it succeeded, else 1.
+        /// attempt on stderr, so stdout is the job's output only), until it ends;
+        /// exit 0 if it succeeded, else 1.
         #[arg(short = 'f', long)]
         follow: bool,
     },

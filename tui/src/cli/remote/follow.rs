@@ -137,7 +137,11 @@ pub(super) async fn events(
             Notification::Lagged(lagged) => {
                 c.request(Subscribe).await?;
                 let caught = catch_up(c, o, &filter, &mut after).await?;
-                if !o.json {
+                // Said on stderr, so stdout stays the event stream.
+                if o.json {
+                    let note = json!({"lagged": {"missed": lagged.missed, "caught_up": caught}});
+                    let _ = writeln!(o.err, "{note}");
+                } else {
                     let _ = writeln!(
                         o.err,
                         "ax: {} notifications were dropped; caught up {caught} event(s) from the store",
