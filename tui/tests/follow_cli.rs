@@ -1,12 +1,12 @@
 //! `ax logs -f` and `ax events` against a real axd, through the real `ax`
 //! binary: a followed run across its attempts and its exit code, the
-//! event filters.
+//! event filters, and `events -f` catching up after a `lagged` notice.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ax_testkit::{Daemon, axd_beside, run_ids};
+use ax_testkit::{Conn, Daemon, axd_beside, run_ids};
 use serde_json::{Value, json};
 
 fn daemon(config: &str, jobs: &[(&str, &str)]) -> Daemon {
@@ -213,4 +213,97 @@ fn events_limit_and_filters_are_answered_by_the_store() {
     ] {
         assert_eq!(ax(&d.socket, bad).status.code(), Some(2), "{bad:?}");
     }
+}
+
+/// Forces a `lagged` notice for real: the follower is stopped (SIGSTOP)
+/// while axd sends it over 1024 notifications (heartbeats, cheap and
+/// quick) and over 5000 events (pipelined submits), so its notification
+/// buffer overflows well inside axd's 10 s write timeout. Once it runs
+/// again, its output must hold every event, in order, without a gap.
+#[test]
+fn events_follow_catches_up_from_the_store_after_lagging() {
+    let d = daemon("", &[]);
+    let mut conn = Conn::open(&d.socket, "lag-test").unwrap();
+    let blocker = run_ids(
+        &conn
+            .call("submit", json!({"command": "sleep 600", "name": "blocker"}))
+            .unwrap(),
+    )[0];
+    let out_path = d.dir.path().join("events.out");
+    let err_path = d.dir.path().join("events.err");
+    let mut follower = ax_command(&d.socket, &["--json", "events", "-f"])
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let printed = |path: &Path| -> Vec<i64> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|e| e["seq"].as_i64())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while printed(&out_path).is_empty() {
+        assert!(Instant::now() < deadline, "the follower printed nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = follower.id().to_string();
+    let signal = |sig: &str| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    signal("-STOP");
+    let stopped = Instant::now();
+    for i in 0..1500 {
+        conn.call(
+            "heartbeat",
+            json!({"run": blocker, "message": format!("beat {i}")}),
+        )
+        .unwrap();
+    }
+    // 26 commits of 200 events: one page of catch-up (5000) is not enough.
+    conn.pipeline(2600, 100, &|_| {
+        (
+            "submit".into(),
+            json!({"command": "true", "after": [blocker]}),
+        )
+    })
+    .unwrap();
+    let last = conn
+        .call("events", json!({"limit": 1, "newest": true}))
+        .unwrap()[0]["seq"]
+        .as_i64()
+        .unwrap();
+    eprintln!("stopped for {:?}", stopped.elapsed());
+    signal("-CONT");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while printed(&out_path).last() != Some(&last) {
+        assert!(
+            Instant::now() < deadline,
+            "caught up to {:?}, not {last}; follower {:?}, stderr {:?}",
+            printed(&out_path).last(),
+            follower.try_wait(),
+            std::fs::read_to_string(&err_path)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let seen = printed(&out_path);
+    let first = seen[0];
+    assert_eq!(
+        seen,
+        (first..=last).collect::<Vec<_>>(),
+        "a gap or a repeat"
+    );
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert!(stderr.contains("lagged"), "no lag happened: {stderr:?}");
+    conn.call("cancel", json!({"id": blocker})).unwrap();
 }
