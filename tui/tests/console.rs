@@ -95,6 +95,7 @@ fn status() -> StatusView {
         .collect(),
         errors: vec![],
         store_error: None,
+        config: None,
     }
 }
 
