@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::{Peer, Scheduler};
 use crate::engine::{DagRunId, Effect, EngineError, Fired, Input, Millis, Reply, RunId, Submit};
-use crate::store::{RunQuery, StoreError};
+use crate::store::{EventQuery, RunQuery, StoreError};
 
 pub(super) fn bad(msg: impl Into<String>) -> RpcError {
     RpcError::new(codes::INVALID_PARAMS, msg)
@@ -431,9 +431,16 @@ impl Scheduler {
     }
 
     fn events(&mut self, p: Events) -> Result<Vec<EventView>, RpcError> {
-        let after = p.after.unwrap_or(0);
-        let limit = p.limit.unwrap_or(1000).min(10_000) as usize;
-        self.store.events_after(after, limit).map_err(store_err)
+        let query = EventQuery {
+            after: p.after.unwrap_or(0),
+            limit: p.limit.unwrap_or(1000).min(10_000) as usize,
+            run: p.run,
+            dag: p.dag,
+            actor: p.actor,
+            since: p.since,
+            newest: p.newest.unwrap_or(false),
+        };
+        self.store.events(&query).map_err(store_err)
     }
 }
 

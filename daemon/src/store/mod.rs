@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{EventView, RunView};
+use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
 use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
@@ -76,6 +77,21 @@ pub struct RunQuery {
     pub limit: usize,
 }
 
+/// A read of the event log: events after `after` matching every filter
+/// given, at most `limit` of them; the oldest such, or with `newest` the
+/// newest such (the answer is oldest first either way).
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    pub after: i64,
+    pub limit: usize,
+    pub run: Option<u64>,
+    pub dag: Option<String>,
+    /// Matched as a substring.
+    pub actor: Option<String>,
+    pub since: Option<Timestamp>,
+    pub newest: bool,
+}
+
 pub trait Store: Send {
     /// Writes one step's changes atomically; returns the sequence numbers
     /// given to `c.events`, in order.
@@ -84,7 +100,8 @@ pub trait Store: Send {
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError>;
     fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError>;
     fn run_events(&mut self, run: u64, limit: usize) -> Result<Vec<EventView>, StoreError>;
-    fn events_after(&mut self, seq: i64, limit: usize) -> Result<Vec<EventView>, StoreError>;
+    /// The events matching `q`, oldest first.
+    fn events(&mut self, q: &EventQuery) -> Result<Vec<EventView>, StoreError>;
     fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError>;
     /// Count of runs per state, over the whole store.
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;

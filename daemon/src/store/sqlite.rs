@@ -14,7 +14,9 @@ use ax_shared::api::{AttemptView, EventView, RunView};
 use ax_shared::{DagSpec, Outcome, RunState};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Commit, Loaded, RunQuery, Store, StoreError};
+mod events;
+
+use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
 use crate::engine::{
     Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, Trigger,
     UniqueHolder,
@@ -62,6 +64,12 @@ const MIGRATIONS: &[&str] = &[
     // 3: queued triggers, one JSON list per DAG
     r#"
     CREATE TABLE trigger_queues (dag TEXT PRIMARY KEY, queue TEXT NOT NULL);
+    "#,
+    // 4: `events` filters by DAG and by time use an index (and pruning
+    // finds a DAG run's events without a scan)
+    r#"
+    CREATE INDEX events_dag_run ON events(dag_run);
+    CREATE INDEX events_at ON events(at);
     "#,
 ];
 
@@ -553,12 +561,8 @@ impl Store for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn events_after(&mut self, seq: i64, limit: usize) -> Result<Vec<EventView>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT seq, at, run, dag_run, from_state, to_state, reason, actor FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![seq, limit as i64], event_view)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    fn events(&mut self, q: &EventQuery) -> Result<Vec<EventView>, StoreError> {
+        events::query(&self.conn, q)
     }
 
     fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError> {

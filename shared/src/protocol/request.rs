@@ -17,6 +17,7 @@ use crate::api::{
     DagRunView, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView, MetricsText,
     PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
 };
+use crate::time::Timestamp;
 
 /// A method's params, tied to the method's name and its answer's type.
 pub trait Method: Serialize + DeserializeOwned + Into<Request> {
@@ -410,7 +411,9 @@ pub struct LogInfo {
     pub run: u64,
 }
 
-/// Events after a sequence number, oldest first.
+/// Events after a sequence number that match every filter given, oldest
+/// first. The filters are optional: a client that sends only `after` and
+/// `limit` gets what it always got.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Events {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -418,4 +421,20 @@ pub struct Events {
     /// At most 10000 (default 1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Only this run's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// Only events of this DAG's DAG runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<String>,
+    /// Only events whose actor contains this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Only events at or after this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+    /// `true`: the newest `limit` matching events instead of the oldest
+    /// (the answer is still oldest first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<bool>,
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ax_shared::client::SocketChoice;
-use ax_tui::cli::remote::{Remote, SubmitArgs};
+use ax_tui::cli::remote::{EventsArgs, Remote, SubmitArgs};
 use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -80,7 +80,10 @@ enum Command {
         run: u64,
         #[arg(long)]
         attempt: Option<u32>,
-        /// Keep printing new output until the attempt ends.
+        /// Keep printing new output. Without --attempt: follow the whole run,
+        /// waiting while it is queued, each attempt in turn (a header per
+        /// attempt on stderr, so stdout is the job's output only), until it ends;
+        /// exit 0 if it succeeded, else 1.
         #[arg(short = 'f', long)]
         follow: bool,
     },
@@ -136,10 +139,7 @@ enum Command {
     /// Prometheus metrics (the text axd serves at `metrics_addr`).
     Metrics,
     /// The event log (-f: follow).
-    Events {
-        #[arg(short = 'f', long)]
-        follow: bool,
-    },
+    Events(EventsArgs),
     /// From inside a job: a heartbeat for $AX_RUN_ID, with an optional message.
     Heartbeat {
         /// Progress between 0 and 1.
@@ -256,7 +256,7 @@ fn main() -> ExitCode {
                 Command::Resume { dag, all } => Remote::Resume { dag, all },
                 Command::Reload => Remote::Reload,
                 Command::Metrics => Remote::Metrics,
-                Command::Events { follow } => Remote::Events { follow },
+                Command::Events(args) => Remote::Events(args),
                 Command::Heartbeat { progress, message } => Remote::Heartbeat { message, progress },
                 Command::Validate { .. }
                 | Command::Cron { .. }

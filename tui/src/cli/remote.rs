@@ -10,16 +10,19 @@ use ax_shared::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, Heartbeat, ListDags,
-    ListRuns, Logs, Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Subscribe,
-    Trigger,
+    Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns,
+    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Trigger,
 };
-use ax_shared::protocol::{Method, Notification, codes};
+use ax_shared::protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::exit;
+
+mod follow;
+
+pub use follow::{EventsArgs, Since};
 
 /// The flags of `ax submit`: the `submit` request's params, as typed on
 /// the command line.
@@ -184,9 +187,7 @@ pub enum Remote {
     },
     Reload,
     Metrics,
-    Events {
-        follow: bool,
-    },
+    Events(EventsArgs),
     Heartbeat {
         message: Option<String>,
         progress: Option<f64>,
@@ -450,30 +451,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             run,
             attempt,
             follow,
-        } => {
-            let mut offset = 0u64;
-            loop {
-                let chunk = c
-                    .request(Logs {
-                        run,
-                        attempt: attempt.map(u64::from),
-                        offset: Some(offset),
-                        follow: Some(follow),
-                        ..Logs::default()
-                    })
-                    .await?;
-                if o.json {
-                    let _ = writeln!(o.out, "{}", json!(chunk));
-                } else {
-                    let _ = o.out.write_all(chunk.data.as_bytes());
-                    let _ = o.out.flush();
-                }
-                offset = chunk.offset;
-                if !follow || chunk.eof {
-                    return Ok(exit::OK);
-                }
-            }
-        }
+        } => follow::logs(c, o, run, attempt, follow).await,
         Remote::Dags => {
             let dags = c.request(ListDags).await?;
             if o.json {
@@ -643,63 +621,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             };
             simple(c, o, beat).await
         }
-        Remote::Events { follow } => {
-            let mut after = 0i64;
-            if follow {
-                // Subscribe first so nothing falls between the backlog and the stream.
-                c.request(Subscribe).await?;
-            }
-            loop {
-                let events = c.request(backlog(after)).await?;
-                let Some(last) = events.last() else {
-                    break;
-                };
-                after = last.seq;
-                for e in &events {
-                    print_event(o, e);
-                }
-            }
-            if !follow {
-                return Ok(exit::OK);
-            }
-            loop {
-                match c.next_notification().await? {
-                    Notification::Lagged(_) => {
-                        c.request(Subscribe).await?;
-                        for e in c.request(backlog(after)).await? {
-                            after = e.seq;
-                            print_event(o, &e);
-                        }
-                    }
-                    Notification::Changed(changed) => {
-                        for ev in changed.events {
-                            if ev.seq > after {
-                                after = ev.seq;
-                                print_event(o, &ev);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        Remote::Events(args) => follow::events(c, o, args).await,
     }
-}
-
-/// Events after `after`, in pages.
-fn backlog(after: i64) -> Events {
-    Events {
-        after: Some(after),
-        limit: Some(5000),
-    }
-}
-
-fn print_event(o: &mut Out<'_>, e: &EventView) {
-    if o.json {
-        let _ = writeln!(o.out, "{}", json!(e));
-    } else {
-        let _ = writeln!(o.out, "{}", event_line(e));
-    }
-    let _ = o.out.flush();
 }
 
 pub fn event_line(e: &EventView) -> String {
