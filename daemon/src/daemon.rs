@@ -379,10 +379,7 @@ async fn serve_until_stopped(
             "store writer",
             writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
-        (
-            "pruner",
-            pruner_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
+        ("pruner", pruner_ended.unwrap_or_else(|e| Err(Box::new(e)))),
     ]))
 }
 

@@ -205,7 +205,11 @@ impl Pruner {
     ) -> Result<u64, StoreError> {
         let pruned = {
             let pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
-            let ids: Vec<u64> = ids.iter().copied().filter(|id| !pins.contains(id)).collect();
+            let ids: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|id| !pins.contains(id))
+                .collect();
             if ids.is_empty() {
                 return Ok(0);
             }

@@ -131,10 +131,16 @@ fn retention_removes_exactly_what_is_past_its_rule() {
 
     let totals = pruner.prune(&order(7 * DAY, &[("etl", 2)])).unwrap();
 
-    assert_eq!(f.ids("SELECT id FROM dag_runs ORDER BY id"), [4, 5, 6, 8, 9, 10]);
+    assert_eq!(
+        f.ids("SELECT id FROM dag_runs ORDER BY id"),
+        [4, 5, 6, 8, 9, 10]
+    );
     let kept_runs = [40, 41, 50, 51, 60, 61, 80, 81, 90, 91, 100, 101];
     assert_eq!(f.ids("SELECT id FROM runs ORDER BY id"), kept_runs);
-    assert_eq!(f.ids("SELECT DISTINCT run FROM attempts ORDER BY run"), kept_runs);
+    assert_eq!(
+        f.ids("SELECT DISTINCT run FROM attempts ORDER BY run"),
+        kept_runs
+    );
     assert_eq!(f.ids("SELECT run FROM events ORDER BY run"), kept_runs);
     for dag_run in 1..=10u64 {
         let pruned = [1, 2, 3, 7].contains(&dag_run);
@@ -229,7 +235,10 @@ fn no_batch_starts_once_shutdown_begins() {
     let shutdown = serving();
     let (mut pruner, _link) = f.pruner(shutdown.clone());
     shutdown.drain();
-    assert_eq!(pruner.prune(&order(7 * DAY, &[])).unwrap(), Totals::default());
+    assert_eq!(
+        pruner.prune(&order(7 * DAY, &[])).unwrap(),
+        Totals::default()
+    );
     assert_eq!(f.ids("SELECT id FROM dag_runs"), [1]);
 }
 

@@ -580,7 +580,10 @@ impl Cx<'_> {
             _ => {
                 self.err(
                     v.span(),
-                    format!("history.keep_runs must be between 1 and {}, not {n}", u32::MAX),
+                    format!(
+                        "history.keep_runs must be between 1 and {}, not {n}",
+                        u32::MAX
+                    ),
                 );
                 None
             }
