@@ -229,6 +229,22 @@ fn keep_runs_counts_active_dag_runs_among_the_newest() {
 }
 
 #[test]
+fn upstream_runs_of_active_dag_runs_stay() {
+    let f = Fixture::new();
+    f.dag_run(1, "up", Some(NOW - 30 * DAY), ["success", "success"]);
+    f.dag_run(2, "up", Some(NOW - 30 * DAY), ["success", "success"]);
+    f.dag_run(3, "down", None, ["waiting", "waiting"]);
+    // Run 30 of the active DAG run 3 waits on run 11 of DAG run 1 and on
+    // a run still to finish.
+    f.conn
+        .execute("UPDATE runs SET upstream = '[11,31]' WHERE id = 30", [])
+        .unwrap();
+    let (mut pruner, _link) = f.pruner(serving());
+    pruner.prune(&order(7 * DAY, &[])).unwrap();
+    assert_eq!(f.ids("SELECT id FROM dag_runs ORDER BY id"), [1, 3]);
+}
+
+#[test]
 fn no_batch_starts_once_shutdown_begins() {
     let f = Fixture::new();
     f.dag_run(1, "d", Some(NOW - 30 * DAY), ["success", "success"]);

@@ -4,7 +4,8 @@
 //! Candidates are read outside any write transaction; each batch is then
 //! deleted in one short `BEGIN IMMEDIATE` transaction that checks every
 //! candidate again (still finished, finished before the cutoff), so the
-//! writer thread waits for at most one batch.
+//! writer thread waits for at most one batch. The upstream runs of active
+//! DAG runs are never deleted.
 
 use std::collections::BTreeMap;
 
@@ -86,6 +87,14 @@ impl SqliteStore {
                 pick.execute(params![*id as i64, before])?;
             }
         }
+        // A finished run that a run of an active DAG run still waits on
+        // (`--after`) stays: a restart reads its state from the store.
+        tx.execute_batch(
+            "DELETE FROM prune_dr WHERE id IN (
+               SELECT u.dag_run FROM dag_runs d JOIN runs r ON r.dag_run = d.id, json_each(r.upstream) j
+                 JOIN runs u ON u.id = j.value
+               WHERE d.state = 'active' AND r.upstream != '[]');",
+        )?;
         let mut pruned = Pruned {
             dag_runs: tx.query_row("SELECT COUNT(*) FROM prune_dr", [], |r| r.get::<_, i64>(0))?
                 as u64,
