@@ -24,6 +24,7 @@ use serde_json::json;
 
 use crate::axd;
 use crate::measure::percentile;
+use crate::scenarios::restart::spawn_orders;
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -78,13 +79,7 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
         // Every run starts and exits in the step that dispatched it;
         // exits free slots for the runs still ready.
         while finished < chunk {
-            let orders: Vec<_> = effects
-                .iter()
-                .filter_map(|e| match e {
-                    Effect::Spawn(o) => Some(o.clone()),
-                    _ => None,
-                })
-                .collect();
+            let orders = spawn_orders(&effects);
             if orders.is_empty() {
                 bail!("{} runs of a chunk never dispatched", chunk - finished);
             }
