@@ -213,7 +213,14 @@ impl Pruner {
             if ids.is_empty() {
                 return Ok(0);
             }
-            self.store.delete_dag_runs(&ids, before)?
+            let started = std::time::Instant::now();
+            let pruned = self.store.delete_dag_runs(&ids, before)?;
+            tracing::debug!(
+                "pruning transaction of {} DAG runs took {:?}",
+                pruned.dag_runs,
+                started.elapsed()
+            );
+            pruned
         };
         let Pruned {
             dag_runs,
