@@ -362,6 +362,59 @@ impl Config {
         })
     }
 
+    /// The keys whose change needs a restart, with `self` the running
+    /// config and `new` the one read again: the store, the socket and its
+    /// groups are opened once, and the watch is set on `jobs_dir` at start.
+    pub fn restart_only_changes(&self, new: &Config) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        let mut check = |key, changed: bool| {
+            if changed {
+                keys.push(key);
+            }
+        };
+        check("state_dir", self.state_dir != new.state_dir);
+        check("socket", self.socket != new.socket);
+        check("socket_group", self.socket_group != new.socket_group);
+        check("admin_group", self.admin_group != new.admin_group);
+        check("synchronous", self.synchronous_full != new.synchronous_full);
+        check("jobs_dir", self.jobs_dir != new.jobs_dir);
+        keys
+    }
+
+    /// `new` with the restart-only keys of `self` kept: what is in force
+    /// after a reload.
+    pub fn reloaded(&self, new: Config) -> Config {
+        Config {
+            state_dir: self.state_dir.clone(),
+            socket: self.socket.clone(),
+            socket_group: self.socket_group.clone(),
+            admin_group: self.admin_group.clone(),
+            synchronous_full: self.synchronous_full,
+            jobs_dir: self.jobs_dir.clone(),
+            ..new
+        }
+    }
+
+    /// What `ax status` shows of the config in force.
+    pub fn view(&self, file: Option<&Path>) -> ax_shared::api::ConfigView {
+        use ax_shared::duration::format_duration;
+        ax_shared::api::ConfigView {
+            file: file.map(|f| f.display().to_string()),
+            jobs_dir: self.jobs_dir.display().to_string(),
+            state_dir: self.state_dir.display().to_string(),
+            socket: self.socket.display().to_string(),
+            timezone: self.timezone.clone(),
+            default_timeout: self.default_timeout.map(format_duration),
+            shutdown_grace: format_duration(self.shutdown_grace),
+            retry_per_minute: self.retry_per_minute,
+            aging_every: format_duration(self.aging_every),
+            aging_cap: self.aging_cap,
+            burst_priority: self.burst_priority,
+            log_max_bytes: self.log_max_bytes,
+            log_retain: format_duration(self.log_retain),
+        }
+    }
+
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
             max_concurrency: self.max_concurrency,

@@ -137,7 +137,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             ExecConfig {
                 log_dir: log_dir.clone(),
                 socket: cfg.socket.clone(),
-                log_max_bytes: cfg.log_max_bytes,
+                log_max_bytes: Arc::new(std::sync::atomic::AtomicU64::new(cfg.log_max_bytes)),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));
@@ -182,6 +182,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         fault,
         shutdown: shutdown.clone(),
         retention,
+        own_queue: tx.clone(),
     });
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));

@@ -24,6 +24,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ax_shared::Exec;
@@ -51,7 +53,9 @@ pub type ExecEvent = Input;
 pub struct ExecConfig {
     pub log_dir: PathBuf,
     pub socket: PathBuf,
-    pub log_max_bytes: u64,
+    /// `logs.max_bytes`, shared with the scheduler so a reload changes it
+    /// for attempts that start afterwards.
+    pub log_max_bytes: Arc<AtomicU64>,
 }
 
 pub fn log_path(log_dir: &Path, run: RunId, attempt: u32) -> PathBuf {
@@ -68,6 +72,7 @@ struct Order {
 /// (no lock): it hands out spawn orders and routes kill orders to the
 /// attempt's supervising task.
 pub struct Executor {
+    log_max_bytes: Arc<AtomicU64>,
     spawners: Vec<mpsc::UnboundedSender<Order>>,
     next_spawner: usize,
     /// Attempts started and not yet reported ended (`Exited` or
@@ -87,6 +92,7 @@ impl Executor {
         cfg: ExecConfig,
         events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
     ) -> std::io::Result<Executor> {
+        let log_max_bytes = cfg.log_max_bytes.clone();
         let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
         for i in 0..SPAWNER_THREADS {
             let (tx, rx) = mpsc::unbounded_channel::<Order>();
@@ -100,11 +106,17 @@ impl Executor {
             spawners.push(tx);
         }
         Ok(Executor {
+            log_max_bytes,
             spawners,
             next_spawner: 0,
             attempts: HashMap::new(),
             warm: Vec::new(),
         })
+    }
+
+    /// `logs.max_bytes` for attempts that start from now on.
+    pub fn set_log_max_bytes(&self, bytes: u64) {
+        self.log_max_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
@@ -375,7 +387,13 @@ async fn supervise(
     // Read in this same task (one task per attempt, not two: a no-op job
     // costs a wakeup less).
     let beats = OutputBeats::new(run, order.job().heartbeat);
-    let reader = read_output(read_end, log, cfg.log_max_bytes, beats, events.clone());
+    let reader = read_output(
+        read_end,
+        log,
+        cfg.log_max_bytes.load(Ordering::Relaxed),
+        beats,
+        events.clone(),
+    );
     tokio::pin!(reader);
     let mut reader_done = false;
 

@@ -64,6 +64,8 @@ pub struct Step {
     pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
     /// The status to notify with, when anyone is subscribed.
     pub status: Option<StatusView>,
+    /// Called once the step is durable (after its answers are sent).
+    pub on_commit: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Step {
@@ -122,6 +124,9 @@ pub fn run(
                     at += n;
                     for (reply, answer) in step.replies {
                         let _ = reply.send(answer);
+                    }
+                    if let Some(on_commit) = step.on_commit {
+                        on_commit();
                     }
                     announce(&notify, &step.events, &step.progress, step.status, seqs);
                 }

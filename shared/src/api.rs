@@ -90,6 +90,29 @@ pub struct StatusView {
     /// Bytes of the log folder, as the pruner last measured them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_bytes: Option<u64>,
+    /// The config in force, reloads included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Box<ConfigView>>,
+}
+
+/// The `axd.toml` values in force (durations as written in the file:
+/// `1h`, `10m`; `default_timeout` null = none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigView {
+    /// The file read, or null when axd runs on defaults.
+    pub file: Option<String>,
+    pub jobs_dir: String,
+    pub state_dir: String,
+    pub socket: String,
+    pub timezone: String,
+    pub default_timeout: Option<String>,
+    pub shutdown_grace: String,
+    pub retry_per_minute: u32,
+    pub aging_every: String,
+    pub aging_cap: u8,
+    pub burst_priority: u8,
+    pub log_max_bytes: u64,
+    pub log_retain: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -229,6 +252,10 @@ pub struct ReloadAnswer {
     pub ok: bool,
     pub dags: usize,
     pub errors: usize,
+    /// Keys of the new config that differ from the running one but take
+    /// effect only at the next start (`state_dir`, `socket`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<String>,
 }
 
 /// `subscribe`: the status at the moment notifications start.

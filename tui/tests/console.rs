@@ -97,6 +97,7 @@ fn status() -> StatusView {
         store_error: None,
         store_bytes: None,
         log_bytes: None,
+        config: None,
     }
 }
 

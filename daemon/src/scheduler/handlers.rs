@@ -79,7 +79,7 @@ impl Scheduler {
             ));
         }
         match request {
-            Request::Status(_) => encode_answer(self.status()),
+            Request::Status(_) => encode_answer(self.status_with_config()),
             Request::ListRuns(p) => wire(self.list_runs(now, *p)),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
             Request::ListDags(_) => wire(self.list_dags()),
@@ -365,11 +365,12 @@ impl Scheduler {
         peer: &Peer,
         effects: &mut Vec<Effect>,
     ) -> Result<ReloadAnswer, RpcError> {
-        effects.extend(self.reload(now, &peer.actor));
+        let not_applied = self.reload(now, &peer.actor, effects)?;
         Ok(ReloadAnswer {
             ok: true,
             dags: self.registry.len(),
             errors: self.registry.errors().len(),
+            not_applied: not_applied.into_iter().map(String::from).collect(),
         })
     }
 

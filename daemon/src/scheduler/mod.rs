@@ -56,6 +56,9 @@ pub enum Msg {
     Reload,
     /// The jobs folder changed.
     Rescan,
+    /// The writer committed the step that created these triggered DAG
+    /// runs: they may start.
+    TriggersDurable(Vec<DagRunId>),
 }
 
 /// What the socket server needs to talk to the scheduler.
@@ -138,13 +141,6 @@ const EVICT_AFTER: Millis = 10 * 60_000;
 /// How often the pruner is sent an order.
 const PRUNE_EVERY: Millis = 3_600_000;
 
-/// Answered by the writer once a step is committed.
-type CommitAck = oneshot::Receiver<Result<Value, RpcError>>;
-
-/// How often the loop looks for the commit of a step that created
-/// triggered DAG runs while one is awaited.
-const COMMIT_POLL: Duration = Duration::from_millis(2);
-
 /// Messages taken into one step at most.
 const MAX_BATCH: usize = 4096;
 
@@ -164,6 +160,8 @@ pub struct Parts {
     pub shutdown: Shutdown,
     /// The pruner thread's orders, reports, pins and sizes.
     pub retention: crate::retention::Link,
+    /// A sender on the queue `run` reads.
+    pub own_queue: Sender<Msg>,
 }
 
 pub struct Scheduler {
@@ -181,9 +179,9 @@ pub struct Scheduler {
     shutdown_at: Option<Millis>,
     last_evict: Millis,
     last_prune: Millis,
-    /// Triggered DAG runs waiting for the commit of the step that created
-    /// them: the writer answers the receiver once it is durable.
-    awaiting_commit: Vec<(CommitAck, Vec<DagRunId>)>,
+    /// This thread's own queue, for the writer to say when triggered DAG
+    /// runs are durable.
+    own_queue: Sender<Msg>,
     writer: SyncSender<Step>,
     /// Set by the writer while the store refuses writes (disk full).
     fault: Fault,
@@ -212,7 +210,7 @@ impl Scheduler {
             // The first step evicts and sends the first pruning order.
             last_evict: 0,
             last_prune: 0,
-            awaiting_commit: Vec::new(),
+            own_queue: parts.own_queue,
             writer: parts.writer,
             fault: parts.fault,
             retention: parts.retention,
@@ -247,8 +245,20 @@ impl Scheduler {
 
     /// Scans the jobs folder again (reload, watcher).
     fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+        self.rescan_jobs_defining(now, actor, false)
+    }
+
+    /// Scans the jobs folder again; with `all`, every DAG is defined anew
+    /// (their cron watermarks kept), not only the changed ones.
+    fn rescan_jobs_defining(&mut self, now: Millis, actor: &Arc<str>, all: bool) -> Vec<Effect> {
+        let kept = HashMap::new();
+        let define = if all {
+            Define::All { watermarks: &kept }
+        } else {
+            Define::Changed
+        };
         self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, Define::Changed)
+            .rescan(&mut self.engine, &self.cfg, now, actor, define)
     }
 
     /// The thread body: runs until shutdown completes. Dropping the
@@ -296,9 +306,6 @@ impl Scheduler {
         .into_iter()
         .flatten()
         .map(until)
-        // A triggered DAG run waits for its step's commit (a few ms): look
-        // for the writer's answer that often meanwhile.
-        .chain((!self.awaiting_commit.is_empty()).then_some(COMMIT_POLL))
         .min()
         .unwrap_or(Duration::MAX)
     }
@@ -312,13 +319,6 @@ impl Scheduler {
         let mut durable: Answers = Vec::new();
         let mut immediate: Answers = Vec::new();
         effects.extend(self.engine.handle(now, Input::Tick).effects);
-        let committed = self.committed_triggers();
-        if !committed.is_empty() {
-            let input = Input::TriggerDurable {
-                dag_runs: committed,
-            };
-            effects.extend(self.engine.handle(now, input).effects);
-        }
         self.obey_shutdown(now, effects);
         for msg in batch {
             match msg {
@@ -344,13 +344,19 @@ impl Scheduler {
                     effects.extend(self.engine.handle(now, input).effects);
                 }
                 Msg::Wake => self.obey_shutdown(now, effects),
+                Msg::TriggersDurable(dag_runs) => {
+                    let input = Input::TriggerDurable { dag_runs };
+                    effects.extend(self.engine.handle(now, input).effects);
+                }
                 Msg::Rescan => {
                     let actor: Arc<str> = Arc::from("watcher");
                     effects.extend(self.rescan_jobs(now, &actor));
                 }
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
-                    effects.extend(self.reload(now, &actor));
+                    if let Err(e) = self.reload(now, &actor, effects) {
+                        tracing::error!("reload refused, the running config stays: {}", e.message);
+                    }
                 }
             }
         }
@@ -363,9 +369,8 @@ impl Scheduler {
         // Clients hear of the step (answers to writes, notifications) only
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
-        // (`await_commit_of_triggers`).
+        // (`on_commit_of_triggers`).
         self.execute(effects);
-        self.await_commit_of_triggers(effects, &mut durable);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
         }
@@ -403,48 +408,6 @@ impl Scheduler {
         false
     }
 
-    /// Spawn orders leave before their step's commit (see `step`), except
-    /// for DAG runs created by a trigger (cron slot, `after`, hook): the
-    /// engine keeps their runs out of every queue until
-    /// `Input::TriggerDurable`, sent once the writer has committed the step
-    /// that created them. So the trigger row (the DAG run with its
-    /// `<dag>@<slot>` key, the watermark) is durable before any process of
-    /// it exists, and a slot fires at most once even if axd dies between
-    /// the decision and the commit. Submissions through the socket are not
-    /// held: their runs start before the commit, as the README's
-    /// "Spawning" decision says.
-    fn await_commit_of_triggers(&mut self, effects: &[Effect], replies: &mut Answers) {
-        let triggered: Vec<DagRunId> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Triggered { dag_run } => Some(*dag_run),
-                _ => None,
-            })
-            .collect();
-        if triggered.is_empty() {
-            return;
-        }
-        let (tx, rx) = oneshot::channel();
-        replies.push((tx, Ok(Value::Null)));
-        self.awaiting_commit.push((rx, triggered));
-    }
-
-    /// Triggered DAG runs whose step the writer has committed since.
-    fn committed_triggers(&mut self) -> Vec<DagRunId> {
-        let mut durable = Vec::new();
-        self.awaiting_commit
-            .retain_mut(|(rx, dag_runs)| match rx.try_recv() {
-                Ok(_) => {
-                    durable.append(dag_runs);
-                    false
-                }
-                Err(oneshot::error::TryRecvError::Empty) => true,
-                // The writer is gone (exit): the runs stay ready in the store.
-                Err(oneshot::error::TryRecvError::Closed) => false,
-            });
-        durable
-    }
-
     /// Hands the step's changes, with the answers waiting on them, to the
     /// writer.
     fn write(&mut self, effects: &[Effect], replies: Answers) {
@@ -477,9 +440,37 @@ impl Scheduler {
             progress,
             replies,
             status: announce.then(|| self.status()),
+            on_commit: self.on_commit_of_triggers(effects),
         };
         // The writer ends only after this thread drops its queue.
         let _ = self.writer.send(step);
+    }
+
+    /// Spawn orders leave before their step's commit (see `step`), except
+    /// for DAG runs created by a trigger (cron slot, `after`, hook): the
+    /// engine keeps their runs out of every queue until
+    /// `Input::TriggerDurable`, sent once the writer has committed the step
+    /// that created them. So the trigger row (the DAG run with its
+    /// `<dag>@<slot>` key, the watermark) is durable before any process of
+    /// it exists, and a slot fires at most once even if axd dies between
+    /// the decision and the commit. Submissions through the socket are not
+    /// held: their runs start before the commit, as the README's
+    /// "Spawning" decision says.
+    fn on_commit_of_triggers(&self, effects: &[Effect]) -> Option<Box<dyn FnOnce() + Send>> {
+        let triggered: Vec<DagRunId> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Triggered { dag_run } => Some(*dag_run),
+                _ => None,
+            })
+            .collect();
+        if triggered.is_empty() {
+            return None;
+        }
+        let queue = self.own_queue.clone();
+        Some(Box::new(move || {
+            let _ = queue.send(Msg::TriggersDurable(triggered));
+        }))
     }
 
     fn execute(&mut self, effects: &[Effect]) {
@@ -515,26 +506,49 @@ impl Scheduler {
         }
     }
 
-    fn reload(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
+    /// Reads `axd.toml` again and puts it in force (SPEC §5.1), then
+    /// rescans the jobs folder. A broken file changes nothing and is the
+    /// error; so is a pool removed while runs are in it. Returns the
+    /// restart-only keys that changed and were not applied.
+    fn reload(
+        &mut self,
+        now: Millis,
+        actor: &Arc<str>,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Vec<&'static str>, RpcError> {
+        let mut not_applied = Vec::new();
+        let mut define_all = false;
         if let Some(path) = &self.config_path {
-            match Config::load(path) {
-                Ok(c) => {
-                    if c.pools != self.cfg.pools || c.max_concurrency != self.cfg.max_concurrency {
-                        tracing::warn!(
-                            "reload: pool and concurrency changes take effect at the next restart"
-                        );
-                    }
-                    let keep_pools = self.cfg.pools.clone();
-                    let keep_max = self.cfg.max_concurrency;
-                    self.cfg = c;
-                    self.cfg.pools = keep_pools;
-                    self.cfg.max_concurrency = keep_max;
-                    tracing::info!("config reloaded from {}", path.display());
-                }
-                Err(e) => tracing::error!("reload refused, keeping the old config: {e}"),
+            let new = Config::load(path)
+                .map_err(|e| RpcError::new(codes::INVALID_CONFIG, e.to_string()))?;
+            not_applied = self.cfg.restart_only_changes(&new);
+            let new = self.cfg.reloaded(new);
+            let step = self
+                .engine
+                .handle(now, Input::Reconfigure(new.engine_config()));
+            effects.extend(step.effects);
+            step.reply.map_err(|e| {
+                RpcError::new(
+                    codes::INVALID_CONFIG,
+                    format!("config {}: {e}; the running config stays", path.display()),
+                )
+            })?;
+            self.exec.set_log_max_bytes(new.log_max_bytes);
+            // DAGs without a zone of their own follow the daemon's.
+            define_all = new.timezone != self.cfg.timezone;
+            self.cfg = new;
+            if not_applied.is_empty() {
+                tracing::info!("config reloaded from {}", path.display());
+            } else {
+                tracing::warn!(
+                    "config reloaded from {}; changes to {} take effect at the next start",
+                    path.display(),
+                    not_applied.join(", ")
+                );
             }
         }
-        self.rescan_jobs(now, actor)
+        effects.extend(self.rescan_jobs_defining(now, actor, define_all));
+        Ok(not_applied)
     }
 
     /// Re-derives the count of finished runs held only by the store (after

@@ -28,6 +28,15 @@ fn dag_run_state(s: engine::DagRunState) -> DagRunState {
 }
 
 impl Scheduler {
+    /// `status`: the counts and the config in force. Notifications carry
+    /// the counts only (the config changes with a reload, not per step).
+    pub(super) fn status_with_config(&self) -> StatusView {
+        StatusView {
+            config: Some(Box::new(self.cfg.view(self.config_path.as_deref()))),
+            ..self.status()
+        }
+    }
+
     pub(super) fn status(&self) -> StatusView {
         let mut runs: BTreeMap<String, u64> = BTreeMap::new();
         for s in RunState::ALL {
@@ -58,6 +67,7 @@ impl Scheduler {
             store_error: self.store_fault(),
             store_bytes: self.retention.sizes.store_bytes(),
             log_bytes: self.retention.sizes.log_bytes(),
+            config: None,
         }
     }
 

@@ -50,6 +50,8 @@ pub mod codes {
     pub const INVALID_PARAMS: &str = "invalid_params";
     pub const NOT_FOUND: &str = "not_found";
     pub const INVALID_STATE: &str = "invalid_state";
+    /// `reload`: the config file is broken; the running config stays.
+    pub const INVALID_CONFIG: &str = "invalid_config";
     pub const FORBIDDEN: &str = "forbidden";
     pub const HELLO_REQUIRED: &str = "hello_required";
     pub const VERSION_MISMATCH: &str = "version_mismatch";

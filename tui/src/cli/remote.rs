@@ -167,12 +167,7 @@ pub async fn run(
 }
 
 fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
-    let code = match &e {
-        ClientError::Unreachable { .. } => exit::UNREACHABLE,
-        ClientError::Rpc(r) if r.kind() == codes::NOT_FOUND => exit::NOT_FOUND,
-        ClientError::Rpc(r) if r.kind() == codes::INVALID_PARAMS => exit::FAILED,
-        _ => exit::FAILED,
-    };
+    let code = fail_code(&e);
     if o.json {
         let doc = match &e {
             ClientError::Rpc(r) => json!({"error": {"code": r.kind(), "message": r.message}}),
@@ -295,6 +290,29 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 size(s.store_bytes),
                 size(s.log_bytes)
             );
+            if let Some(c) = &s.config {
+                let _ = writeln!(
+                    o.out,
+                    "config: {}",
+                    c.file.as_deref().unwrap_or("(defaults)")
+                );
+                let timeout = c.default_timeout.as_deref().unwrap_or("none");
+                let _ = writeln!(
+                    o.out,
+                    "  jobs_dir {}  state_dir {}  timezone {}",
+                    c.jobs_dir, c.state_dir, c.timezone
+                );
+                let _ = writeln!(
+                    o.out,
+                    "  default_timeout {timeout}  shutdown_grace {}  retry.rate {}/min",
+                    c.shutdown_grace, c.retry_per_minute
+                );
+                let _ = writeln!(
+                    o.out,
+                    "  aging every {} cap {}  burst.priority {}  logs max_bytes {} retain {}",
+                    c.aging_every, c.aging_cap, c.burst_priority, c.log_max_bytes, c.log_retain
+                );
+            }
             if let Some(e) = &s.store_error {
                 let _ = writeln!(o.out, "STORE CANNOT WRITE: {e} (new writes are refused)");
             }
@@ -531,7 +549,25 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
         }
         Remote::Pause { dag, all } => simple(c, o, Pause(DagTarget { dag, all })).await,
         Remote::Resume { dag, all } => simple(c, o, Resume(DagTarget { dag, all })).await,
-        Remote::Reload => simple(c, o, Reload).await,
+        Remote::Reload => {
+            let answer = c.request(Reload).await?;
+            if o.json {
+                return Ok(print_json(o, &answer));
+            }
+            let _ = writeln!(
+                o.out,
+                "reloaded: {} DAGs, {} with errors",
+                answer.dags, answer.errors
+            );
+            if !answer.not_applied.is_empty() {
+                let _ = writeln!(
+                    o.err,
+                    "ax: changed but not applied until axd restarts: {}",
+                    answer.not_applied.join(", ")
+                );
+            }
+            Ok(exit::OK)
+        }
         Remote::Heartbeat { message, progress } => {
             let Some(run) = std::env::var("AX_RUN_ID")
                 .ok()
@@ -700,6 +736,8 @@ fn fail_code(e: &ClientError) -> i32 {
     match e {
         ClientError::Unreachable { .. } => exit::UNREACHABLE,
         ClientError::Rpc(r) if r.kind() == codes::NOT_FOUND => exit::NOT_FOUND,
+        // A broken axd.toml is a usage error of the operator's.
+        ClientError::Rpc(r) if r.kind() == codes::INVALID_CONFIG => exit::USAGE,
         _ => exit::FAILED,
     }
 }
