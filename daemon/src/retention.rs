@@ -215,10 +215,11 @@ impl Pruner {
             }
             let started = std::time::Instant::now();
             let pruned = self.store.delete_dag_runs(&ids, before)?;
+            // `ax-bench prune` reads this line.
             tracing::debug!(
-                "pruning transaction of {} DAG runs took {:?}",
+                "pruning transaction of {} DAG runs took {:.1} ms",
                 pruned.dag_runs,
-                started.elapsed()
+                started.elapsed().as_secs_f64() * 1000.0
             );
             pruned
         };

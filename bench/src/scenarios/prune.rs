@@ -5,7 +5,9 @@
 //! latency (max and p99) while the pruner works, measured on the client.
 //! A submission's answer waits for its step's commit, so it covers both a
 //! scheduler step and the writer's wait for a pruning batch; a `status`
-//! read between submissions covers the scheduler step alone.
+//! read between submissions covers the scheduler step alone. The pruner's
+//! debug log gives each delete transaction's length: the longest the
+//! writer can wait for it.
 //!
 //! The store is written by the real engine and store (`commit_of`), as in
 //! the `restart` scenario.
@@ -125,6 +127,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "synchronous = \"full\"\nmax_concurrency = 4\n[pools.default]\nslots = 4\n[logs]\nretain = \"7d\"\n",
         &[],
     )?;
+    // The pruner logs each transaction's duration at debug level.
+    d.set_log_level("warn,ax_daemon::retention=debug");
     let state = d.path("state");
     std::fs::create_dir_all(&state)?;
     let built = Instant::now();
@@ -170,8 +174,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         [],
         |r| r.get(0),
     )?;
+    let log = std::fs::read_to_string(d.path("axd.log"))?;
+    let transactions: Vec<f64> = log
+        .lines()
+        .filter_map(|l| {
+            l.split_once("pruning transaction of ")?
+                .1
+                .split_once(" took ")
+        })
+        .filter_map(|(_, t)| t.trim_end_matches(" ms").trim().parse().ok())
+        .collect();
     let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let (submit_max, read_max) = (max(&submits), max(&reads));
+    let submit_p50 = percentile(&mut submits, 0.5);
     let submit_p99 = percentile(&mut submits, 0.99);
     let read_p99 = percentile(&mut reads, 0.99);
     println!(
@@ -182,8 +197,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         status["log_bytes"],
     );
     println!(
-        "  {} submissions meanwhile: submit→answer max {submit_max:.1} ms, p99 {submit_p99:.1} ms; status max {read_max:.1} ms, p99 {read_p99:.1} ms; target: no step over 50 ms",
+        "  {} submissions meanwhile: submit→answer max {submit_max:.1} ms, p99 {submit_p99:.1} ms, p50 {submit_p50:.1} ms; status max {read_max:.1} ms, p99 {read_p99:.1} ms; target: no step over 50 ms",
         submits.len()
+    );
+    println!(
+        "  {} pruning transactions (the writer's longest wait): max {:.1} ms",
+        transactions.len(),
+        max(&transactions)
     );
     Ok(())
 }
