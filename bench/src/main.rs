@@ -12,8 +12,8 @@ mod scenarios;
 use clap::{Parser, Subcommand};
 
 use scenarios::{
-    access, all, crashloop, dag, hostile, latency, proctree, restart, shutdown, submit, throughput,
-    wal,
+    access, all, crashloop, dag, hostile, latency, proctree, prune, restart, shutdown, submit,
+    throughput, wal,
 };
 
 /// The ax benchmark suite (a real axd against the machine's limit and
@@ -39,6 +39,8 @@ enum Scenario {
     Dag(dag::Args),
     /// Scenario 6: restart with N runs in the store
     Restart(restart::Args),
+    /// Retention: axd prunes a store of N finished runs under a trickle of submissions
+    Prune(prune::Args),
     /// kill -9 during submissions: nothing acknowledged may be lost
     Crashloop(crashloop::Args),
     /// Timeouts and cancels of process trees: nothing may survive its job
@@ -61,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Submit(args) => submit::run(&args),
         Scenario::Dag(args) => dag::run(&args),
         Scenario::Restart(args) => restart::run(&args),
+        Scenario::Prune(args) => prune::run(&args),
         Scenario::Crashloop(args) => crashloop::run(&args),
         Scenario::Proctree(args) => proctree::run(&args),
         Scenario::Shutdown(args) => shutdown::run(&args),

@@ -170,6 +170,16 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             })
             .context("cannot start the store writer thread")?
     };
+    // The pruner's own connection: its short batches wait for the writer's
+    // transactions (busy timeout), never the scheduler.
+    let pruner_store = SqliteStore::open(&db, cfg.synchronous_full)
+        .with_context(|| format!("cannot open {}", db.display()))?;
+    let (pruner, retention, orders) =
+        crate::retention::Pruner::new(pruner_store, &db, &log_dir, shutdown.clone());
+    let pruner_thread = std::thread::Builder::new()
+        .name("ax-pruner".into())
+        .spawn(move || pruner.run(orders))
+        .context("cannot start the pruner thread")?;
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -181,6 +191,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         writer: writer_tx,
         fault,
         shutdown: shutdown.clone(),
+        retention,
         own_queue: tx.clone(),
         metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
     });
@@ -269,7 +280,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         });
     }
 
-    let code = serve_until_stopped(&shutdown, &tx, scheduler_thread, writer_thread).await?;
+    let threads = Threads {
+        scheduler: scheduler_thread,
+        writer: writer_thread,
+        pruner: pruner_thread,
+    };
+    let code = serve_until_stopped(&shutdown, &tx, threads).await?;
     let _ = server.await;
     let _ = std::fs::remove_file(&cfg.socket);
     tracing::info!("axd stopped");
@@ -342,15 +358,26 @@ fn restore(cfg: &Config, store: &mut SqliteStore, db: &Path) -> anyhow::Result<R
     })
 }
 
+/// The threads axd joins at exit.
+struct Threads {
+    scheduler: JoinHandle<()>,
+    writer: JoinHandle<()>,
+    pruner: JoinHandle<()>,
+}
+
 /// Answers signals until the scheduler thread ends (shutdown complete, or
-/// a panic), then joins the writer and stops the socket. Returns the exit
-/// code.
+/// a panic), then joins the writer and the pruner and stops the socket.
+/// Returns the exit code.
 async fn serve_until_stopped(
     shutdown: &Shutdown,
     tx: &Sender<Msg>,
-    scheduler_thread: JoinHandle<()>,
-    writer_thread: JoinHandle<()>,
+    threads: Threads,
 ) -> anyhow::Result<u8> {
+    let Threads {
+        scheduler: scheduler_thread,
+        writer: writer_thread,
+        pruner: pruner_thread,
+    } = threads;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -370,6 +397,9 @@ async fn serve_until_stopped(
     // The scheduler has dropped the writer's queue: the writer writes what
     // it holds, sends the answers waiting on it, and ends.
     let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    // The scheduler has dropped the pruner's orders; the pruner stopped
+    // between batches once draining began, and ends.
+    let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
     shutdown.stop();
     Ok(exit_code(&[
         (
@@ -380,6 +410,7 @@ async fn serve_until_stopped(
             "store writer",
             writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
+        ("pruner", pruner_ended.unwrap_or_else(|e| Err(Box::new(e)))),
     ]))
 }
 

@@ -9,6 +9,7 @@ pub mod executor;
 pub mod metrics;
 pub mod metrics_http;
 pub mod reaper;
+pub mod retention;
 pub mod scheduler;
 pub mod secrets;
 pub mod server;

@@ -83,6 +83,13 @@ pub struct StatusView {
     /// refused until it recovers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_error: Option<String>,
+    /// Bytes of the store (database and its WAL), as the pruner last
+    /// measured them; absent until it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_bytes: Option<u64>,
+    /// Bytes of the log folder, as the pruner last measured them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bytes: Option<u64>,
     /// The config in force, reloads included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Box<ConfigView>>,

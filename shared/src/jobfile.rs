@@ -68,6 +68,7 @@ const DAG_KEYS: &[&str] = &[
     "on_success",
     "owner",
     "tags",
+    "history",
     "defaults",
     "job",
 ];
@@ -93,6 +94,7 @@ const JOB_KEYS: &[&str] = &[
 ];
 /// Job keys that `[defaults]` and the shorthand's top level may not set.
 const PER_JOB_ONLY: &[&str] = &["id", "command", "argv", "deps"];
+const HISTORY_KEYS: &[&str] = &["keep_runs"];
 const BACKOFF_KEYS: &[&str] = &["kind", "base", "max", "jitter"];
 
 /// Largest job file accepted; bigger ones are refused before parsing. A
@@ -478,6 +480,7 @@ impl Cx<'_> {
                 )
                 .unwrap_or_default();
         }
+        spec.keep_runs = self.history(root);
         let mut after_at = Vec::new();
         if let Some(v) = root.get("after")
             && let Some(items) = self.as_array(v, "after")
@@ -557,6 +560,37 @@ impl Cx<'_> {
         }
         self.check_graph(root, &spec);
         DagFile { spec, after_at }
+    }
+
+    /// `[history] keep_runs = N`: N is at least 1 (keeping no DAG run
+    /// would lose a run before anyone saw how it ended).
+    fn history(&mut self, root: &Table<'_>) -> Option<u32> {
+        let v = root.get("history")?;
+        let DeValue::Table(t) = v.get_ref() else {
+            self.err(v.span(), "`history` must be a table: write [history]");
+            return None;
+        };
+        for (key, _) in t.iter() {
+            let k = key.get_ref().as_ref();
+            if !HISTORY_KEYS.contains(&k) {
+                self.err(key.span(), format!("unknown key `{k}` in [history]"));
+            }
+        }
+        let v = t.get("keep_runs")?;
+        let n = self.int(v, "history.keep_runs")?;
+        match u32::try_from(n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                self.err(
+                    v.span(),
+                    format!(
+                        "history.keep_runs must be between 1 and {}, not {n}",
+                        u32::MAX
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// Duplicate ids, unknown deps, self-deps and cycles.

@@ -297,6 +297,10 @@ pub struct DagSpec {
     pub on_success: Option<String>,
     pub owner: Option<String>,
     pub tags: Vec<String>,
+    /// `[history] keep_runs`: the store keeps this DAG's newest N DAG runs
+    /// (and what `logs.retain` keeps); older finished ones are pruned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_runs: Option<u32>,
     pub jobs: Vec<JobSpec>,
 }
 
@@ -317,6 +321,7 @@ impl DagSpec {
             on_success: None,
             owner: None,
             tags: Vec::new(),
+            keep_runs: None,
             jobs,
         }
     }

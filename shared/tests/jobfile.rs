@@ -416,3 +416,44 @@ env_file = 3
         ]
     );
 }
+
+#[test]
+fn history_keep_runs_is_read_from_its_table() {
+    let f = parse("[history]\nkeep_runs = 30\n[[job]]\nid = \"a\"\ncommand = \"true\"\n").unwrap();
+    assert_eq!(f.spec.keep_runs, Some(30));
+    let f = parse("[[job]]\nid = \"a\"\ncommand = \"true\"\n").unwrap();
+    assert_eq!(
+        f.spec.keep_runs, None,
+        "no [history]: only logs.retain prunes"
+    );
+}
+
+#[test]
+fn history_keep_runs_is_validated() {
+    let job = "[[job]]\nid = \"a\"\ncommand = \"true\"\n";
+    let e = errors(&format!("[history]\nkeep_runs = 0\n{job}"));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("history.keep_runs must be between 1")),
+        "{e:?}"
+    );
+    let e = errors(&format!("[history]\nkeep_runs = -3\n{job}"));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("history.keep_runs must be between 1")),
+        "{e:?}"
+    );
+    let e = errors(&format!("[history]\nkeep_runs = \"ten\"\n{job}"));
+    assert!(e.iter().any(|m| m.contains("history.keep_runs")), "{e:?}");
+    let e = errors(&format!("[history]\nkeep = 3\n{job}"));
+    assert!(
+        e.iter()
+            .any(|m| m.contains("unknown key `keep` in [history]")),
+        "{e:?}"
+    );
+    let e = errors(&format!("history = 5\n{job}"));
+    assert!(
+        e.iter().any(|m| m.contains("`history` must be a table")),
+        "{e:?}"
+    );
+}

@@ -95,6 +95,8 @@ fn status() -> StatusView {
         .collect(),
         errors: vec![],
         store_error: None,
+        store_bytes: None,
+        log_bytes: None,
         config: None,
     }
 }

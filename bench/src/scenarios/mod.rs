@@ -8,6 +8,7 @@ pub mod dag;
 pub mod hostile;
 pub mod latency;
 pub mod proctree;
+pub mod prune;
 pub mod pueue;
 pub mod queued;
 pub mod restart;

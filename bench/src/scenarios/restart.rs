@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use ax_daemon::engine::{Effect, Engine, EngineConfig, Input, Submit};
+use ax_daemon::engine::{Effect, Engine, EngineConfig, Input, SpawnOrder, Submit};
 use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::Store;
 use ax_daemon::store::sqlite::SqliteStore;
@@ -32,6 +32,17 @@ fn job(id: &str, pool: &str, deps: &[&str]) -> JobSpec {
     j.pool = pool.into();
     j.deps = deps.iter().map(|d| d.to_string()).collect();
     j
+}
+
+/// The spawn orders among `effects`.
+pub fn spawn_orders(effects: &[Effect]) -> Vec<SpawnOrder> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Spawn(o) => Some(o.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Writes a store of `n` runs: 90% finished, 10% queued in two-job chains
@@ -77,14 +88,7 @@ pub fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
         submitted += chunk;
         // Start every spawn order; finish those of the `done` DAG; the
         // chains' `a`s stay running (their daemon "crashed").
-        let orders: Vec<_> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Spawn(o) => Some(o.clone()),
-                _ => None,
-            })
-            .collect();
-        for o in orders {
+        for o in spawn_orders(&effects) {
             let started = engine.handle(
                 now,
                 Input::Started {

@@ -338,6 +338,7 @@ impl Scheduler {
                 .get_run(id)
                 .map_err(store_err)?
                 .ok_or_else(|| not_found(format!("run {id}")))?;
+            self.pin(view.dag_run);
             let dr = self
                 .store
                 .load_dag_run(view.dag_run)

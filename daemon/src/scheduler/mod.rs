@@ -140,6 +140,9 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
 /// keeps it; a retry loads it back).
 const EVICT_AFTER: Millis = 10 * 60_000;
 
+/// How often the pruner is sent an order.
+const PRUNE_EVERY: Millis = 3_600_000;
+
 /// Messages taken into one step at most.
 const MAX_BATCH: usize = 4096;
 
@@ -157,6 +160,8 @@ pub struct Parts {
     pub writer: SyncSender<Step>,
     pub fault: Fault,
     pub shutdown: Shutdown,
+    /// The pruner thread's orders, reports, pins and sizes.
+    pub retention: crate::retention::Link,
     /// A sender on the queue `run` reads.
     pub own_queue: Sender<Msg>,
     pub metrics: crate::metrics::Metrics,
@@ -184,6 +189,10 @@ pub struct Scheduler {
     writer: SyncSender<Step>,
     /// Set by the writer while the store refuses writes (disk full).
     fault: Fault,
+    retention: crate::retention::Link,
+    /// Runs the pruner deleted since counts were last read from the store;
+    /// `status` subtracts them.
+    pruned: BTreeMap<RunState, u64>,
 }
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
@@ -202,12 +211,15 @@ impl Scheduler {
             stored_terminal: parts.stored_terminal,
             shutdown: parts.shutdown,
             shutdown_at: None,
-            last_evict: now_ms(),
+            // The first step evicts and sends the first pruning order.
+            last_evict: 0,
             last_prune: 0,
             own_queue: parts.own_queue,
             metrics: parts.metrics,
             writer: parts.writer,
             fault: parts.fault,
+            retention: parts.retention,
+            pruned: BTreeMap::new(),
         }
     }
 
@@ -546,52 +558,68 @@ impl Scheduler {
     }
 
     /// Re-derives the count of finished runs held only by the store (after
-    /// pruning, or loading a DAG run back into the engine).
+    /// loading a DAG run back into the engine). Reports already sent are
+    /// taken first, as the store read includes their deletions.
     fn refresh_counts(&mut self) {
+        self.take_prune_reports();
         if let Ok(counts) = self.store.state_counts() {
             for s in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
                 let total = counts.get(s.as_str()).copied().unwrap_or(0);
                 let held = self.engine.count(s) + self.engine.evicted_count(s);
                 self.stored_terminal.insert(s, total.saturating_sub(held));
             }
+            self.pruned.clear();
         }
     }
 
+    /// Counts the runs the pruner reports deleted.
+    fn take_prune_reports(&mut self) {
+        while let Ok(report) = self.retention.reports.try_recv() {
+            for (state, n) in report.runs {
+                *self.pruned.entry(state).or_default() += n;
+            }
+        }
+    }
+
+    /// Keeps a DAG run that is about to be read back from the store from
+    /// the pruner (see `retention::Pins`).
+    fn pin(&self, dag_run: u64) {
+        self.retention
+            .pins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(dag_run);
+    }
+
     /// Housekeeping, at most once a minute: finished DAG runs leave the
-    /// engine's memory after `EVICT_AFTER`; DAG runs, events and logs older
-    /// than `logs.retain` leave the store (hourly).
+    /// engine's memory after `EVICT_AFTER`; hourly, the pruner thread is
+    /// told what it may delete from the store (`retention`).
     fn maintain(&mut self, now: Millis) {
+        self.take_prune_reports();
         if now - self.last_evict < 60_000 {
             return;
         }
         self.last_evict = now;
-        let evicted = self.engine.evict_finished(now - EVICT_AFTER);
+        let held_before = now - EVICT_AFTER;
+        let evicted = self.engine.evict_finished(held_before);
         if evicted > 0 {
             tracing::debug!("{evicted} finished DAG runs left memory");
         }
-        if now - self.last_prune < 3_600_000 {
+        if now - self.last_prune < PRUNE_EVERY {
             return;
         }
         self.last_prune = now;
-        let before = now - self.cfg.log_retain.as_millis() as Millis;
-        // Only DAG runs the engine no longer holds can be pruned.
-        let before = before.min(now - EVICT_AFTER);
-        match self.store.prune(before) {
-            Ok(logs) => {
-                let log_dir = self.cfg.state_dir.join("logs");
-                for (run, attempt) in &logs {
-                    let _ = std::fs::remove_file(crate::executor::log_path(
-                        &log_dir,
-                        RunId(*run),
-                        *attempt,
-                    ));
-                }
-                if !logs.is_empty() {
-                    tracing::info!("pruned {} attempts older than logs.retain", logs.len());
-                }
-                self.refresh_counts();
-            }
-            Err(e) => tracing::warn!("pruning old runs failed: {e}"),
-        }
+        let keep_runs = self
+            .registry
+            .iter()
+            .filter_map(|(name, e)| Some((name.clone(), e.spec.as_ref()?.keep_runs?)))
+            .collect();
+        let order = crate::retention::Order {
+            age_before: now - self.cfg.log_retain.as_millis() as Millis,
+            held_before,
+            keep_runs,
+        };
+        // The pruner ends only after this thread drops its end.
+        let _ = self.retention.orders.send(order);
     }
 }

@@ -87,6 +87,7 @@ impl Scheduler {
             let n = self.engine.count(s)
                 + self.engine.evicted_count(s)
                 + self.stored_terminal.get(&s).copied().unwrap_or(0);
+            let n = n.saturating_sub(self.pruned.get(&s).copied().unwrap_or(0));
             runs.insert(s.as_str().into(), n);
         }
         StatusView {
@@ -108,6 +109,8 @@ impl Scheduler {
             runs,
             errors: self.registry.errors(),
             store_error: self.store_fault(),
+            store_bytes: self.retention.sizes.store_bytes(),
+            log_bytes: self.retention.sizes.log_bytes(),
             config: None,
         }
     }

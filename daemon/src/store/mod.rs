@@ -2,6 +2,7 @@
 //! (SPEC §5.2, §9). Everything one scheduler step decides is written by a
 //! single `commit` call, in one transaction.
 
+pub mod prune;
 pub mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
@@ -115,10 +116,6 @@ pub trait Store: Send {
     /// One DAG run, finished or not, to load it back into the engine
     /// (a retry of a run the engine no longer holds).
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError>;
-    /// Deletes DAG runs that finished before `before` with their runs,
-    /// attempts and events; returns (run, attempt) of the deleted attempts
-    /// so their log files can go too.
-    fn prune(&mut self, before: i64) -> Result<Vec<(u64, u32)>, StoreError>;
     /// The last good version of every DAG the jobs folder defined.
     fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError>;
     /// The spec a DAG run was created from.

@@ -77,7 +77,7 @@ const MIGRATIONS: &[&str] = &[
 const SPEC_SWEEP_MIN: usize = 10_000;
 
 pub struct SqliteStore {
-    conn: Connection,
+    pub(super) conn: Connection,
     /// Content hash per spec allocation. The `Weak` keeps the allocation's
     /// address from being reused while the entry exists, so a pointer key
     /// never maps to another spec's hash.
@@ -476,37 +476,6 @@ impl Store for SqliteStore {
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError> {
         let loaded = self.load_where(&format!("d.id = {id}"))?;
         Ok(loaded.dag_runs.into_iter().next())
-    }
-
-    fn prune(&mut self, before: i64) -> Result<Vec<(u64, u32)>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(&format!(
-            "CREATE TEMP TABLE IF NOT EXISTS prune_dr (id INTEGER PRIMARY KEY);
-             DELETE FROM prune_dr;
-             INSERT INTO prune_dr SELECT id FROM dag_runs WHERE state != 'active' AND finished_at < {before};"
-        ))?;
-        let logs: Vec<(u64, u32)> = {
-            let mut stmt = tx.prepare(
-                "SELECT a.run, a.n FROM attempts a JOIN runs r ON r.id = a.run WHERE r.dag_run IN (SELECT id FROM prune_dr)",
-            )?;
-            stmt.query_map([], |r| {
-                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u32))
-            })?
-            .collect::<Result<_, _>>()?
-        };
-        tx.execute_batch(
-            "DELETE FROM attempts WHERE run IN (SELECT id FROM runs WHERE dag_run IN (SELECT id FROM prune_dr));
-             DELETE FROM events WHERE dag_run IN (SELECT id FROM prune_dr);
-             DELETE FROM runs WHERE dag_run IN (SELECT id FROM prune_dr);
-             DELETE FROM dag_runs WHERE id IN (SELECT id FROM prune_dr);
-             DELETE FROM specs WHERE hash NOT IN (SELECT spec_hash FROM dag_runs) AND hash NOT IN (SELECT hash FROM dag_defs);",
-        )?;
-        tx.commit()?;
-        self.spec_hashes.clear();
-        self.spec_sweep_at = SPEC_SWEEP_MIN;
-        Ok(logs)
     }
 
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {

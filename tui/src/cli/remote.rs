@@ -296,6 +296,22 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// Bytes in binary units with one decimal (`1.5 MiB`).
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, ClientError> {
     match cmd {
         Remote::Status => {
@@ -320,6 +336,13 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for (state, n) in &s.runs {
                 let _ = writeln!(o.out, "  {state:<10} {n}");
             }
+            let size = |b: Option<u64>| b.map_or_else(|| "not measured yet".into(), human_bytes);
+            let _ = writeln!(
+                o.out,
+                "store {}  logs {}",
+                size(s.store_bytes),
+                size(s.log_bytes)
+            );
             if let Some(c) = &s.config {
                 let _ = writeln!(
                     o.out,
@@ -746,4 +769,17 @@ pub async fn wait_ready(socket: &Path, timeout: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_print_in_binary_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
 }
