@@ -25,6 +25,25 @@ fn ax(socket: &Path, args: &[&str]) -> Output {
 }
 
 /// `ax --json ARGS`: one JSON document per stdout line.
+/// Waits until axd counts `n` connected clients (this call's own among
+/// them), i.e. the follower is attached before the test goes on.
+fn wait_for_clients(socket: &Path, n: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = ax_command(socket, &["metrics"]).output().unwrap();
+        let connected = text(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("ax_clients_connected "))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        if connected >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the follower never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn ax_lines(socket: &Path, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
@@ -79,7 +98,7 @@ fn logs_follow_streams_every_attempt_of_a_queued_run_and_exits_with_its_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_clients(&d.socket, 2);
     std::fs::write(&gate, "").unwrap();
     let out = wait_output(follower, Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "{out:?}");

@@ -43,12 +43,7 @@ impl Scheduler {
     pub(super) fn metrics_text(&self, now: Millis) -> MetricsText {
         let queued: HashMap<String, u32> = self.engine.pool_queued().into_iter().collect();
         let snapshot = Snapshot {
-            runs_by_state: self
-                .status()
-                .runs
-                .iter()
-                .filter_map(|(state, n)| RunState::parse(state).map(|s| (s, *n)))
-                .collect(),
+            runs_by_state: self.run_counts().collect(),
             pools: self
                 .engine
                 .pool_usage()
@@ -81,15 +76,25 @@ impl Scheduler {
         }
     }
 
-    pub(super) fn status(&self) -> StatusView {
-        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
-        for s in RunState::ALL {
+    /// Runs per state over the whole store: held by the engine, evicted
+    /// this life, or only stored, less what the pruner deleted.
+    fn run_counts(&self) -> impl Iterator<Item = (RunState, u64)> + '_ {
+        RunState::ALL.into_iter().map(|s| {
             let n = self.engine.count(s)
                 + self.engine.evicted_count(s)
                 + self.stored_terminal.get(&s).copied().unwrap_or(0);
-            let n = n.saturating_sub(self.pruned.get(&s).copied().unwrap_or(0));
-            runs.insert(s.as_str().into(), n);
-        }
+            (
+                s,
+                n.saturating_sub(self.pruned.get(&s).copied().unwrap_or(0)),
+            )
+        })
+    }
+
+    pub(super) fn status(&self) -> StatusView {
+        let runs: BTreeMap<String, u64> = self
+            .run_counts()
+            .map(|(s, n)| (s.as_str().into(), n))
+            .collect();
         StatusView {
             version: env!("CARGO_PKG_VERSION").into(),
             uptime_s: self.started.elapsed().as_secs(),
