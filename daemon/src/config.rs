@@ -10,11 +10,15 @@ use ax_shared::duration::parse_duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::engine::{Aging, EngineConfig};
+use crate::store::postgres::PgUrl;
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub jobs_dir: PathBuf,
     pub state_dir: PathBuf,
+    /// `store = "postgres://…"`: PostgreSQL instead of SQLite in
+    /// `state_dir` (which still holds the logs and the lock).
+    pub store: Option<PgUrl>,
     pub socket: PathBuf,
     pub max_concurrency: u32,
     pub timezone: String,
@@ -52,6 +56,7 @@ pub enum ConfigError {
 struct Raw {
     jobs_dir: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    store: Option<StoreUrl>,
     socket: Option<PathBuf>,
     max_concurrency: Option<u32>,
     timezone: Option<String>,
@@ -100,6 +105,18 @@ struct RawLogs {
 #[serde(deny_unknown_fields)]
 struct RawPool {
     slots: u32,
+}
+
+/// `store`: checked as it is read, so that a bad URL is reported with its
+/// line.
+struct StoreUrl(PgUrl);
+impl<'de> Deserialize<'de> for StoreUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        PgUrl::parse(&s)
+            .map(StoreUrl)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 struct Dur(Duration);
@@ -349,6 +366,7 @@ impl Config {
         Ok(Config {
             jobs_dir: resolve(raw.jobs_dir, xdg_jobs),
             state_dir: resolve(raw.state_dir, xdg_state),
+            store: raw.store.map(|s| s.0),
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
@@ -394,6 +412,7 @@ impl Config {
             }
         };
         check("state_dir", self.state_dir != new.state_dir);
+        check("store", self.store != new.store);
         check("socket", self.socket != new.socket);
         check("socket_group", self.socket_group != new.socket_group);
         check("admin_group", self.admin_group != new.admin_group);
@@ -408,6 +427,7 @@ impl Config {
     pub fn reloaded(&self, new: Config) -> Config {
         Config {
             state_dir: self.state_dir.clone(),
+            store: self.store.clone(),
             socket: self.socket.clone(),
             socket_group: self.socket_group.clone(),
             admin_group: self.admin_group.clone(),
@@ -545,6 +565,19 @@ mod tests {
     }
 
     #[test]
+    fn store_is_sqlite_unless_a_postgres_url_is_given() {
+        assert!(parse("").unwrap().store.is_none());
+        let c = parse("store = \"postgres://ax:pw@db.example/ax\"\n").unwrap();
+        let url = c.store.expect("a PostgreSQL store");
+        assert_eq!(url.redacted(), "postgres://ax:***@db.example/ax");
+        let other = parse("store = \"postgres://ax@other/ax\"\n").unwrap();
+        assert_eq!(
+            parse("").unwrap().restart_only_changes(&other),
+            vec!["store"]
+        );
+    }
+
+    #[test]
     fn relative_paths_and_defaults() {
         let c = parse("jobs_dir = \"j\"\nmax_concurrency = 4\n").unwrap();
         assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
@@ -571,6 +604,12 @@ mod tests {
             ("[logs]\nmax_bytes = \"10 parsecs\"\n", "size"),
             ("metrics_addr = \"9464\"\n", "address and port"),
             ("metrics_addr = \"0.0.0.0:9464\"\n", "metrics_public = true"),
+            (
+                "max_concurrency = 4\nstore = \"mysql://db/ax\"\n",
+                "line 2, column 9 (key `store`)",
+            ),
+            ("store = \"mysql://db/ax\"\n", "postgres://"),
+            ("store = \"postgres://db:port/ax\"\n", "(key `store`)"),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(needle), "{text:?}: {err}");

@@ -21,6 +21,8 @@ use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
 use crate::server::{Access, bind, serve};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
+use crate::store::postgres::PgStore;
+use crate::store::prune::Prune;
 use crate::store::sqlite::SqliteStore;
 use crate::time::now_ms;
 use crate::writer::Fault;
@@ -102,22 +104,25 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         .transpose()?;
 
     // 1. open the store, migrate, load unfinished runs
-    let db = cfg.state_dir.join("ax.db");
-    let mut store = SqliteStore::open(&db, cfg.synchronous_full)
-        .with_context(|| format!("cannot open {}", db.display()))?;
+    let Stores {
+        mut main,
+        writer: writer_store,
+        pruner: pruner_store,
+        name: db,
+    } = open_stores(&cfg)?;
     let Restored {
         now,
         engine,
         mut initial,
         stored_terminal,
         cron_marks,
-    } = restore(&cfg, &mut store, &db)?;
+    } = restore(&cfg, &mut *main, &db)?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
     // switch survives restarts.
-    let dag_history = store
+    let dag_history = main
         .dag_history()
-        .with_context(|| format!("cannot read {}", db.display()))?;
+        .with_context(|| format!("cannot read {db}"))?;
     let metrics_shared = crate::metrics::Shared::default();
 
     // 3. executor, writer, scheduler, jobs folder
@@ -152,10 +157,6 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         )
         .context("cannot start the spawner threads")?
     };
-    // A second connection for the writer thread; the scheduler's serves
-    // reads.
-    let writer_store = SqliteStore::open(&db, cfg.synchronous_full)
-        .with_context(|| format!("cannot open {}", db.display()))?;
     let fault: Fault = Arc::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
@@ -165,17 +166,11 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         let metrics = metrics_shared.clone();
         std::thread::Builder::new()
             .name("ax-writer".into())
-            .spawn(move || {
-                crate::writer::run(Box::new(writer_store), writer_rx, notify, fault, metrics)
-            })
+            .spawn(move || crate::writer::run(writer_store, writer_rx, notify, fault, metrics))
             .context("cannot start the store writer thread")?
     };
-    // The pruner's own connection: its short batches wait for the writer's
-    // transactions (busy timeout), never the scheduler.
-    let pruner_store = SqliteStore::open(&db, cfg.synchronous_full)
-        .with_context(|| format!("cannot open {}", db.display()))?;
     let (pruner, retention, orders) =
-        crate::retention::Pruner::new(pruner_store, &db, &log_dir, shutdown.clone());
+        crate::retention::Pruner::new(pruner_store, &log_dir, shutdown.clone());
     let pruner_thread = std::thread::Builder::new()
         .name("ax-pruner".into())
         .spawn(move || pruner.run(orders))
@@ -184,7 +179,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         cfg: cfg.clone(),
         config_path,
         engine,
-        store: Box::new(store),
+        store: main,
         exec: exec_tx,
         notify: notify_tx.clone(),
         stored_terminal,
@@ -292,6 +287,45 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     Ok(code)
 }
 
+/// The store's handles: the scheduler's (reads), the writer thread's and
+/// the pruner's, each used by its own thread.
+struct Stores {
+    main: Box<dyn Store>,
+    writer: Box<dyn Store>,
+    pruner: Box<dyn Prune>,
+    /// What the log calls the store: the database file, or the URL
+    /// without its password.
+    name: String,
+}
+
+/// Opens (and migrates) the store the config names: PostgreSQL when
+/// `store` is set, else SQLite in the state dir (one connection per
+/// handle; the pruner's short batches wait for the writer's transactions
+/// through the busy timeout, never the scheduler).
+fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
+    if let Some(url) = &cfg.store {
+        let name = url.redacted();
+        let main = PgStore::open(url).with_context(|| format!("cannot open {name}"))?;
+        return Ok(Stores {
+            writer: Box::new(main.another()),
+            pruner: Box::new(main.another()),
+            main: Box::new(main),
+            name,
+        });
+    }
+    let db = cfg.state_dir.join("ax.db");
+    let open = || {
+        SqliteStore::open(&db, cfg.synchronous_full)
+            .with_context(|| format!("cannot open {}", db.display()))
+    };
+    Ok(Stores {
+        main: Box::new(open()?),
+        writer: Box::new(open()?),
+        pruner: Box::new(open()?),
+        name: db.display().to_string(),
+    })
+}
+
 /// The engine as the store left it, with what the scheduler needs to go
 /// on from there.
 struct Restored {
@@ -305,7 +339,7 @@ struct Restored {
 
 /// Loads unfinished runs into a new engine; processes of an earlier life
 /// die first.
-fn restore(cfg: &Config, store: &mut SqliteStore, db: &Path) -> anyhow::Result<Restored> {
+fn restore(cfg: &Config, store: &mut dyn Store, db: &str) -> anyhow::Result<Restored> {
     let t_load = crate::time::monotonic();
     let loaded = store.load()?;
     tracing::debug!("store load took {:?}", t_load.elapsed());
@@ -346,8 +380,7 @@ fn restore(cfg: &Config, store: &mut SqliteStore, db: &Path) -> anyhow::Result<R
         stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
     }
     tracing::info!(
-        "store {} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted",
-        db.display()
+        "store {db} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted"
     );
     Ok(Restored {
         now,

@@ -90,7 +90,7 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
     for d in parsed {
         let name = d.spec.name.clone();
         let text = serde_json::to_string(&d.spec).unwrap_or_default();
-        let hash = crate::store::sqlite::content_hash(&text);
+        let hash = crate::store::specs::content_hash(&text);
         if let Some((_, e)) = after_errors.iter().find(|(n, _)| *n == name) {
             let entry = dags.entry(name.clone()).or_insert_with(|| DagEntry {
                 spec: None,

@@ -21,8 +21,7 @@ use ax_shared::RunState;
 use crate::engine::{Millis, RunId};
 use crate::shutdown::{Phase, Shutdown};
 use crate::store::StoreError;
-use crate::store::prune::Pruned;
-use crate::store::sqlite::SqliteStore;
+use crate::store::prune::{Prune, Pruned};
 
 /// DAG runs deleted per transaction: the writer thread waits for at most
 /// one such batch.
@@ -91,8 +90,7 @@ pub struct Link {
 }
 
 pub struct Pruner {
-    store: SqliteStore,
-    db: PathBuf,
+    store: Box<dyn Prune>,
     log_dir: PathBuf,
     pins: Pins,
     sizes: Arc<Sizes>,
@@ -109,10 +107,10 @@ pub struct Totals {
 }
 
 impl Pruner {
-    /// A pruner on its own connection to `db`, and the scheduler's link to it.
+    /// A pruner on its own connection to the store, and the scheduler's
+    /// link to it.
     pub fn new(
-        store: SqliteStore,
-        db: &Path,
+        store: Box<dyn Prune>,
         log_dir: &Path,
         shutdown: Shutdown,
     ) -> (Pruner, Link, Receiver<Order>) {
@@ -122,7 +120,6 @@ impl Pruner {
         let sizes = Arc::new(Sizes::default());
         let pruner = Pruner {
             store,
-            db: db.to_path_buf(),
             log_dir: log_dir.to_path_buf(),
             pins: pins.clone(),
             sizes: sizes.clone(),
@@ -247,14 +244,9 @@ impl Pruner {
         self.shutdown.phase() == Phase::Serving
     }
 
-    /// Measures the store (database and WAL) and the log folder.
-    pub fn measure(&self) {
-        let wal = PathBuf::from(format!("{}-wal", self.db.display()));
-        let store = [&self.db, &wal]
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len())
-            .sum();
+    /// Measures the store and the log folder.
+    pub fn measure(&mut self) {
+        let store = self.store.store_bytes().unwrap_or(UNKNOWN);
         self.sizes.store.store(store, Ordering::Relaxed);
         self.sizes
             .logs

@@ -2,6 +2,7 @@
 //! old, beyond `keep_runs`, recent (held by the engine), active, pinned.
 
 use super::*;
+use crate::store::sqlite::SqliteStore;
 use rusqlite::{Connection, params};
 
 const HOUR: Millis = 3_600_000;
@@ -86,7 +87,7 @@ impl Fixture {
 
     fn pruner(&self, shutdown: Shutdown) -> (Pruner, Link) {
         let store = SqliteStore::open(&self.db, false).unwrap();
-        let (pruner, link, _orders) = Pruner::new(store, &self.db, &self.log_dir, shutdown);
+        let (pruner, link, _orders) = Pruner::new(Box::new(store), &self.log_dir, shutdown);
         (pruner, link)
     }
 
@@ -262,7 +263,7 @@ fn no_batch_starts_once_shutdown_begins() {
 fn sizes_are_measured_from_the_files() {
     let f = Fixture::new();
     f.dag_run(1, "d", Some(NOW), ["success", "success"]);
-    let (pruner, link) = f.pruner(serving());
+    let (mut pruner, link) = f.pruner(serving());
     assert_eq!(link.sizes.store_bytes(), None, "unknown until measured");
     pruner.measure();
     let db = std::fs::metadata(&f.db).unwrap().len();

@@ -2,7 +2,9 @@
 //! (SPEC §5.2, §9). Everything one scheduler step decides is written by a
 //! single `commit` call, in one transaction.
 
+pub mod postgres;
 pub mod prune;
+pub mod specs;
 pub mod sqlite;
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,7 +14,9 @@ use ax_shared::api::{EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
-use crate::engine::{DagRun, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
+use crate::engine::{
+    DagRun, DagRunState, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -22,6 +26,55 @@ pub enum StoreError {
     Corrupt(String),
     #[error("store: {0}")]
     Io(#[from] std::io::Error),
+    #[error("store: PostgreSQL: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("store: PostgreSQL: {0}")]
+    PostgresPool(#[from] deadpool_postgres::PoolError),
+}
+
+pub(crate) fn state_str(s: RunState) -> &'static str {
+    s.as_str()
+}
+
+pub(crate) fn parse_state(s: &str) -> Result<RunState, StoreError> {
+    RunState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown run state {s:?}")))
+}
+
+pub(crate) fn dag_run_state_str(s: DagRunState) -> &'static str {
+    match s {
+        DagRunState::Active => "active",
+        DagRunState::Success => "success",
+        DagRunState::Failed => "failed",
+        DagRunState::Cancelled => "cancelled",
+    }
+}
+
+pub(crate) fn parse_dag_run_state(s: &str) -> DagRunState {
+    match s {
+        "success" => DagRunState::Success,
+        "failed" => DagRunState::Failed,
+        "cancelled" => DagRunState::Cancelled,
+        _ => DagRunState::Active,
+    }
+}
+
+pub(crate) fn parse_outcome(s: &str) -> Option<ax_shared::Outcome> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+}
+
+pub(crate) fn parse_delay(s: Option<&str>) -> Option<crate::engine::Delay> {
+    match s {
+        Some("retry_budget") => Some(crate::engine::Delay::RetryBudget),
+        Some(_) => Some(crate::engine::Delay::Backoff),
+        None => None,
+    }
+}
+
+pub(crate) fn delay_str(d: crate::engine::Delay) -> &'static str {
+    match d {
+        crate::engine::Delay::Backoff => "backoff",
+        crate::engine::Delay::RetryBudget => "retry_budget",
+    }
 }
 
 /// One step's worth of changes.

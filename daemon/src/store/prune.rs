@@ -1,5 +1,6 @@
-//! Deleting finished DAG runs from the SQLite store (SPEC §5.2 retention),
-//! for the pruner thread's own connection (`crate::retention`).
+//! Deleting finished DAG runs (SPEC §5.2 retention), for the pruner
+//! thread's own connection (`crate::retention`): the `Prune` trait, and
+//! its SQLite implementation (PostgreSQL's is in `postgres/prune.rs`).
 //!
 //! Candidates are read outside any write transaction; each batch is then
 //! deleted in one short `BEGIN IMMEDIATE` transaction that checks every
@@ -25,10 +26,44 @@ pub struct Pruned {
     pub attempts: Vec<(u64, u32)>,
 }
 
-impl SqliteStore {
+/// What the pruner needs from a store.
+pub trait Prune: Send {
     /// Up to `limit` finished DAG runs with an id above `after`, finished
     /// before `before`, oldest id first.
-    pub fn finished_before(
+    fn finished_before(
+        &mut self,
+        before: i64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<u64>, StoreError>;
+    /// Up to `limit` finished DAG runs of `dag` older than its newest
+    /// `keep` DAG runs (active ones count among the newest), finished
+    /// before `before`.
+    fn beyond_newest(
+        &mut self,
+        dag: &str,
+        keep: u32,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<u64>, StoreError>;
+    /// Deletes those of `ids` that are still finished and finished before
+    /// `before`, with their runs, attempts and events, in one transaction.
+    /// A finished run that a run of an active DAG run still waits on
+    /// (`--after`) stays, with its DAG run: a restart reads its state from
+    /// the store.
+    fn delete_dag_runs(&mut self, ids: &[u64], before: i64) -> Result<Pruned, StoreError>;
+    /// Deletes specs no DAG run and no DAG definition refers to. Safe
+    /// beside the writer's spec cache because a spec is only cached while
+    /// its `Arc` lives, and a live `Arc` belongs to a DAG run the engine
+    /// holds (never pruned) or to a loaded DAG, whose spec `dag_defs`
+    /// refers to.
+    fn delete_unused_specs(&mut self) -> Result<u64, StoreError>;
+    /// The bytes the store occupies, for `ax status`; `None` when unknown.
+    fn store_bytes(&mut self) -> Option<u64>;
+}
+
+impl Prune for SqliteStore {
+    fn finished_before(
         &mut self,
         before: i64,
         after: u64,
@@ -46,10 +81,7 @@ impl SqliteStore {
         Ok(ids)
     }
 
-    /// Up to `limit` finished DAG runs of `dag` older than its newest
-    /// `keep` DAG runs (active ones count among the newest), finished
-    /// before `before`.
-    pub fn beyond_newest(
+    fn beyond_newest(
         &mut self,
         dag: &str,
         keep: u32,
@@ -70,9 +102,7 @@ impl SqliteStore {
         Ok(ids)
     }
 
-    /// Deletes those of `ids` that are still finished and finished before
-    /// `before`, with their runs, attempts and events, in one transaction.
-    pub fn delete_dag_runs(&mut self, ids: &[u64], before: i64) -> Result<Pruned, StoreError> {
+    fn delete_dag_runs(&mut self, ids: &[u64], before: i64) -> Result<Pruned, StoreError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -130,12 +160,7 @@ impl SqliteStore {
         Ok(pruned)
     }
 
-    /// Deletes specs no DAG run and no DAG definition refers to. Safe
-    /// beside the writer's spec cache because a spec is only cached while
-    /// its `Arc` lives, and a live `Arc` belongs to a DAG run the engine
-    /// holds (never pruned) or to a loaded DAG, whose spec `dag_defs`
-    /// refers to.
-    pub fn delete_unused_specs(&mut self) -> Result<u64, StoreError> {
+    fn delete_unused_specs(&mut self) -> Result<u64, StoreError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -145,5 +170,18 @@ impl SqliteStore {
         )?;
         tx.commit()?;
         Ok(n as u64)
+    }
+
+    /// The database file and its WAL.
+    fn store_bytes(&mut self) -> Option<u64> {
+        let db = self.conn.path()?.to_string();
+        let wal = format!("{db}-wal");
+        Some(
+            [db, wal]
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum(),
+        )
     }
 }

@@ -17,11 +17,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 mod events;
 mod load;
 
+use super::specs::{SpecHashes, def_text};
 use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
-use crate::engine::{
-    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, Trigger,
-    UniqueHolder,
-};
+use super::{dag_run_state_str, parse_outcome, parse_state, state_str};
+use crate::engine::{Attempt, DagRunId, RestoredDagRun, RestoredRun, RunId, Trigger, UniqueHolder};
 use ax_shared::time::Timestamp;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
@@ -74,50 +73,9 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
-/// `spec_hashes` is not swept below this size.
-const SPEC_SWEEP_MIN: usize = 10_000;
-
 pub struct SqliteStore {
     pub(super) conn: Connection,
-    /// Content hash per spec allocation. The `Weak` keeps the allocation's
-    /// address from being reused while the entry exists, so a pointer key
-    /// never maps to another spec's hash.
-    spec_hashes: HashMap<usize, (std::sync::Weak<DagSpec>, String)>,
-    /// When `spec_hashes` is next swept of dead specs: twice its size after
-    /// the last sweep, so the sweeps cost O(1) per entry amortised even
-    /// when every live run has a spec of its own (ad-hoc submissions).
-    spec_sweep_at: usize,
-}
-
-fn state_str(s: RunState) -> &'static str {
-    s.as_str()
-}
-
-fn parse_state(s: &str) -> Result<RunState, StoreError> {
-    RunState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown run state {s:?}")))
-}
-
-fn dag_run_state_str(s: DagRunState) -> &'static str {
-    match s {
-        DagRunState::Active => "active",
-        DagRunState::Success => "success",
-        DagRunState::Failed => "failed",
-        DagRunState::Cancelled => "cancelled",
-    }
-}
-
-fn parse_outcome(s: &str) -> Option<Outcome> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
-}
-
-/// A stable content hash (FNV-1a, 64 bit) to dedupe stored specs.
-pub fn content_hash(text: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    spec_hashes: SpecHashes,
 }
 
 impl SqliteStore {
@@ -141,8 +99,7 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA wal_autocheckpoint = 1000; PRAGMA journal_size_limit = 67108864; PRAGMA foreign_keys = OFF;")?;
         let mut store = SqliteStore {
             conn,
-            spec_hashes: HashMap::new(),
-            spec_sweep_at: SPEC_SWEEP_MIN,
+            spec_hashes: SpecHashes::default(),
         };
         store.migrate()?;
         Ok(store)
@@ -238,76 +195,24 @@ impl SqliteStore {
         }
         Ok(views)
     }
-}
 
-const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
-
-/// A state or outcome column's text as its type; unknown text is a
-/// corrupt row.
-fn parsed<T>(column: usize, text: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
-    parse(text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            column,
-            rusqlite::types::Type::Text,
-            format!("unknown value {text:?}").into(),
-        )
-    })
-}
-
-fn event_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventView> {
-    Ok(EventView {
-        seq: r.get(0)?,
-        time: Timestamp::from_millis(r.get(1)?),
-        run: r.get::<_, Option<i64>>(2)?.map(|v| v as u64),
-        dag_run: r.get::<_, i64>(3)? as u64,
-        from: r
-            .get::<_, Option<String>>(4)?
-            .map(|s| parsed(4, &s, RunState::parse))
-            .transpose()?,
-        to: r
-            .get::<_, Option<String>>(5)?
-            .map(|s| parsed(5, &s, RunState::parse))
-            .transpose()?,
-        reason: r.get(6)?,
-        actor: r.get(7)?,
-    })
-}
-
-impl Store for SqliteStore {
-    fn commit(&mut self, c: &Commit<'_>) -> Result<Vec<i64>, StoreError> {
-        if c.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Specs are shared by every DAG run of one DAG version: hash once
-        // per Arc and store once per content.
-        let mut new_specs = Vec::new();
-        if self.spec_hashes.len() > self.spec_sweep_at {
-            self.spec_hashes.retain(|_, (w, _)| w.strong_count() > 0);
-            self.spec_sweep_at = (2 * self.spec_hashes.len()).max(SPEC_SWEEP_MIN);
-        }
-        for d in &c.dag_runs {
-            let key = Arc::as_ptr(&d.spec) as usize;
-            if let std::collections::hash_map::Entry::Vacant(slot) = self.spec_hashes.entry(key) {
-                let text = serde_json::to_string(&*d.spec)
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let hash = content_hash(&text);
-                slot.insert((Arc::downgrade(&d.spec), hash.clone()));
-                new_specs.push((hash, text));
-            }
-        }
+    /// One commit's transaction (`new_specs`: the specs it must add).
+    fn write(
+        &mut self,
+        c: &Commit<'_>,
+        new_specs: &[(String, String)],
+    ) -> Result<Vec<i64>, StoreError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         {
             let mut spec =
                 tx.prepare_cached("INSERT OR IGNORE INTO specs (hash, spec) VALUES (?1, ?2)")?;
-            for (hash, text) in &new_specs {
+            for (hash, text) in new_specs {
                 spec.execute(params![hash, text])?;
             }
             for (def, _) in &c.dag_defs {
-                let text =
-                    serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let hash = content_hash(&text);
+                let (hash, text) = def_text(def)?;
                 spec.execute(params![hash, text])?;
                 tx.prepare_cached("INSERT OR REPLACE INTO dag_defs (name, file, hash, loaded_at) VALUES (?1, ?2, ?3, ?4)")?
                     .execute(params![def.name, def.file, hash, crate::time::now_ms()])?;
@@ -322,7 +227,7 @@ impl Store for SqliteStore {
                  ON CONFLICT(id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at",
             )?;
             for d in &c.dag_runs {
-                let hash = &self.spec_hashes[&(Arc::as_ptr(&d.spec) as usize)].1;
+                let hash = self.spec_hashes.hash_of(&d.spec);
                 dr.execute(params![
                     d.id.0 as i64,
                     &*d.dag,
@@ -350,10 +255,7 @@ impl Store for SqliteStore {
             for r in &c.runs {
                 let upstream = serde_json::to_string(&r.upstream)
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let delay = r.delay.map(|d| match d {
-                    Delay::Backoff => "backoff",
-                    Delay::RetryBudget => "retry_budget",
-                });
+                let delay = r.delay.map(super::delay_str);
                 run.execute(params![
                     r.id.0 as i64,
                     r.dag_run.0 as i64,
@@ -452,6 +354,53 @@ impl Store for SqliteStore {
         }
         tx.commit()?;
         Ok(seqs)
+    }
+}
+
+const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
+
+/// A state or outcome column's text as its type; unknown text is a
+/// corrupt row.
+fn parsed<T>(column: usize, text: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            format!("unknown value {text:?}").into(),
+        )
+    })
+}
+
+fn event_view(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventView> {
+    Ok(EventView {
+        seq: r.get(0)?,
+        time: Timestamp::from_millis(r.get(1)?),
+        run: r.get::<_, Option<i64>>(2)?.map(|v| v as u64),
+        dag_run: r.get::<_, i64>(3)? as u64,
+        from: r
+            .get::<_, Option<String>>(4)?
+            .map(|s| parsed(4, &s, RunState::parse))
+            .transpose()?,
+        to: r
+            .get::<_, Option<String>>(5)?
+            .map(|s| parsed(5, &s, RunState::parse))
+            .transpose()?,
+        reason: r.get(6)?,
+        actor: r.get(7)?,
+    })
+}
+
+impl Store for SqliteStore {
+    fn commit(&mut self, c: &Commit<'_>) -> Result<Vec<i64>, StoreError> {
+        if c.is_empty() {
+            return Ok(Vec::new());
+        }
+        let new_specs = self.spec_hashes.new_specs(c)?;
+        let written = self.write(c, &new_specs);
+        if written.is_err() {
+            self.spec_hashes.rollback();
+        }
+        written
     }
 
     fn load(&mut self) -> Result<Loaded, StoreError> {

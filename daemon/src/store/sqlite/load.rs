@@ -49,12 +49,7 @@ impl SqliteStore {
                 dag_runs.push(RestoredDagRun {
                     id: DagRunId(id),
                     spec,
-                    state: match r.get::<_, String>(3)?.as_str() {
-                        "success" => DagRunState::Success,
-                        "failed" => DagRunState::Failed,
-                        "cancelled" => DagRunState::Cancelled,
-                        _ => DagRunState::Active,
-                    },
+                    state: crate::store::parse_dag_run_state(&r.get::<_, String>(3)?),
                     created_at: r.get(4)?,
                     trigger: r.get(5)?,
                     unique_key: r.get(6)?,
@@ -132,11 +127,7 @@ impl SqliteStore {
                     started_at: r.get(7)?,
                     finished_at: r.get(8)?,
                     next_at: r.get(9)?,
-                    delay: match r.get::<_, Option<String>>(10)?.as_deref() {
-                        Some("retry_budget") => Some(Delay::RetryBudget),
-                        Some(_) => Some(Delay::Backoff),
-                        None => None,
-                    },
+                    delay: crate::store::parse_delay(r.get::<_, Option<String>>(10)?.as_deref()),
                     reason: r.get(11)?,
                     message: r.get(12)?,
                     progress: r.get(13)?,

@@ -1,0 +1,201 @@
+//! Reading the store back at start-up (and one DAG run for a retry), as
+//! the SQLite store's `load_where` does: DAG runs with their runs and
+//! attempts, and what else a restart needs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use ax_shared::DagSpec;
+use deadpool_postgres::Object;
+
+use super::{int, parse_state};
+use crate::engine::{Attempt, DagRunId, RestoredDagRun, RestoredRun, RunId, Trigger};
+use crate::store::specs::parse_spec;
+use crate::store::{Loaded, StoreError, parse_dag_run_state, parse_delay, parse_outcome};
+
+/// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
+/// attempts, plus what start-up needs besides.
+pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, StoreError> {
+    let next_run: i64 = client
+        .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", &[])
+        .await?
+        .try_get(0)?;
+    let next_dag_run: i64 = client
+        .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", &[])
+        .await?
+        .try_get(0)?;
+    let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
+    let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT d.id, d.spec_hash, s.spec, d.state, d.created_at, d.trigger, d.unique_key
+                 FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE {filter} ORDER BY d.id"
+            ),
+            &[],
+        )
+        .await?;
+    for r in &rows {
+        let hash: &str = r.try_get(1)?;
+        let spec = match specs.get(hash) {
+            Some(s) => s.clone(),
+            None => {
+                let spec = Arc::new(parse_spec(r.try_get(2)?, &format!("spec {hash}"))?);
+                specs.insert(hash.to_string(), spec.clone());
+                spec
+            }
+        };
+        let id: u64 = int(r.try_get(0)?, "DAG run id")?;
+        index.insert(id, dag_runs.len());
+        dag_runs.push(RestoredDagRun {
+            id: DagRunId(id),
+            spec,
+            state: parse_dag_run_state(r.try_get(3)?),
+            created_at: r.try_get(4)?,
+            trigger: r.try_get(5)?,
+            unique_key: r.try_get(6)?,
+            runs: Vec::new(),
+        });
+    }
+    let mut attempts: HashMap<u64, Vec<Attempt>> = HashMap::new();
+    let mut orphans = Vec::new();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error
+                 FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
+                 WHERE {filter} ORDER BY a.run, a.n"
+            ),
+            &[],
+        )
+        .await?;
+    for r in &rows {
+        let a = Attempt {
+            n: int(r.try_get(1)?, "attempt number")?,
+            started_at: r.try_get(2)?,
+            finished_at: r.try_get(3)?,
+            outcome: r.try_get::<_, Option<&str>>(4)?.and_then(parse_outcome),
+            exit_code: r
+                .try_get::<_, Option<i64>>(5)?
+                .map(|v| int(v, "exit code"))
+                .transpose()?,
+            signal: r
+                .try_get::<_, Option<i64>>(6)?
+                .map(|v| int(v, "signal"))
+                .transpose()?,
+            pid: r
+                .try_get::<_, Option<i64>>(7)?
+                .map(|v| int(v, "pid"))
+                .transpose()?,
+            pid_start: r.try_get::<_, Option<i64>>(8)?.map(|v| v as u64),
+            slot: int(r.try_get(9)?, "slot")?,
+            error: r.try_get(10)?,
+        };
+        if a.outcome.is_none()
+            && let Some(pid) = a.pid
+        {
+            orphans.push((pid, a.pid_start));
+        }
+        attempts
+            .entry(int(r.try_get(0)?, "run id")?)
+            .or_default()
+            .push(a);
+    }
+    let mut upstream_ids: Vec<i64> = Vec::new();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT r.id, r.dag_run, r.job_index, r.state, r.counted_failures, r.created_at, r.ready_at, r.started_at,
+                        r.finished_at, r.next_at, r.delay, r.reason, r.message, r.progress, r.upstream
+                 FROM runs r JOIN dag_runs d ON d.id = r.dag_run WHERE {filter} ORDER BY r.id"
+            ),
+            &[],
+        )
+        .await?;
+    for r in &rows {
+        let id: u64 = int(r.try_get(0)?, "run id")?;
+        let dag_run: u64 = int(r.try_get(1)?, "DAG run id")?;
+        let text: &str = r.try_get(14)?;
+        let upstream: Vec<RunId> = if text == "[]" {
+            Vec::new()
+        } else {
+            serde_json::from_str(text)
+                .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?
+        };
+        upstream_ids.extend(upstream.iter().map(|u| u.0 as i64));
+        let run = RestoredRun {
+            id: RunId(id),
+            job_index: int(r.try_get(2)?, "job index")?,
+            state: parse_state(r.try_get(3)?)?,
+            attempts: attempts.remove(&id).unwrap_or_default(),
+            counted_failures: int(r.try_get(4)?, "counted failures")?,
+            created_at: r.try_get(5)?,
+            ready_at: r.try_get(6)?,
+            started_at: r.try_get(7)?,
+            finished_at: r.try_get(8)?,
+            next_at: r.try_get(9)?,
+            delay: parse_delay(r.try_get(10)?),
+            reason: r.try_get(11)?,
+            message: r.try_get(12)?,
+            progress: r.try_get(13)?,
+            upstream,
+        };
+        if let Some(&i) = index.get(&dag_run) {
+            dag_runs[i].runs.push(run);
+        }
+    }
+    // Upstream runs outside the loaded DAG runs (`--after` links).
+    let loaded: HashSet<i64> = dag_runs
+        .iter()
+        .flat_map(|d| d.runs.iter().map(|r| r.id.0 as i64))
+        .collect();
+    upstream_ids.retain(|u| !loaded.contains(u));
+    let mut external = Vec::new();
+    if !upstream_ids.is_empty() {
+        let rows = client
+            .query(
+                "SELECT id, state FROM runs WHERE id = ANY($1) ORDER BY id",
+                &[&upstream_ids],
+            )
+            .await?;
+        for r in &rows {
+            external.push((
+                RunId(int(r.try_get(0)?, "run id")?),
+                parse_state(r.try_get(1)?)?,
+            ));
+        }
+    }
+    let paused: Vec<String> = client
+        .query("SELECT dag FROM paused", &[])
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let cron_marks: HashMap<String, i64> = client
+        .query("SELECT dag, last_slot FROM cron_marks", &[])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    let mut trigger_queues: HashMap<String, Vec<Trigger>> = HashMap::new();
+    for r in &client
+        .query("SELECT dag, queue FROM trigger_queues", &[])
+        .await?
+    {
+        let dag: String = r.try_get(0)?;
+        let queue = serde_json::from_str(r.try_get(1)?)
+            .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))?;
+        trigger_queues.insert(dag, queue);
+    }
+    Ok(Loaded {
+        dag_runs,
+        external,
+        next_run: next_run as u64,
+        next_dag_run: next_dag_run as u64,
+        paused,
+        cron_marks,
+        trigger_queues,
+        orphans,
+    })
+}

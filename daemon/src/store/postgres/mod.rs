@@ -1,0 +1,271 @@
+//! The PostgreSQL store (SPEC §9, `store = "postgres://…"` in axd.toml):
+//! the same tables, the same semantics for every `Store` method as the
+//! SQLite store, and the same group commit (one scheduler step, or a group
+//! of them, is one transaction whose rows go in one multi-row statement
+//! per table).
+//!
+//! Why a runtime of its own: the `Store` trait is synchronous. The writer
+//! thread, the scheduler thread (reads) and the pruner each call it from a
+//! plain OS thread and wait for the answer, as with SQLite, while
+//! tokio-postgres is async. So the store owns a runtime with one worker
+//! thread, on which the pool's connection tasks run, and each call blocks
+//! its caller with `Handle::block_on`. One worker rather than a
+//! current-thread runtime: a current-thread runtime only makes progress
+//! inside its single `block_on`, so the connections of several threads'
+//! handles could not share it; and not axd's main runtime, whose socket
+//! and signal work must never wait behind store I/O (and tests and tools
+//! use the store without one).
+//!
+//! Why a pool (deadpool-postgres) when each handle is used by one thread
+//! at a time: a connection that breaks (server restart, network) is
+//! dropped and replaced on the next call, so the writer's retry loop
+//! recovers once the server is back; and the handles of one axd share a
+//! bounded set of connections.
+
+mod commit;
+mod load;
+mod prune;
+mod queries;
+mod schema;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::specs::SpecHashes;
+use super::{StoreError, parse_state};
+
+/// Connections one axd holds at most (scheduler reads, writer, pruner and
+/// the node heartbeat use one each; the rest is slack).
+const POOL_SIZE: usize = 8;
+
+/// How long a call waits for a connection, or for a new one to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A `postgres://` URL as given in axd.toml, checked.
+#[derive(Clone, Debug)]
+pub struct PgUrl {
+    text: String,
+    config: tokio_postgres::Config,
+}
+
+impl PartialEq for PgUrl {
+    fn eq(&self, other: &PgUrl) -> bool {
+        self.text == other.text
+    }
+}
+
+impl PgUrl {
+    pub fn parse(text: &str) -> Result<PgUrl, String> {
+        if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
+            return Err(format!(
+                "store {:?}: write a postgres:// URL (e.g. \"postgres://ax@db.example/ax\"), or leave `store` out for SQLite in state_dir",
+                redact(text)
+            ));
+        }
+        let config: tokio_postgres::Config = text
+            .parse()
+            .map_err(|e| format!("store {:?}: {e}", redact(text)))?;
+        if config.get_hosts().is_empty() {
+            return Err(format!("store {:?}: no host", redact(text)));
+        }
+        Ok(PgUrl {
+            text: text.to_string(),
+            config,
+        })
+    }
+
+    /// The URL without its password, for logs and `ax status`.
+    pub fn redacted(&self) -> String {
+        redact(&self.text)
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// Shuts the runtime down without waiting, so that dropping the last
+/// handle is allowed anywhere (inside another runtime too).
+struct PgRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for PgRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// What the handles of one store share.
+struct Shared {
+    pool: Pool,
+    rt: PgRuntime,
+    target: String,
+}
+
+impl Shared {
+    /// Runs `fut` on the store's runtime and waits for it. Inside another
+    /// runtime (axd's start-up runs in its async main) `block_on` would
+    /// panic, so there the wait happens on a scoped thread.
+    fn block_on<F>(&self, fut: F) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let handle = self
+            .rt
+            .0
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+            .handle();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| {
+                s.spawn(|| handle.block_on(fut))
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            })
+        } else {
+            handle.block_on(fut)
+        }
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// One handle on a PostgreSQL store, for one thread; [`PgStore::another`]
+/// makes more that share its connections.
+pub struct PgStore {
+    shared: Arc<Shared>,
+    spec_hashes: SpecHashes,
+}
+
+impl PgStore {
+    /// Connects, and migrates the schema (under an advisory lock, so that
+    /// nodes starting together migrate once).
+    pub fn open(url: &PgUrl) -> Result<PgStore, StoreError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ax-postgres")
+            .enable_all()
+            .build()?;
+        let mut config = url.config.clone();
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("axd");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| StoreError::Corrupt(format!("connection pool: {e}")))?;
+        let shared = Arc::new(Shared {
+            pool,
+            rt: PgRuntime(Some(rt)),
+            target: url.redacted(),
+        });
+        shared.block_on(async {
+            let mut client = shared.client().await?;
+            schema::migrate(&mut client).await
+        })?;
+        Ok(PgStore {
+            shared,
+            spec_hashes: SpecHashes::default(),
+        })
+    }
+
+    /// Another handle on the same database and connections, for another
+    /// thread (its own spec cache: each writer knows what it wrote).
+    pub fn another(&self) -> PgStore {
+        PgStore {
+            shared: self.shared.clone(),
+            spec_hashes: SpecHashes::default(),
+        }
+    }
+
+    /// The URL without its password.
+    pub fn target(&self) -> &str {
+        &self.shared.target
+    }
+}
+
+/// Runs `$body` (a future using `$client`, a pooled connection) on the
+/// store's runtime and waits for it.
+macro_rules! on_client {
+    ($store:expr, |$client:ident| $body:expr) => {{
+        let shared = &*$store.shared;
+        shared.block_on(async {
+            #[allow(unused_mut)]
+            let mut $client = shared.client().await?;
+            $body.await
+        })
+    }};
+}
+use on_client;
+
+/// Integers are BIGINT in PostgreSQL; a value that does not fit its Rust
+/// type is a corrupt row, not a panic.
+fn int<T: TryFrom<i64>>(v: i64, what: &str) -> Result<T, StoreError> {
+    T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} out of range")))
+}
+
+/// PostgreSQL text cannot hold NUL; SQLite's can. A NUL in text from a
+/// job or a client becomes U+FFFD rather than a commit that fails forever.
+fn text(s: &str) -> String {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}")
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_and_redacted() {
+        let u = PgUrl::parse("postgres://ax:secret@db.example:5433/ax?sslmode=disable").unwrap();
+        assert_eq!(
+            u.redacted(),
+            "postgres://ax:***@db.example:5433/ax?sslmode=disable"
+        );
+        assert_eq!(
+            PgUrl::parse("postgresql://postgres@127.0.0.1/test")
+                .unwrap()
+                .redacted(),
+            "postgresql://postgres@127.0.0.1/test"
+        );
+        let err = PgUrl::parse("mysql://root:pw@db/x").unwrap_err();
+        assert!(err.contains("postgres://") && !err.contains("pw"), "{err}");
+        let err = PgUrl::parse("postgres://db.example:notaport/x").unwrap_err();
+        assert!(err.contains("store"), "{err}");
+        assert_eq!(text("a\0b"), "a\u{fffd}b");
+    }
+}

@@ -1,0 +1,407 @@
+//! The read side of the `Store` trait on PostgreSQL, query for query as
+//! the SQLite store answers it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ax_shared::api::{AttemptView, EventView, RunView};
+use ax_shared::time::Timestamp;
+use ax_shared::{DagSpec, Outcome, RunState};
+use deadpool_postgres::Object;
+use futures_util::future::try_join_all;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{PgStore, int, on_client, parse_state};
+use crate::engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
+use crate::store::specs::parse_spec;
+use crate::store::{EventQuery, Loaded, RunQuery, Store, StoreError};
+
+const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
+const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
+
+/// SQL with numbered parameters, built clause by clause.
+#[derive(Default)]
+struct Params {
+    values: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Params {
+    /// Adds a value; returns its placeholder (`$3`).
+    fn add(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
+        self.values.push(Box::new(v));
+        format!("${}", self.values.len())
+    }
+
+    fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values
+            .iter()
+            .map(|v| &**v as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+fn millis(r: &Row, i: usize) -> Result<Option<Timestamp>, StoreError> {
+    Ok(r.try_get::<_, Option<i64>>(i)?.map(Timestamp::from_millis))
+}
+
+fn run_view(r: &Row) -> Result<RunView, StoreError> {
+    let priority: u8 = int(r.try_get(6)?, "priority")?;
+    Ok(RunView {
+        id: int(r.try_get(0)?, "run id")?,
+        dag: r.try_get(1)?,
+        job: r.try_get(2)?,
+        dag_run: int(r.try_get(3)?, "DAG run id")?,
+        state: parse_state(r.try_get(4)?)?,
+        pool: r.try_get(5)?,
+        priority,
+        effective_priority: priority,
+        retries: int(r.try_get(7)?, "retries")?,
+        created_at: millis(r, 8)?,
+        ready_at: millis(r, 9)?,
+        started_at: millis(r, 10)?,
+        finished_at: millis(r, 11)?,
+        next_at: millis(r, 12)?,
+        reason: r.try_get(13)?,
+        message: r.try_get(14)?,
+        progress: r.try_get(15)?,
+        ..RunView::default()
+    })
+}
+
+fn event_view(r: &Row) -> Result<EventView, StoreError> {
+    let state = |i: usize| -> Result<Option<RunState>, StoreError> {
+        r.try_get::<_, Option<&str>>(i)?
+            .map(parse_state)
+            .transpose()
+    };
+    Ok(EventView {
+        seq: r.try_get(0)?,
+        time: Timestamp::from_millis(r.try_get(1)?),
+        run: r
+            .try_get::<_, Option<i64>>(2)?
+            .map(|v| int(v, "run id"))
+            .transpose()?,
+        dag_run: int(r.try_get(3)?, "DAG run id")?,
+        from: state(4)?,
+        to: state(5)?,
+        reason: r.try_get(6)?,
+        actor: r.try_get(7)?,
+    })
+}
+
+/// Runs with their attempts.
+async fn run_views(
+    client: &Object,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<RunView>, StoreError> {
+    let statement = client.prepare_cached(sql).await?;
+    let mut views = client
+        .query(&statement, params)
+        .await?
+        .iter()
+        .map(run_view)
+        .collect::<Result<Vec<_>, _>>()?;
+    if views.is_empty() {
+        return Ok(views);
+    }
+    let ids: Vec<i64> = views.iter().map(|v| v.id as i64).collect();
+    let statement = client
+        .prepare_cached(
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal FROM attempts WHERE run = ANY($1) ORDER BY run, n",
+        )
+        .await?;
+    let mut attempts: HashMap<u64, Vec<AttemptView>> = HashMap::new();
+    for r in client.query(&statement, &[&ids]).await? {
+        let outcome = r
+            .try_get::<_, Option<&str>>(4)?
+            .map(|o| {
+                Outcome::parse(o)
+                    .ok_or_else(|| StoreError::Corrupt(format!("unknown outcome {o:?}")))
+            })
+            .transpose()?;
+        attempts
+            .entry(int(r.try_get(0)?, "run id")?)
+            .or_default()
+            .push(AttemptView {
+                n: int(r.try_get(1)?, "attempt number")?,
+                started_at: millis(&r, 2)?,
+                finished_at: millis(&r, 3)?,
+                outcome,
+                exit_code: r
+                    .try_get::<_, Option<i64>>(5)?
+                    .map(|v| int(v, "exit code"))
+                    .transpose()?,
+                signal: r
+                    .try_get::<_, Option<i64>>(6)?
+                    .map(|v| int(v, "signal"))
+                    .transpose()?,
+            });
+    }
+    for v in &mut views {
+        v.attempts = attempts.remove(&v.id).unwrap_or_default();
+    }
+    Ok(views)
+}
+
+async fn list_runs(client: &Object, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
+    let mut p = Params::default();
+    let before = q.before.map(|b| b as i64).unwrap_or(i64::MAX);
+    let mut sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE id < {}",
+        p.add(before)
+    );
+    if !q.states.is_empty() {
+        let states: Vec<&'static str> = q.states.iter().map(|s| s.as_str()).collect();
+        sql.push_str(&format!(" AND state = ANY({})", p.add(states)));
+    }
+    if let Some(dag) = &q.dag {
+        sql.push_str(&format!(" AND dag = {}", p.add(dag.clone())));
+    }
+    if let Some(dr) = q.dag_run {
+        sql.push_str(&format!(" AND dag_run = {}", p.add(dr as i64)));
+    }
+    if let Some(t) = &q.text {
+        // ILIKE: SQLite's LIKE ignores ASCII case too.
+        let pattern = format!(
+            "%{}%",
+            t.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let n = p.add(pattern);
+        sql.push_str(&format!(
+            " AND (dag ILIKE {n} ESCAPE '\\' OR job ILIKE {n} ESCAPE '\\')"
+        ));
+    }
+    let limit = q.limit.clamp(1, 10_000) as i64;
+    sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", p.add(limit)));
+    run_views(client, &sql, &p.refs()).await
+}
+
+async fn events(client: &Object, q: &EventQuery) -> Result<Vec<EventView>, StoreError> {
+    let mut p = Params::default();
+    let mut conditions = vec![format!("seq > {}", p.add(q.after))];
+    if let Some(run) = q.run {
+        conditions.push(format!("run = {}", p.add(run as i64)));
+    }
+    if let Some(dag) = &q.dag {
+        conditions.push(format!(
+            "dag_run IN (SELECT id FROM dag_runs WHERE dag = {})",
+            p.add(dag.clone())
+        ));
+    }
+    if let Some(actor) = &q.actor {
+        // `strpos`, not LIKE: the text is matched literally.
+        conditions.push(format!("strpos(actor, {}) > 0", p.add(actor.clone())));
+    }
+    if let Some(since) = q.since {
+        conditions.push(format!("at >= {}", p.add(since.millis())));
+    }
+    let order = if q.newest { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {} ORDER BY seq {order} LIMIT {}",
+        conditions.join(" AND "),
+        p.add(q.limit as i64)
+    );
+    let statement = client.prepare_cached(&sql).await?;
+    let mut events = client
+        .query(&statement, &p.refs())
+        .await?
+        .iter()
+        .map(event_view)
+        .collect::<Result<Vec<_>, _>>()?;
+    if q.newest {
+        events.reverse();
+    }
+    Ok(events)
+}
+
+async fn run_state(client: &Object, id: u64) -> Result<Option<RunState>, StoreError> {
+    let statement = client
+        .prepare_cached("SELECT state FROM runs WHERE id = $1")
+        .await?;
+    match client.query_opt(&statement, &[&(id as i64)]).await? {
+        Some(r) => Ok(Some(parse_state(r.try_get(0)?)?)),
+        None => Ok(None),
+    }
+}
+
+async fn state_counts(client: &Object) -> Result<BTreeMap<String, u64>, StoreError> {
+    let statement = client
+        .prepare_cached("SELECT COUNT(*) FROM runs WHERE state = $1")
+        .await?;
+    // One index range count per state, all sent at once.
+    let counts = try_join_all(RunState::ALL.into_iter().map(|s| {
+        let statement = &statement;
+        async move {
+            let n: i64 = client
+                .query_one(statement, &[&s.as_str()])
+                .await?
+                .try_get(0)?;
+            Ok::<_, tokio_postgres::Error>((s.as_str().to_string(), n as u64))
+        }
+    }))
+    .await?;
+    Ok(counts.into_iter().collect())
+}
+
+async fn newest_with_unique_key(
+    client: &Object,
+    key: &str,
+) -> Result<Option<UniqueHolder>, StoreError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT id, created_at FROM dag_runs WHERE unique_key = $1 ORDER BY id DESC LIMIT 1",
+        )
+        .await?;
+    let Some(head) = client.query_opt(&statement, &[&key]).await? else {
+        return Ok(None);
+    };
+    let id: i64 = head.try_get(0)?;
+    let statement = client
+        .prepare_cached("SELECT id FROM runs WHERE dag_run = $1 ORDER BY job_index")
+        .await?;
+    let runs = client
+        .query(&statement, &[&id])
+        .await?
+        .iter()
+        .map(|r| Ok(RunId(int(r.try_get(0)?, "run id")?)))
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Some(UniqueHolder {
+        dag_run: DagRunId(int(id, "DAG run id")?),
+        created_at: head.try_get(1)?,
+        runs,
+    }))
+}
+
+impl Store for PgStore {
+    fn commit(&mut self, c: &crate::store::Commit<'_>) -> Result<Vec<i64>, StoreError> {
+        self.write(c)
+    }
+
+    fn load(&mut self) -> Result<Loaded, StoreError> {
+        on_client!(self, |client| super::load::load_where(
+            &client,
+            "d.state = 'active'"
+        ))
+    }
+
+    fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
+        on_client!(self, |client| list_runs(&client, q))
+    }
+
+    fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+        let views = on_client!(self, |client| run_views(&client, &sql, &[&(id as i64)]))?;
+        Ok(views.into_iter().next())
+    }
+
+    fn run_events(&mut self, run: u64, limit: usize) -> Result<Vec<EventView>, StoreError> {
+        on_client!(self, |client| async {
+            let statement = client
+                .prepare_cached(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE run = $1 ORDER BY seq LIMIT $2"
+                ))
+                .await?;
+            client
+                .query(&statement, &[&(run as i64), &(limit as i64)])
+                .await?
+                .iter()
+                .map(event_view)
+                .collect()
+        })
+    }
+
+    fn events(&mut self, q: &EventQuery) -> Result<Vec<EventView>, StoreError> {
+        on_client!(self, |client| events(&client, q))
+    }
+
+    fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError> {
+        on_client!(self, |client| run_state(&client, id))
+    }
+
+    fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError> {
+        on_client!(self, |client| state_counts(&client))
+    }
+
+    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError> {
+        on_client!(self, |client| async {
+            let statement = client
+                .prepare_cached(
+                    "SELECT dag, state FROM dag_runs WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)",
+                )
+                .await?;
+            client
+                .query(&statement, &[])
+                .await?
+                .iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_, StoreError>>()
+        })
+    }
+
+    fn dag_history(&mut self) -> Result<HashMap<String, crate::metrics::DagHistory>, StoreError> {
+        on_client!(self, |client| async {
+            let statement = client
+                .prepare_cached(
+                    "SELECT dag,
+                            MAX(CASE WHEN state = 'success' THEN finished_at END),
+                            MAX(CASE WHEN state IN ('failed', 'cancelled') THEN finished_at END)
+                     FROM dag_runs WHERE finished_at IS NOT NULL GROUP BY dag",
+                )
+                .await?;
+            client
+                .query(&statement, &[])
+                .await?
+                .iter()
+                .map(|r| {
+                    let history = crate::metrics::DagHistory {
+                        last_success: r.try_get(1)?,
+                        last_failure: r.try_get(2)?,
+                    };
+                    Ok((r.try_get(0)?, history))
+                })
+                .collect::<Result<_, StoreError>>()
+        })
+    }
+
+    fn newest_with_unique_key(&mut self, key: &str) -> Result<Option<UniqueHolder>, StoreError> {
+        on_client!(self, |client| newest_with_unique_key(&client, key))
+    }
+
+    fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError> {
+        let filter = format!("d.id = {id}");
+        let loaded = on_client!(self, |client| super::load::load_where(&client, &filter))?;
+        Ok(loaded.dag_runs.into_iter().next())
+    }
+
+    fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError> {
+        on_client!(self, |client| async {
+            let rows = client
+                .query(
+                    "SELECT s.spec FROM dag_defs d JOIN specs s ON s.hash = d.hash ORDER BY d.name",
+                    &[],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| parse_spec(r.try_get(0)?, "stored DAG definition"))
+                .collect()
+        })
+    }
+
+    fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError> {
+        on_client!(self, |client| async {
+            let statement = client
+                .prepare_cached(
+                    "SELECT s.spec FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE d.id = $1",
+                )
+                .await?;
+            match client.query_opt(&statement, &[&(dag_run as i64)]).await? {
+                Some(r) => Ok(Some(Arc::new(parse_spec(r.try_get(0)?, "stored spec")?))),
+                None => Ok(None),
+            }
+        })
+    }
+}

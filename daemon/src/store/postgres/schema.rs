@@ -1,0 +1,96 @@
+//! The PostgreSQL schema: the SQLite store's migrations expressed for
+//! PostgreSQL (BIGINT for every integer, DOUBLE PRECISION for progress, a
+//! sequence for event numbers), versioned in a `schema_version` table.
+
+use deadpool_postgres::Object;
+
+use crate::store::StoreError;
+
+/// Migration N is `MIGRATIONS[N - 1]`; the first four match the SQLite
+/// store's, table for table and index for index.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema
+    r#"
+    CREATE TABLE specs (hash TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    CREATE TABLE dag_defs (name TEXT PRIMARY KEY, file TEXT NOT NULL, hash TEXT NOT NULL, loaded_at BIGINT NOT NULL);
+    CREATE TABLE dag_runs (
+        id BIGINT PRIMARY KEY, dag TEXT NOT NULL, spec_hash TEXT NOT NULL, state TEXT NOT NULL,
+        trigger TEXT NOT NULL, unique_key TEXT, created_at BIGINT NOT NULL, finished_at BIGINT);
+    CREATE INDEX dag_runs_dag ON dag_runs(dag, id);
+    CREATE INDEX dag_runs_active ON dag_runs(state) WHERE state = 'active';
+    CREATE TABLE runs (
+        id BIGINT PRIMARY KEY, dag_run BIGINT NOT NULL, dag TEXT NOT NULL, job TEXT NOT NULL,
+        job_index BIGINT NOT NULL, state TEXT NOT NULL, priority BIGINT NOT NULL, pool TEXT NOT NULL,
+        retries BIGINT NOT NULL, upstream TEXT NOT NULL, counted_failures BIGINT NOT NULL,
+        created_at BIGINT NOT NULL, ready_at BIGINT, started_at BIGINT, finished_at BIGINT,
+        next_at BIGINT, delay TEXT, reason TEXT NOT NULL, message TEXT, progress DOUBLE PRECISION);
+    CREATE INDEX runs_state ON runs(state, id);
+    CREATE INDEX runs_dag ON runs(dag, id);
+    CREATE INDEX runs_dag_run ON runs(dag_run);
+    CREATE TABLE attempts (
+        run BIGINT NOT NULL, n BIGINT NOT NULL, started_at BIGINT NOT NULL, finished_at BIGINT,
+        outcome TEXT, exit_code BIGINT, signal BIGINT, pid BIGINT, pid_start BIGINT,
+        slot BIGINT NOT NULL, error TEXT, PRIMARY KEY (run, n));
+    CREATE TABLE events (
+        seq BIGSERIAL PRIMARY KEY, at BIGINT NOT NULL, run BIGINT, dag_run BIGINT NOT NULL,
+        from_state TEXT, to_state TEXT, reason TEXT NOT NULL, actor TEXT NOT NULL);
+    CREATE INDEX events_run ON events(run) WHERE run IS NOT NULL;
+    CREATE TABLE cron_marks (dag TEXT PRIMARY KEY, last_slot BIGINT NOT NULL);
+    CREATE TABLE paused (dag TEXT PRIMARY KEY);
+    "#,
+    // 2: unique keys are looked up in the store
+    r#"
+    CREATE INDEX dag_runs_unique ON dag_runs(unique_key, id) WHERE unique_key IS NOT NULL;
+    "#,
+    // 3: queued triggers, one JSON list per DAG
+    r#"
+    CREATE TABLE trigger_queues (dag TEXT PRIMARY KEY, queue TEXT NOT NULL);
+    "#,
+    // 4: `events` filters by DAG and by time use an index
+    r#"
+    CREATE INDEX events_dag_run ON events(dag_run);
+    CREATE INDEX events_at ON events(at);
+    "#,
+];
+
+/// The advisory lock key held while migrating ("axmigrat").
+const MIGRATE_LOCK: i64 = 0x6178_6d69_6772_6174;
+
+/// Brings the schema up to date in one transaction (PostgreSQL's DDL is
+/// transactional: a failed migration leaves the old schema whole). The
+/// advisory lock makes nodes that start together wait for each other
+/// instead of racing to create the same tables.
+pub(super) async fn migrate(client: &mut Object) -> Result<(), StoreError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])
+        .await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+        .await?;
+    let version: i64 = match tx
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?
+    {
+        Some(row) => row.try_get(0)?,
+        None => {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", &[])
+                .await?;
+            0
+        }
+    };
+    if version < 0 || version as usize > MIGRATIONS.len() {
+        return Err(StoreError::Corrupt(format!(
+            "database schema version {version} is newer than this axd understands ({})",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "UPDATE schema_version SET version = $1",
+            &[&((i + 1) as i64)],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
