@@ -4,11 +4,13 @@
 //!   SIGKILL) and restarted on the same state;
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
-//! * [`foreign_hello`]: a client of another uid.
+//! * [`foreign_hello`]: a client of another uid;
+//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
 
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
+pub mod pg;
 pub mod sim;
 
 pub use conn::{Conn, ConnError, run_ids};

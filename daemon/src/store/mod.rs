@@ -26,10 +26,38 @@ pub enum StoreError {
     Corrupt(String),
     #[error("store: {0}")]
     Io(#[from] std::io::Error),
+    /// The message holds the error's whole chain (tokio-postgres says
+    /// only *db error* or *error connecting to server* at the top), so the
+    /// error has no `source` of its own: the chain is not printed twice.
     #[error("store: PostgreSQL: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
-    #[error("store: PostgreSQL: {0}")]
-    PostgresPool(#[from] deadpool_postgres::PoolError),
+    Postgres(String),
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(error_chain(&e))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> StoreError {
+        StoreError::Postgres(error_chain(&e))
+    }
+}
+
+/// `e` and its sources, `: `-separated, each said once.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
 }
 
 pub(crate) fn state_str(s: RunState) -> &'static str {

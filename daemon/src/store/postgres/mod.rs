@@ -36,7 +36,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use super::specs::SpecHashes;
-use super::{StoreError, parse_state};
+use super::{StoreError, error_chain, parse_state};
 
 /// Connections one axd holds at most (scheduler reads, writer, pruner and
 /// the node heartbeat use one each; the rest is slack).
@@ -68,7 +68,7 @@ impl PgUrl {
         }
         let config: tokio_postgres::Config = text
             .parse()
-            .map_err(|e| format!("store {:?}: {e}", redact(text)))?;
+            .map_err(|e| format!("store {:?}: {}", redact(text), error_chain(&e)))?;
         if config.get_hosts().is_empty() {
             return Err(format!("store {:?}: no host", redact(text)));
         }

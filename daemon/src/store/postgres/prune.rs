@@ -53,7 +53,7 @@ impl Prune for PgStore {
             let statement = client
                 .prepare_cached(
                     "SELECT id FROM dag_runs WHERE dag = $1 AND state <> 'active' AND finished_at < $3
-                       AND id < (SELECT id FROM dag_runs WHERE dag = $1 ORDER BY id DESC LIMIT 1 OFFSET $2 - 1)
+                       AND id < (SELECT id FROM dag_runs WHERE dag = $1 ORDER BY id DESC LIMIT 1 OFFSET $2::int8 - 1)
                      ORDER BY id LIMIT $4",
                 )
                 .await?;
