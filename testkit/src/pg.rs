@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use ax_daemon::store::error_chain;
-use tokio_postgres::NoTls;
+use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 pub const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -46,8 +46,18 @@ pub fn with_database(url: &str, db: &str) -> String {
     format!("{scheme}://{authority}/{db}{query}")
 }
 
-/// Runs one statement on the admin database.
-fn admin(url: &str, sql: &str) -> Result<(), String> {
+/// Runs `sql` (one or more statements, simple protocol) on `url`; returns
+/// the rows, every column as text (NULL: empty). On a thread of its own,
+/// so that async tests may call it too.
+fn simple(url: &str, sql: &str) -> Result<Vec<Vec<String>>, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| simple_here(url, sql))
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+fn simple_here(url: &str, sql: &str) -> Result<Vec<Vec<String>>, String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -57,11 +67,25 @@ fn admin(url: &str, sql: &str) -> Result<(), String> {
         config.connect_timeout(Duration::from_secs(3));
         let (client, conn) = config.connect(NoTls).await.map_err(|e| error_chain(&e))?;
         let conn = tokio::spawn(conn);
-        let done = client.batch_execute(sql).await.map_err(|e| error_chain(&e));
+        let done = client.simple_query(sql).await.map_err(|e| error_chain(&e));
         drop(client);
         let _ = conn.await;
-        done
+        Ok(done?
+            .iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(r) => Some(
+                    (0..r.len())
+                        .map(|i| r.get(i).unwrap_or("").to_string())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect())
     })
+}
+
+fn admin(url: &str, sql: &str) -> Result<(), String> {
+    simple(url, sql).map(drop)
 }
 
 impl TestDb {
@@ -114,6 +138,11 @@ impl TestDb {
     /// Runs `sql` on this database (setting up what a test needs).
     pub fn execute(&self, sql: &str) -> Result<(), String> {
         admin(&self.url, sql)
+    }
+
+    /// The rows `sql` returns from this database, columns as text.
+    pub fn query(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        simple(&self.url, sql)
     }
 }
 
