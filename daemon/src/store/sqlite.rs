@@ -20,7 +20,7 @@ mod load;
 use super::specs::{SpecHashes, def_text};
 use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
 use super::{dag_run_state_str, parse_outcome, parse_state, state_str};
-use crate::engine::{Attempt, DagRunId, RestoredDagRun, RestoredRun, RunId, Trigger, UniqueHolder};
+use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
 use ax_shared::time::Timestamp;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.

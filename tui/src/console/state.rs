@@ -31,10 +31,10 @@ pub enum DaemonEvent {
     },
     /// A change notification (with the daemon's status).
     Changed {
-        status: Option<StatusView>,
+        status: Option<Box<StatusView>>,
         runs_changed: Vec<u64>,
     },
-    Status(StatusView),
+    Status(Box<StatusView>),
     Window(Vec<RunView>),
     Detail(Box<RunView>),
     LogTail {
@@ -220,7 +220,7 @@ impl App {
                 runs_changed,
             } => {
                 if let Some(s) = status {
-                    self.status = Some(s);
+                    self.status = Some(*s);
                 }
                 let mut c = vec![self.window_command()];
                 if let Some(r) = self.selected_run()
@@ -247,7 +247,7 @@ impl App {
                 c
             }
             DaemonEvent::Status(s) => {
-                self.status = Some(s);
+                self.status = Some(*s);
                 vec![]
             }
             DaemonEvent::Window(runs) => {

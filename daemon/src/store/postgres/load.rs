@@ -9,7 +9,7 @@ use ax_shared::DagSpec;
 use deadpool_postgres::Object;
 
 use super::{int, parse_state};
-use crate::engine::{Attempt, DagRunId, RestoredDagRun, RestoredRun, RunId, Trigger};
+use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger};
 use crate::store::specs::parse_spec;
 use crate::store::{Loaded, StoreError, parse_dag_run_state, parse_delay, parse_outcome};
 
@@ -50,6 +50,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         index.insert(id, dag_runs.len());
         dag_runs.push(RestoredDagRun {
             id: DagRunId(id),
+            dag: Arc::from(spec.name.as_str()),
             spec,
             state: parse_dag_run_state(r.try_get(3)?),
             created_at: r.try_get(4)?,
@@ -124,26 +125,31 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
                 .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?
         };
         upstream_ids.extend(upstream.iter().map(|u| u.0 as i64));
-        let run = RestoredRun {
-            id: RunId(id),
-            job_index: int(r.try_get(2)?, "job index")?,
-            state: parse_state(r.try_get(3)?)?,
-            attempts: attempts.remove(&id).unwrap_or_default(),
-            counted_failures: int(r.try_get(4)?, "counted failures")?,
-            created_at: r.try_get(5)?,
-            ready_at: r.try_get(6)?,
-            started_at: r.try_get(7)?,
-            finished_at: r.try_get(8)?,
-            next_at: r.try_get(9)?,
-            delay: parse_delay(r.try_get(10)?),
-            reason: r.try_get(11)?,
-            message: r.try_get(12)?,
-            progress: r.try_get(13)?,
-            upstream,
+        let Some(&i) = index.get(&dag_run) else {
+            continue;
         };
-        if let Some(&i) = index.get(&dag_run) {
-            dag_runs[i].runs.push(run);
-        }
+        let owner = &dag_runs[i];
+        let mut run = Run::waiting(
+            RunId(id),
+            owner.id,
+            owner.dag.clone(),
+            owner.spec.clone(),
+            int(r.try_get(2)?, "job index")?,
+            r.try_get(5)?,
+            upstream,
+        );
+        run.state = parse_state(r.try_get(3)?)?;
+        run.attempts = attempts.remove(&id).unwrap_or_default();
+        run.counted_failures = int(r.try_get(4)?, "counted failures")?;
+        run.ready_at = r.try_get(6)?;
+        run.started_at = r.try_get(7)?;
+        run.finished_at = r.try_get(8)?;
+        run.next_at = r.try_get(9)?;
+        run.delay = parse_delay(r.try_get(10)?);
+        run.reason = r.try_get(11)?;
+        run.message = r.try_get(12)?;
+        run.progress = r.try_get(13)?;
+        dag_runs[i].runs.push(run);
     }
     // Upstream runs outside the loaded DAG runs (`--after` links).
     let loaded: HashSet<i64> = dag_runs
