@@ -19,6 +19,9 @@ pub struct Config {
     /// `store = "postgres://…"`: PostgreSQL instead of SQLite in
     /// `state_dir` (which still holds the logs and the lock).
     pub store: Option<PgUrl>,
+    /// `[cluster] heartbeat`: how often this node writes its row in the
+    /// `nodes` table (PostgreSQL only).
+    pub heartbeat: Duration,
     pub socket: PathBuf,
     pub max_concurrency: u32,
     pub timezone: String,
@@ -76,6 +79,13 @@ struct Raw {
     #[serde(default)]
     logs: RawLogs,
     pools: Option<BTreeMap<String, RawPool>>,
+    cluster: Option<RawCluster>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    heartbeat: Option<Dur>,
 }
 
 #[derive(Deserialize, Default)]
@@ -106,6 +116,11 @@ struct RawLogs {
 struct RawPool {
     slots: u32,
 }
+
+/// `[cluster] heartbeat` when not set.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// Shorter beats would be mostly database load.
+const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// `store`: checked as it is read, so that a bad URL is reported with its
 /// line.
@@ -358,6 +373,19 @@ impl Config {
                 Some(addr)
             }
         };
+        let heartbeat = match (&raw.cluster, &raw.store) {
+            (Some(_), None) => {
+                return Err("[cluster] needs a shared store: set store = \"postgres://…\"".into());
+            }
+            (Some(RawCluster { heartbeat: Some(d) }), _) => d.0,
+            _ => DEFAULT_HEARTBEAT,
+        };
+        if heartbeat < MIN_HEARTBEAT {
+            return Err(format!(
+                "cluster.heartbeat must be at least {} ms",
+                MIN_HEARTBEAT.as_millis()
+            ));
+        }
         let burst_extra = match raw.burst.extra {
             None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
             Some(Extra::Count(n)) => n,
@@ -367,6 +395,7 @@ impl Config {
             jobs_dir: resolve(raw.jobs_dir, xdg_jobs),
             state_dir: resolve(raw.state_dir, xdg_state),
             store: raw.store.map(|s| s.0),
+            heartbeat,
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
@@ -413,6 +442,7 @@ impl Config {
         };
         check("state_dir", self.state_dir != new.state_dir);
         check("store", self.store != new.store);
+        check("cluster.heartbeat", self.heartbeat != new.heartbeat);
         check("socket", self.socket != new.socket);
         check("socket_group", self.socket_group != new.socket_group);
         check("admin_group", self.admin_group != new.admin_group);
@@ -428,6 +458,7 @@ impl Config {
         Config {
             state_dir: self.state_dir.clone(),
             store: self.store.clone(),
+            heartbeat: self.heartbeat,
             socket: self.socket.clone(),
             socket_group: self.socket_group.clone(),
             admin_group: self.admin_group.clone(),
@@ -455,6 +486,7 @@ impl Config {
             burst_priority: self.burst_priority,
             log_max_bytes: self.log_max_bytes,
             log_retain: format_duration(self.log_retain),
+            store: self.store.as_ref().map(PgUrl::redacted),
         }
     }
 
@@ -570,6 +602,9 @@ mod tests {
         let c = parse("store = \"postgres://ax:pw@db.example/ax\"\n").unwrap();
         let url = c.store.expect("a PostgreSQL store");
         assert_eq!(url.redacted(), "postgres://ax:***@db.example/ax");
+        let c = parse("store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"2s\"\n").unwrap();
+        assert_eq!(c.heartbeat, Duration::from_secs(2));
+        assert_eq!(parse("").unwrap().heartbeat, Duration::from_secs(5));
         let other = parse("store = \"postgres://ax@other/ax\"\n").unwrap();
         assert_eq!(
             parse("").unwrap().restart_only_changes(&other),
@@ -610,6 +645,15 @@ mod tests {
             ),
             ("store = \"mysql://db/ax\"\n", "postgres://"),
             ("store = \"postgres://db:port/ax\"\n", "(key `store`)"),
+            ("[cluster]\nheartbeat = \"2s\"\n", "store = \"postgres://"),
+            (
+                "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"1ms\"\n",
+                "cluster.heartbeat must be at least",
+            ),
+            (
+                "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
+                "line 3",
+            ),
         ] {
             let err = parse(text).unwrap_err();
             assert!(err.contains(needle), "{text:?}: {err}");

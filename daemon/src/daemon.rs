@@ -122,6 +122,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         mut main,
         writer: writer_store,
         pruner: pruner_store,
+        heartbeat: heartbeat_store,
         name: db,
     } = open_stores(&cfg)?;
     let Restored {
@@ -189,6 +190,34 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         .name("ax-pruner".into())
         .spawn(move || pruner.run(orders))
         .context("cannot start the pruner thread")?;
+    // The node registry: its own thread and store handle.
+    let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
+    let (nodes, heartbeat_thread) = match heartbeat_store {
+        Some(store) => {
+            let host = crate::cluster::host_name();
+            let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
+                format!("cannot write {}", cfg.state_dir.join("node-id").display())
+            })?;
+            let registry = crate::cluster::Registry::new(&id);
+            let me = crate::store::postgres::NodeInfo {
+                id,
+                host,
+                version: env!("CARGO_PKG_VERSION").into(),
+                slots: cfg.max_concurrency,
+                heartbeat_ms: cfg.heartbeat.as_millis() as u64,
+            };
+            tracing::info!("node {} registers in {db}", me.id);
+            let thread = {
+                let registry = registry.clone();
+                std::thread::Builder::new()
+                    .name("ax-heartbeat".into())
+                    .spawn(move || crate::cluster::run(store, me, registry, heartbeat_stopped))
+                    .context("cannot start the heartbeat thread")?
+            };
+            (Some(registry), Some(thread))
+        }
+        None => (None, None),
+    };
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -203,6 +232,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         retention,
         own_queue: tx.clone(),
         metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
+        nodes,
     });
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
@@ -297,6 +327,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         scheduler: scheduler_thread,
         writer: writer_thread,
         pruner: pruner_thread,
+        heartbeat: heartbeat_thread.map(|t| (heartbeat_stop, t)),
     };
     let code = serve_until_stopped(&shutdown, &tx, threads).await?;
     let _ = server.await;
@@ -311,6 +342,8 @@ struct Stores {
     main: Box<dyn Store>,
     writer: Box<dyn Store>,
     pruner: Box<dyn Prune>,
+    /// The heartbeat thread's handle (PostgreSQL only).
+    heartbeat: Option<PgStore>,
     /// What the log calls the store: the database file, or the URL
     /// without its password.
     name: String,
@@ -327,6 +360,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         return Ok(Stores {
             writer: Box::new(main.another()),
             pruner: Box::new(main.another()),
+            heartbeat: Some(main.another()),
             main: Box::new(main),
             name,
         });
@@ -340,6 +374,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         main: Box::new(open()?),
         writer: Box::new(open()?),
         pruner: Box::new(open()?),
+        heartbeat: None,
         name: db.display().to_string(),
     })
 }
@@ -414,6 +449,9 @@ struct Threads {
     scheduler: JoinHandle<()>,
     writer: JoinHandle<()>,
     pruner: JoinHandle<()>,
+    /// The heartbeat thread and what stops it (dropped: it leaves the
+    /// registry and ends).
+    heartbeat: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or
@@ -428,6 +466,7 @@ async fn serve_until_stopped(
         scheduler: scheduler_thread,
         writer: writer_thread,
         pruner: pruner_thread,
+        heartbeat,
     } = threads;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -451,6 +490,14 @@ async fn serve_until_stopped(
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
     let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
+    // The heartbeat thread removes this node's row and ends.
+    let heartbeat_ended = match heartbeat {
+        Some((stop, thread)) => {
+            drop(stop);
+            tokio::task::spawn_blocking(move || thread.join()).await
+        }
+        None => Ok(Ok(())),
+    };
     shutdown.stop();
     Ok(exit_code(&[
         (
@@ -462,6 +509,10 @@ async fn serve_until_stopped(
             writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
         ("pruner", pruner_ended.unwrap_or_else(|e| Err(Box::new(e)))),
+        (
+            "heartbeat",
+            heartbeat_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
     ]))
 }
 

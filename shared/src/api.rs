@@ -97,6 +97,39 @@ pub struct StatusView {
     /// The config in force, reloads included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Box<ConfigView>>,
+    /// The cluster sharing this PostgreSQL store (SPEC §9); absent on
+    /// SQLite. Boxed: a status rides in every `changed` notification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Box<ClusterView>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterView {
+    /// Every registered node, as this node's heartbeat last read them.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One axd of a cluster, from the `nodes` table. Times are the database
+/// server's clock, so the nodes' clocks need not agree.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    /// Stable per state dir (`state_dir/node-id`).
+    pub id: String,
+    pub host: String,
+    pub version: String,
+    /// `max_concurrency` of that node.
+    pub slots: u32,
+    /// Its heartbeat interval, in ms.
+    pub heartbeat_ms: u64,
+    pub started_at: Timestamp,
+    pub last_beat: Timestamp,
+    /// How old its last heartbeat is now, in ms.
+    pub beat_age_ms: u64,
+    /// `false` once its last heartbeat is older than 1.5 × its interval.
+    pub alive: bool,
+    /// The node that answered this `status`.
+    #[serde(default)]
+    pub this: bool,
 }
 
 /// The `axd.toml` values in force (durations as written in the file:
@@ -117,6 +150,9 @@ pub struct ConfigView {
     pub burst_priority: u8,
     pub log_max_bytes: u64,
     pub log_retain: String,
+    /// `store`'s URL without its password; absent for SQLite in state_dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -99,6 +99,7 @@ fn status() -> StatusView {
         store_bytes: None,
         log_bytes: None,
         config: None,
+        cluster: None,
     }
 }
 

@@ -165,6 +165,8 @@ pub struct Parts {
     /// A sender on the queue `run` reads.
     pub own_queue: Sender<Msg>,
     pub metrics: crate::metrics::Metrics,
+    /// The node registry's last snapshot (PostgreSQL store only).
+    pub nodes: Option<crate::cluster::Registry>,
 }
 
 pub struct Scheduler {
@@ -193,6 +195,7 @@ pub struct Scheduler {
     /// Runs the pruner deleted since counts were last read from the store;
     /// `status` subtracts them.
     pruned: BTreeMap<RunState, u64>,
+    nodes: Option<crate::cluster::Registry>,
 }
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
@@ -220,6 +223,7 @@ impl Scheduler {
             fault: parts.fault,
             retention: parts.retention,
             pruned: BTreeMap::new(),
+            nodes: parts.nodes,
         }
     }
 

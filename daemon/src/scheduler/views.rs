@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{
-    AttemptView, DagRunJob, DagRunState, DagRunView, DagView, MetricsText, PoolView, RunView,
-    StatusView,
+    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, MetricsText, PoolView,
+    RunView, StatusView,
 };
 use ax_shared::protocol::{RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -118,6 +118,11 @@ impl Scheduler {
             store_bytes: self.retention.sizes.store_bytes(),
             log_bytes: self.retention.sizes.log_bytes(),
             config: None,
+            cluster: self
+                .nodes
+                .as_ref()
+                .and_then(|n| n.view())
+                .map(|nodes| Box::new(ClusterView { nodes })),
         }
     }
 

@@ -344,12 +344,20 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 size(s.store_bytes),
                 size(s.log_bytes)
             );
+            if let Some(cluster) = &s.cluster {
+                for line in super::nodes::lines(&cluster.nodes) {
+                    let _ = writeln!(o.out, "{line}");
+                }
+            }
             if let Some(c) = &s.config {
                 let _ = writeln!(
                     o.out,
                     "config: {}",
                     c.file.as_deref().unwrap_or("(defaults)")
                 );
+                if let Some(store) = &c.store {
+                    let _ = writeln!(o.out, "  store {store}");
+                }
                 let timeout = c.default_timeout.as_deref().unwrap_or("none");
                 let _ = writeln!(
                     o.out,

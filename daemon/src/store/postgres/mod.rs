@@ -24,6 +24,7 @@
 
 mod commit;
 mod load;
+mod nodes;
 mod prune;
 mod queries;
 mod schema;
@@ -34,6 +35,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
+
+pub use nodes::{NodeInfo, NodeRow};
 
 use super::specs::SpecHashes;
 use super::{StoreError, error_chain, parse_state};

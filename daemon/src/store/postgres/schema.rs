@@ -7,7 +7,8 @@ use deadpool_postgres::Object;
 use crate::store::StoreError;
 
 /// Migration N is `MIGRATIONS[N - 1]`; the first four match the SQLite
-/// store's, table for table and index for index.
+/// store's, table for table and index for index; later ones are what only
+/// a shared store has.
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: the initial schema
     r#"
@@ -50,6 +51,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX events_dag_run ON events(dag_run);
     CREATE INDEX events_at ON events(at);
+    "#,
+    // 5: the node registry (SPEC §9): one row per axd, times in ms on the
+    // server's clock
+    r#"
+    CREATE TABLE nodes (
+        id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL, slots BIGINT NOT NULL,
+        heartbeat_ms BIGINT NOT NULL, started_at BIGINT NOT NULL, last_beat BIGINT NOT NULL);
     "#,
 ];
 

@@ -1,0 +1,189 @@
+//! The node registry (SPEC §9): on a PostgreSQL store every axd writes a
+//! heartbeat row in `nodes` from a thread of its own (never the
+//! scheduler's: a slow database must not delay a step), and reads every
+//! node back with the same transaction. `status` shows that snapshot,
+//! aged by the time since it was taken, so the scheduler does no database
+//! I/O for it; a node is dead once its last heartbeat is older than 1.5 ×
+//! its own interval.
+
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ax_shared::api::NodeView;
+use ax_shared::time::Timestamp;
+
+use crate::store::postgres::{NodeInfo, NodeRow, PgStore};
+
+/// A node is dead once its last beat is older than this many intervals.
+pub const GRACE: f64 = 1.5;
+
+/// The last snapshot of `nodes`, shared by the heartbeat thread (writer)
+/// and the scheduler (`status`).
+#[derive(Clone, Default)]
+pub struct Registry {
+    inner: Arc<Mutex<Option<Snapshot>>>,
+    me: Arc<str>,
+}
+
+struct Snapshot {
+    taken: Instant,
+    rows: Vec<NodeRow>,
+}
+
+impl Registry {
+    pub fn new(me: &str) -> Registry {
+        Registry {
+            inner: Arc::default(),
+            me: Arc::from(me),
+        }
+    }
+
+    fn publish(&self, rows: Vec<NodeRow>) {
+        *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(Snapshot {
+            taken: Instant::now(),
+            rows,
+        });
+    }
+
+    /// The nodes as of the last beat, aged to now; `None` before the
+    /// first beat succeeded.
+    pub fn view(&self) -> Option<Vec<NodeView>> {
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = guard.as_ref()?;
+        let since = snapshot.taken.elapsed().as_millis() as u64;
+        Some(
+            snapshot
+                .rows
+                .iter()
+                .map(|r| {
+                    let age = r.age_ms.saturating_add(since);
+                    NodeView {
+                        id: r.id.clone(),
+                        host: r.host.clone(),
+                        version: r.version.clone(),
+                        slots: r.slots,
+                        heartbeat_ms: r.heartbeat_ms,
+                        started_at: Timestamp::from_millis(r.started_at),
+                        last_beat: Timestamp::from_millis(r.last_beat),
+                        beat_age_ms: age,
+                        alive: alive(age, r.heartbeat_ms),
+                        this: *r.id == *self.me,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Alive while the last beat is at most `GRACE` intervals old.
+pub fn alive(age_ms: u64, heartbeat_ms: u64) -> bool {
+    (age_ms as f64) <= GRACE * heartbeat_ms as f64
+}
+
+/// This node's id: kept in `state_dir/node-id`, made once as
+/// `HOST-RANDOM`. One axd per state dir (the lock), so ids are unique
+/// among live nodes and stable across restarts.
+pub fn node_id(state_dir: &Path, host: &str) -> std::io::Result<String> {
+    let path = state_dir.join("node-id");
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && !text.trim().is_empty()
+    {
+        return Ok(text.trim().to_string());
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let random = nanos ^ (u64::from(std::process::id()) << 40);
+    let id = format!("{host}-{:08x}", random as u32 ^ (random >> 32) as u32);
+    std::fs::write(&path, format!("{id}\n"))?;
+    Ok(id)
+}
+
+/// The machine's name (`/proc/sys/kernel/hostname`), `localhost` if unknown.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The heartbeat thread's body: beats every `interval` until `stop` is
+/// dropped, then removes this node's row. A failed beat is logged once
+/// per outage and tried again at the next interval.
+pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<()>) {
+    let interval = Duration::from_millis(me.heartbeat_ms);
+    let mut first = true;
+    let mut failing = false;
+    loop {
+        match store.beat(&me, first) {
+            Ok(rows) => {
+                if failing {
+                    tracing::info!("node heartbeat written again");
+                }
+                first = false;
+                failing = false;
+                registry.publish(rows);
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("node heartbeat failed: {e}");
+                }
+                failing = true;
+            }
+        }
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if let Err(e) = store.leave(&me.id) {
+        tracing::warn!("cannot remove node {} from the registry: {e}", me.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_dead_past_one_and_a_half_intervals() {
+        assert!(alive(0, 2000));
+        assert!(alive(3000, 2000));
+        assert!(!alive(3001, 2000));
+    }
+
+    #[test]
+    fn the_node_id_is_made_once_per_state_dir() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let id = node_id(a.path(), "h").unwrap();
+        assert!(id.starts_with("h-"), "{id}");
+        assert_eq!(node_id(a.path(), "h").unwrap(), id, "stable");
+        assert_ne!(node_id(b.path(), "h").unwrap(), id, "another state dir");
+    }
+
+    #[test]
+    fn the_view_ages_the_snapshot_and_marks_this_node() {
+        let r = Registry::new("me");
+        assert!(r.view().is_none());
+        let row = |id: &str, age_ms| NodeRow {
+            id: id.into(),
+            host: "h".into(),
+            version: "v".into(),
+            slots: 4,
+            heartbeat_ms: 1000,
+            started_at: 0,
+            last_beat: 0,
+            age_ms,
+        };
+        r.publish(vec![row("me", 10), row("other", 1600)]);
+        let v = r.view().unwrap();
+        assert!(v[0].this && v[0].alive);
+        assert!(!v[1].this && !v[1].alive);
+        assert!(v[1].beat_age_ms >= 1600);
+    }
+}

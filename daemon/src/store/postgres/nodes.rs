@@ -1,0 +1,96 @@
+//! The `nodes` table: each axd's heartbeat (SPEC §9). Times come from the
+//! database server's clock, so a node's age does not depend on how well
+//! the machines' clocks agree.
+
+use super::{PgStore, int, on_client};
+use crate::store::StoreError;
+
+/// The server's clock in ms.
+const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/// What a node says of itself in each beat.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    pub id: String,
+    pub host: String,
+    pub version: String,
+    pub slots: u32,
+    pub heartbeat_ms: u64,
+}
+
+/// A row of `nodes` as one beat read it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRow {
+    pub id: String,
+    pub host: String,
+    pub version: String,
+    pub slots: u32,
+    pub heartbeat_ms: u64,
+    pub started_at: i64,
+    pub last_beat: i64,
+    /// The age of `last_beat` when read, in ms.
+    pub age_ms: u64,
+}
+
+impl PgStore {
+    /// Writes this node's beat (the first of a life also sets
+    /// `started_at`) and reads every node back, in one transaction.
+    pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Vec<NodeRow>, StoreError> {
+        let upsert = format!(
+            "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
+             VALUES ($1, $2, $3, $4, $5, {SERVER_NOW}, {SERVER_NOW})
+             ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
+               slots = excluded.slots, heartbeat_ms = excluded.heartbeat_ms,
+               started_at = CASE WHEN $6 THEN excluded.started_at ELSE nodes.started_at END,
+               last_beat = excluded.last_beat"
+        );
+        let read = format!(
+            "SELECT id, host, version, slots, heartbeat_ms, started_at, last_beat,
+                    GREATEST({SERVER_NOW} - last_beat, 0)
+             FROM nodes ORDER BY id"
+        );
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            let statement = tx.prepare_cached(&upsert).await?;
+            tx.execute(
+                &statement,
+                &[
+                    &me.id,
+                    &me.host,
+                    &me.version,
+                    &i64::from(me.slots),
+                    &(me.heartbeat_ms as i64),
+                    &first,
+                ],
+            )
+            .await?;
+            let statement = tx.prepare_cached(&read).await?;
+            let rows = tx.query(&statement, &[]).await?;
+            tx.commit().await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(NodeRow {
+                        id: r.try_get(0)?,
+                        host: r.try_get(1)?,
+                        version: r.try_get(2)?,
+                        slots: int(r.try_get(3)?, "slots")?,
+                        heartbeat_ms: int(r.try_get(4)?, "heartbeat")?,
+                        started_at: r.try_get(5)?,
+                        last_beat: r.try_get(6)?,
+                        age_ms: int(r.try_get(7)?, "age")?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Removes this node's row: it stopped cleanly, it is not dead.
+    pub fn leave(&mut self, id: &str) -> Result<(), StoreError> {
+        on_client!(self, |client| async {
+            client
+                .execute("DELETE FROM nodes WHERE id = $1", &[&id])
+                .await?;
+            Ok(())
+        })
+    }
+}

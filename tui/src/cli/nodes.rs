@@ -1,0 +1,60 @@
+//! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store).
+
+use ax_shared::api::NodeView;
+
+/// One line per node: id, host, alive or DEAD with its heartbeat's age,
+/// slots, version, start, and which node answered.
+pub fn lines(nodes: &[NodeView]) -> Vec<String> {
+    let mut out = vec![format!(
+        "nodes: {} alive of {}",
+        nodes.iter().filter(|n| n.alive).count(),
+        nodes.len()
+    )];
+    for n in nodes {
+        out.push(format!(
+            "  {:<24} {:<16} {:<5} beat {:.1}s ago (every {:.1}s)  slots {}  v{}  since {}{}",
+            n.id,
+            n.host,
+            if n.alive { "alive" } else { "DEAD" },
+            n.beat_age_ms as f64 / 1000.0,
+            n.heartbeat_ms as f64 / 1000.0,
+            n.slots,
+            n.version,
+            n.started_at,
+            if n.this { "  (this node)" } else { "" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_nodes_stand_out() {
+        let node = |id: &str, alive, this| NodeView {
+            id: id.into(),
+            host: "web1".into(),
+            version: "0.1.0".into(),
+            slots: 8,
+            heartbeat_ms: 2000,
+            beat_age_ms: if alive { 400 } else { 9000 },
+            alive,
+            this,
+            ..NodeView::default()
+        };
+        let l = lines(&[node("a", true, true), node("b", false, false)]);
+        assert_eq!(l[0], "nodes: 1 alive of 2");
+        assert!(
+            l[1].contains("alive beat 0.4s ago") && l[1].ends_with("(this node)"),
+            "{}",
+            l[1]
+        );
+        assert!(
+            l[2].contains("DEAD  beat 9.0s ago (every 2.0s)"),
+            "{}",
+            l[2]
+        );
+    }
+}
