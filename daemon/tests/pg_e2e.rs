@@ -181,3 +181,53 @@ async fn axd_on_postgres_restarts_from_what_the_database_holds() {
     drop(c);
     assert_eq!(d.term(), Some(0));
 }
+
+/// No server needed: an unreachable store stops axd at start with the
+/// URL (password hidden) and the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_store_stops_axd_with_a_clear_error() {
+    let config = format!("store = \"postgres://ax:hunter2@127.0.0.1:1/ax\"\n{BASE_CONFIG}");
+    let mut d = Daemon::prepare(&config, &[]);
+    let err = ax_testkit::Daemon::spawn(&mut d).unwrap_err().to_string();
+    assert!(
+        err.contains("cannot open postgres://ax:***@127.0.0.1:1/ax"),
+        "{err}"
+    );
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// The server drops axd's connections (as a restart of PostgreSQL or a
+/// network cut does): the pool replaces them and what happens meanwhile
+/// is still written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connections_are_replaced_and_nothing_is_lost() {
+    let Some(db) = TestDb::create("pg_e2e_reconnect") else {
+        return;
+    };
+    let config = format!("store = \"{}\"\n{BASE_CONFIG}", db.url);
+    let d = Daemon::start_with(&config, &[]);
+    let mut c = d.client().await;
+    let ids = submit(&mut c, json!({"command": "sleep 0.5", "name": "through"})).await;
+    wait_state(&mut c, ids[0], "running", 20).await;
+    let killed = db
+        .query(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND application_name = 'axd'",
+        )
+        .unwrap();
+    assert_ne!(killed[0][0], "0", "axd's connections were there to cut");
+    wait_state(&mut c, ids[0], "success", 20).await;
+    let state = format!("SELECT state FROM runs WHERE id = {}", ids[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while db.query(&state).unwrap()[0][0] != "success" {
+        assert!(
+            Instant::now() < deadline,
+            "the success never reached the database"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Later writes go through as well.
+    let more = submit(&mut c, json!({"command": "true", "name": "after"})).await;
+    wait_state(&mut c, more[0], "success", 20).await;
+}
