@@ -77,6 +77,24 @@ impl Registry {
     }
 }
 
+/// Nodes do not share work yet: each one's engine runs every unfinished
+/// run it loaded and numbers new runs from its own counter, so two live
+/// nodes on one database would run the same runs and overwrite each
+/// other's rows. Said loudly at start, once.
+fn warn_of_others(me: &NodeInfo, rows: &[NodeRow]) {
+    let others: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.id != me.id && alive(r.age_ms, r.heartbeat_ms))
+        .map(|r| r.id.as_str())
+        .collect();
+    if !others.is_empty() {
+        tracing::warn!(
+            "other axd nodes are alive on this database ({}): nodes do not share work yet (no claiming), so two nodes that both run jobs would run the same runs and reuse run ids; run jobs on one node per database",
+            others.join(", ")
+        );
+    }
+}
+
 /// Alive while the last beat is at most `GRACE` intervals old.
 pub fn alive(age_ms: u64, heartbeat_ms: u64) -> bool {
     (age_ms as f64) <= GRACE * heartbeat_ms as f64
@@ -123,6 +141,9 @@ pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<
             Ok(rows) => {
                 if failing {
                     tracing::info!("node heartbeat written again");
+                }
+                if first {
+                    warn_of_others(&me, &rows);
                 }
                 first = false;
                 failing = false;
