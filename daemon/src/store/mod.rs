@@ -98,6 +98,26 @@ pub(crate) fn parse_delay(s: Option<&str>) -> Option<crate::engine::Delay> {
     }
 }
 
+/// The attempts of `r` a commit writes: the last two, since one step can
+/// end an attempt and start the next (an interrupted one at start-up, a
+/// retry with no backoff).
+pub(crate) fn attempts_to_write(r: &Run) -> impl Iterator<Item = &crate::engine::Attempt> {
+    let since = r
+        .attempts
+        .iter()
+        .rev()
+        .nth(1)
+        .map(|a| a.started_at)
+        .unwrap_or(i64::MIN);
+    r.attempts.iter().filter(move |a| a.started_at >= since)
+}
+
+/// A stored trigger queue (JSON).
+pub(crate) fn parse_trigger_queue(dag: &str, json: &str) -> Result<Vec<Trigger>, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))
+}
+
 pub(crate) fn delay_str(d: crate::engine::Delay) -> &'static str {
     match d {
         crate::engine::Delay::Backoff => "backoff",

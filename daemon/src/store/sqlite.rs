@@ -278,17 +278,7 @@ impl SqliteStore {
                     r.message,
                     r.progress
                 ])?;
-                // One step can end an attempt and start the next (an
-                // interrupted one at start-up, a retry with no backoff),
-                // so the last two attempts are written.
-                let since = r
-                    .attempts
-                    .iter()
-                    .rev()
-                    .nth(1)
-                    .map(|a| a.started_at)
-                    .unwrap_or(i64::MIN);
-                for a in r.attempts.iter().filter(|a| a.started_at >= since) {
+                for a in super::attempts_to_write(r) {
                     att.execute(params![
                         r.id.0 as i64,
                         a.n,

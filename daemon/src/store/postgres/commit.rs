@@ -17,7 +17,9 @@ use tokio_postgres::types::ToSql;
 
 use super::{PgStore, text};
 use crate::store::specs::{SpecHashes, def_text};
-use crate::store::{Commit, StoreError, dag_run_state_str, delay_str, state_str};
+use crate::store::{
+    Commit, StoreError, attempts_to_write, dag_run_state_str, delay_str, state_str,
+};
 
 const SPECS: &str = "INSERT INTO specs (hash, spec) SELECT * FROM UNNEST($1::text[], $2::text[])
      ON CONFLICT (hash) DO NOTHING";
@@ -218,17 +220,8 @@ impl Rows {
             o.reason.push(text(&r.reason));
             o.message.push(r.message.as_deref().map(text));
             o.progress.push(r.progress);
-            // One step can end an attempt and start the next, so the last
-            // two attempts are written (as the SQLite store does).
-            let since = r
-                .attempts
-                .iter()
-                .rev()
-                .nth(1)
-                .map(|a| a.started_at)
-                .unwrap_or(i64::MIN);
-            let recent = r.attempts.iter().filter(|t| t.started_at >= since);
-            for t in last_of_each(recent.collect::<Vec<_>>().into_iter(), |t| t.n) {
+            let recent: Vec<_> = attempts_to_write(r).collect();
+            for t in last_of_each(recent.into_iter(), |t| t.n) {
                 a.run.push(r.id.0 as i64);
                 a.n.push(i64::from(t.n));
                 a.started_at.push(t.started_at);

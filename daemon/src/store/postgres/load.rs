@@ -8,10 +8,12 @@ use std::sync::Arc;
 use ax_shared::DagSpec;
 use deadpool_postgres::Object;
 
-use super::{int, parse_state};
+use super::{int, opt_int, parse_state};
 use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger};
 use crate::store::specs::parse_spec;
-use crate::store::{Loaded, StoreError, parse_dag_run_state, parse_delay, parse_outcome};
+use crate::store::{
+    Loaded, StoreError, parse_dag_run_state, parse_delay, parse_outcome, parse_trigger_queue,
+};
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts, plus what start-up needs besides.
@@ -77,18 +79,9 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
             started_at: r.try_get(2)?,
             finished_at: r.try_get(3)?,
             outcome: r.try_get::<_, Option<&str>>(4)?.and_then(parse_outcome),
-            exit_code: r
-                .try_get::<_, Option<i64>>(5)?
-                .map(|v| int(v, "exit code"))
-                .transpose()?,
-            signal: r
-                .try_get::<_, Option<i64>>(6)?
-                .map(|v| int(v, "signal"))
-                .transpose()?,
-            pid: r
-                .try_get::<_, Option<i64>>(7)?
-                .map(|v| int(v, "pid"))
-                .transpose()?,
+            exit_code: opt_int(r, 5, "exit code")?,
+            signal: opt_int(r, 6, "signal")?,
+            pid: opt_int(r, 7, "pid")?,
             pid_start: r.try_get::<_, Option<i64>>(8)?.map(|v| v as u64),
             slot: int(r.try_get(9)?, "slot")?,
             error: r.try_get(10)?,
@@ -190,8 +183,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         .await?
     {
         let dag: String = r.try_get(0)?;
-        let queue = serde_json::from_str(r.try_get(1)?)
-            .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))?;
+        let queue = parse_trigger_queue(&dag, r.try_get(1)?)?;
         trigger_queues.insert(dag, queue);
     }
     Ok(Loaded {

@@ -238,6 +238,17 @@ fn int<T: TryFrom<i64>>(v: i64, what: &str) -> Result<T, StoreError> {
     T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} out of range")))
 }
 
+/// A nullable BIGINT column as `T` (see `int`).
+fn opt_int<T: TryFrom<i64>>(
+    row: &tokio_postgres::Row,
+    column: usize,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
+    row.try_get::<_, Option<i64>>(column)?
+        .map(|v| int(v, what))
+        .transpose()
+}
+
 /// PostgreSQL text cannot hold NUL; SQLite's can. A NUL in text from a
 /// job or a client becomes U+FFFD rather than a commit that fails forever.
 fn text(s: &str) -> String {

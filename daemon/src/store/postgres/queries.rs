@@ -12,7 +12,7 @@ use futures_util::future::try_join_all;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PgStore, int, on_client, parse_state};
+use super::{PgStore, int, on_client, opt_int, parse_state};
 use crate::engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 use crate::store::specs::parse_spec;
 use crate::store::{EventQuery, Loaded, RunQuery, Store, StoreError};
@@ -78,10 +78,7 @@ fn event_view(r: &Row) -> Result<EventView, StoreError> {
     Ok(EventView {
         seq: r.try_get(0)?,
         time: Timestamp::from_millis(r.try_get(1)?),
-        run: r
-            .try_get::<_, Option<i64>>(2)?
-            .map(|v| int(v, "run id"))
-            .transpose()?,
+        run: opt_int(r, 2, "run id")?,
         dag_run: int(r.try_get(3)?, "DAG run id")?,
         from: state(4)?,
         to: state(5)?,
@@ -129,14 +126,8 @@ async fn run_views(
                 started_at: millis(&r, 2)?,
                 finished_at: millis(&r, 3)?,
                 outcome,
-                exit_code: r
-                    .try_get::<_, Option<i64>>(5)?
-                    .map(|v| int(v, "exit code"))
-                    .transpose()?,
-                signal: r
-                    .try_get::<_, Option<i64>>(6)?
-                    .map(|v| int(v, "signal"))
-                    .transpose()?,
+                exit_code: opt_int(&r, 5, "exit code")?,
+                signal: opt_int(&r, 6, "signal")?,
             });
     }
     for v in &mut views {

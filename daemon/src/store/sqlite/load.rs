@@ -174,8 +174,7 @@ impl SqliteStore {
                 stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
             for row in rows {
                 let (dag, json) = row?;
-                let queue = serde_json::from_str(&json)
-                    .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))?;
+                let queue = crate::store::parse_trigger_queue(&dag, &json)?;
                 trigger_queues.insert(dag, queue);
             }
         }
