@@ -171,3 +171,120 @@ fn console_in_a_real_terminal() {
         "alternate screen left"
     );
 }
+
+/// Issue 14 in a real terminal: the DAGs view shows a broken file's
+/// error, triggers a DAG that never ran, pauses and resumes a DAG from its
+/// real state, and `C` cancels a whole DAG run.
+#[test]
+fn dags_view_steers_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
+    let daemon = Daemon::start(
+        axd,
+        "max_concurrency = 4\n",
+        &[
+            (
+                "never.toml",
+                "[[job]]\nid = \"first\"\ncommand = \"sleep 1000\"\n[[job]]\nid = \"second\"\ncommand = \"sleep 1000\"\n",
+            ),
+            ("steer.toml", "command = \"true\"\nschedule = \"0 3 * * *\"\n"),
+            ("broken.toml", "[[job]]\nid = 5\ncommand = \"true\"\n"),
+        ],
+    )
+    .unwrap();
+    let socket = daemon.socket.clone();
+    let session = format!("ax-e2e-dags-{}", std::process::id());
+    let _cleanup = Cleanup {
+        session: session.clone(),
+    };
+    let cmd = format!(
+        "{} --socket {}; echo AX-TUI-EXITED; sleep 60",
+        env!("CARGO_BIN_EXE_ax-tui"),
+        socket.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "140",
+        "-y",
+        "45",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
+    let send = |keys: &[&str]| {
+        for k in keys {
+            tmux(&["send-keys", "-t", &session, k]);
+            std::thread::sleep(Duration::from_millis(80));
+        }
+    };
+    let dag = |name: &str| -> serde_json::Value {
+        ax_json(&socket, &["dags"])
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["name"] == name).cloned())
+            .unwrap_or_default()
+    };
+    // The banner counts the broken file; the DAGs view shows its error.
+    wait_for("the fault banner", 20, || {
+        capture().contains("1 job-file error").then(String::new)
+    });
+    send(&["d"]);
+    wait_for("the broken file's located error", 10, || {
+        let s = capture();
+        (s.contains("DAGs (3, 1 with errors)") && s.contains("✗ line 2")).then_some(s)
+    });
+    // Trigger the DAG that never ran.
+    assert!(dag("never")["last_run_state"].is_null());
+    send(&["/", "n", "e", "v", "e", "r", "Enter", "t"]);
+    wait_for("never triggered", 20, || {
+        let runs = ax_json(&socket, &["ls", "--dag", "never"]);
+        (runs.as_array().map(Vec::len) == Some(2)).then(String::new)
+    });
+    wait_for("the trigger's result", 10, || {
+        capture()
+            .contains("trigger never: started DAG run")
+            .then(String::new)
+    });
+    // Pause, then resume, from the DAGs view.
+    send(&["Escape", "/", "s", "t", "e", "e", "r", "Enter", "p"]);
+    wait_for("steer paused", 20, || {
+        (dag("steer")["paused"] == true).then(String::new)
+    });
+    wait_for("shown paused", 10, || {
+        capture().contains("⏸ paused").then(String::new)
+    });
+    send(&["p"]);
+    wait_for("steer resumed", 20, || {
+        (dag("steer")["paused"] == false).then(String::new)
+    });
+    // Enter: never's runs; C y cancels its whole DAG run.
+    send(&["Escape", "/", "n", "e", "v", "e", "r", "Enter", "Enter"]);
+    wait_for("never's runs", 10, || {
+        let s = capture();
+        (s.contains("DAG never (Esc: all)") && s.contains("never/second")).then_some(s)
+    });
+    send(&["C"]);
+    wait_for("the question", 10, || {
+        capture()
+            .contains("all its unfinished runs? y/n")
+            .then(String::new)
+    });
+    send(&["y"]);
+    wait_for("the whole DAG run cancelled", 20, || {
+        let runs = ax_json(&socket, &["ls", "--dag", "never"]);
+        runs.as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|r| r["state"] == "cancelled"))
+            .then(String::new)
+    });
+    send(&["Escape", "q"]);
+    wait_for("ax-tui to exit", 10, || {
+        capture().contains("AX-TUI-EXITED").then(String::new)
+    });
+}
