@@ -377,7 +377,14 @@ fn uptime_ages_and_countdowns_tick() {
     let before = screen_text(&draw(&a, 120, 32));
     assert!(before.contains("up 1h02m"), "{before}");
     assert!(before.contains("next retry in 8s"), "{before}");
+    a.on_daemon(DaemonEvent::ActionResult {
+        ok: true,
+        message: "trigger etl: started DAG run 2".into(),
+    });
+    a.on_tick(now() + chrono::Duration::seconds(5));
+    assert!(a.status_line.is_some(), "an answer stays a while");
     a.on_tick(now() + chrono::Duration::seconds(65));
+    assert!(a.status_line.is_none(), "and then clears itself");
     let after = screen_text(&draw(&a, 120, 32));
     assert!(after.contains("up 1h03m"), "the uptime counts on: {after}");
     assert!(after.contains("next retry due now"), "{after}");

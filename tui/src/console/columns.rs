@@ -20,10 +20,23 @@ pub enum Kind {
 pub struct Column {
     pub title: &'static str,
     pub kind: Kind,
+    /// The most it takes, even when its content is wider.
+    pub max: usize,
 }
 
 pub const fn col(title: &'static str, kind: Kind) -> Column {
-    Column { title, kind }
+    Column {
+        title,
+        kind,
+        max: usize::MAX,
+    }
+}
+
+impl Column {
+    /// The same column taking at most `max` cells.
+    pub const fn at_most(self, max: usize) -> Column {
+        Column { max, ..self }
+    }
 }
 
 /// Display width of a cell (one column per char: names, states and
@@ -57,6 +70,7 @@ pub fn widths(cols: &[Column], rows: &[Vec<String>], width: u16) -> Vec<Option<u
                 .map(|r| r.get(i).map_or(0, |s| width_of(s)))
                 .max()
                 .unwrap_or(0)
+                .min(c.max)
                 .max(width_of(c.title))
         })
         .collect();

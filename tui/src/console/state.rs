@@ -177,6 +177,9 @@ pub const QUEUED: [RunState; 4] = [
     RunState::Running,
 ];
 
+/// How long an action's result stays on the status line.
+pub const SAY_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
 /// How many queue-depth samples the chart keeps (one per second).
 pub const HISTORY: usize = 180;
 
@@ -220,6 +223,8 @@ pub struct App {
     pub log_eof: bool,
     pub follow: bool,
     pub status_line: Option<(String, bool)>,
+    /// When the status line was set: it clears itself after `SAY_FOR`.
+    pub said_at: DateTime<Utc>,
     pub now: DateTime<Utc>,
     /// The local time zone's offset for shown times (`None`: the
     /// machine's, looked up per instant).
@@ -262,6 +267,7 @@ impl App {
             log_eof: false,
             follow: true,
             status_line: None,
+            said_at: now,
             now,
             local: None,
             colour,
@@ -343,6 +349,7 @@ impl App {
 
     pub(super) fn say(&mut self, text: impl Into<String>, error: bool) {
         self.status_line = Some((text.into(), error));
+        self.said_at = self.now;
     }
 
     fn set_status(&mut self, s: StatusView) {
@@ -486,6 +493,10 @@ impl App {
     /// DAG or event list is fetched again.
     pub fn on_tick(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.now = now;
+        // An answer stays while it is asked (y/n), else for SAY_FOR.
+        if !matches!(self.mode, Mode::ConfirmCancel(_)) && now - self.said_at > SAY_FOR {
+            self.status_line = None;
+        }
         if let Some(s) = &self.status {
             let n = |state: RunState| s.runs.get(state.as_str()).copied().unwrap_or(0);
             if self.history.len() == HISTORY {

@@ -18,7 +18,7 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
         col("RUN", Kind::Fixed),
         col("DAG RUN", Kind::Optional(2)),
         col("CHANGE", Kind::Fixed),
-        col("ACTOR", Kind::Optional(1)),
+        col("ACTOR", Kind::Optional(1)).at_most(14),
         col("REASON", Kind::Rest),
     ];
     let shown = app.shown_events();

@@ -121,7 +121,7 @@ fn outcome_fill(outcome: Option<Outcome>) -> char {
         Some(Outcome::TimedOut | Outcome::Stalled) => '▒',
         Some(Outcome::Cancelled) => '░',
         Some(Outcome::Preempted | Outcome::Interrupted) => '▚',
-        None => '▶',
+        None => '▇',
     }
 }
 
