@@ -85,9 +85,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         ..Logs::default()
                     })
                     .await?;
-                let shown = app
-                    .log
-                    .newest(2)
+                // The newest complete line (a partial one may be cut
+                // mid-number).
+                let held = app.log.newest(2);
+                let complete = &held[..held.len() - usize::from(!app.log.partial().is_empty())];
+                let shown = complete
                     .iter()
                     .rev()
                     .find_map(|l| l.strip_prefix("line ")?.parse::<u64>().ok());
@@ -103,6 +105,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let (t1, w1) = *written.last().expect("samples");
         let rate = (w1 - w0) as f64 / (t1 - t0).as_secs_f64();
         let ms = |lines: f64| lines / rate * 1e3;
+        let behind = lags.iter().filter(|l| **l > 0.0).count();
         let (p50, p99, max) = (
             percentile(&mut lags, 0.5),
             percentile(&mut lags, 0.99),
@@ -110,7 +113,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
         println!("job output: {rate:.0} lines/s over {:.1} s", (t1 - t0).as_secs_f64());
         println!(
-            "lag behind the newest line written: p50 {p50:.0} lines ({:.0} ms), p99 {p99:.0} lines ({:.0} ms), max {max:.0} lines ({:.0} ms), {} samples",
+            "lag behind the newest line written: p50 {p50:.0} lines ({:.0} ms), p99 {p99:.0} lines ({:.0} ms), max {max:.0} lines ({:.0} ms); behind in {behind} of {} samples",
             ms(p50),
             ms(p99),
             ms(max),

@@ -63,6 +63,17 @@ impl Grid {
     }
 }
 
+/// Nodes of a DAG's definition (a `get_dag` answer), in file order.
+pub fn nodes_of_dag(v: &crate::api::DagView) -> Vec<DagNode> {
+    v.jobs
+        .iter()
+        .map(|j| DagNode {
+            id: j.clone(),
+            deps: v.deps.get(j).cloned().unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Nodes and run states from a `get_dag_run` answer.
 pub fn nodes_of_dag_run(v: &crate::api::DagRunView) -> (Vec<DagNode>, Vec<Option<RunState>>) {
     let nodes = v

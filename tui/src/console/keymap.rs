@@ -373,3 +373,16 @@ pub fn action_for(mode: &Mode, view: View, key: KeyEvent) -> Option<Action> {
         .find(|b| b.keys.contains(&key.code))
         .map(|b| b.action)
 }
+
+/// The keymap as a Markdown table (docs/console.md), in keymap order.
+pub fn reference_markdown() -> String {
+    let mut out = String::from("| key | where | does |\n|---|---|---|\n");
+    for b in KEYMAP {
+        let scope = match b.scope {
+            Scope::Global => "everywhere",
+            s => s.label(),
+        };
+        out.push_str(&format!("| `{}` | {scope} | {} |\n", b.label, b.help));
+    }
+    out
+}

@@ -75,6 +75,11 @@ impl LogBuf {
             .collect()
     }
 
+    /// The last line, until its newline arrives.
+    pub fn partial(&self) -> &str {
+        &self.partial
+    }
+
     /// The newest `count` lines.
     pub fn newest(&self, count: usize) -> Vec<&str> {
         self.window(self.len().saturating_sub(count), count)

@@ -3,7 +3,7 @@
 //! log.
 
 use ax_shared::RunState;
-use ax_shared::dagdraw::{DagNode, LEGEND, layout, nodes_of_dag_run, state_mark};
+use ax_shared::dagdraw::{LEGEND, layout, nodes_of_dag, nodes_of_dag_run, state_mark};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier};
@@ -24,14 +24,7 @@ pub fn render_dag(f: &mut Frame, app: &App, area: Rect) {
             )
         }
         (None, Some(d)) => {
-            let nodes: Vec<DagNode> = d
-                .jobs
-                .iter()
-                .map(|j| DagNode {
-                    id: j.clone(),
-                    deps: d.deps.get(j).cloned().unwrap_or_default(),
-                })
-                .collect();
+            let nodes = nodes_of_dag(d);
             let states = vec![None; nodes.len()];
             (
                 nodes,
