@@ -25,6 +25,20 @@ use crate::store::sqlite::SqliteStore;
 use crate::time::now_ms;
 use crate::writer::Fault;
 
+/// How often `STATUS=` is refreshed under systemd.
+const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The one line systemd shows for axd: runs running, ready runs waiting
+/// for a slot, and runs that failed or timed out in the last hour.
+pub fn status_line(s: &ax_shared::api::StatusView) -> String {
+    let running: u32 = s.pools.iter().map(|p| p.running).sum();
+    let queued = s.runs.get("ready").copied().unwrap_or(0);
+    format!(
+        "{running} running, {queued} queued, {} failed in the last hour",
+        s.failed_last_hour
+    )
+}
+
 fn notify(state: &[sd_notify::NotifyState]) {
     let _ = sd_notify::notify(state);
 }
@@ -258,24 +272,28 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         sd_notify::NotifyState::Status(&format!("serving {}", cfg.socket.display())),
     ]);
 
-    // systemd watchdog: only pet it while the scheduler answers.
-    if let Some(interval) = sd_notify::watchdog_enabled() {
+    // Under systemd: `STATUS=` (what `systemctl status axd` shows) is
+    // refreshed from the scheduler every few seconds, and the watchdog is
+    // petted only while the scheduler answers.
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
         let handle = handle.clone();
-        let period = interval / 2;
+        let watchdog = sd_notify::watchdog_enabled();
+        let period = watchdog.map_or(STATUS_REFRESH, |w| (w / 2).min(STATUS_REFRESH));
         tokio::spawn(async move {
             let peer = Peer {
                 role: Role::Owner,
-                actor: Arc::from("watchdog"),
+                actor: Arc::from("systemd status"),
             };
             loop {
-                tokio::time::sleep(period).await;
                 if let Ok(status) = handle.ask(&peer, Status).await {
-                    let running: u32 = status.pools.iter().map(|p| p.running).sum();
-                    notify(&[
-                        sd_notify::NotifyState::Watchdog,
-                        sd_notify::NotifyState::Status(&format!("{running} running")),
-                    ]);
+                    let line = status_line(&status);
+                    let mut states = vec![sd_notify::NotifyState::Status(&line)];
+                    if watchdog.is_some() {
+                        states.push(sd_notify::NotifyState::Watchdog);
+                    }
+                    notify(&states);
                 }
+                tokio::time::sleep(period).await;
             }
         });
     }

@@ -6,7 +6,7 @@
 //! and never walks the runs. The store writer and the socket server update
 //! their own metrics through the shared handles in `Shared`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use ax_shared::RunState;
@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::engine::{DagRunState, Effect, Millis};
+use crate::engine::{DagRunState, Effect, Event, Millis};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
@@ -38,6 +38,14 @@ struct PoolStateLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DagLabel {
     dag: String,
+}
+
+/// A cron slot's fate: `fired` (it started or queued a DAG run) or
+/// `skipped` (left out by `catchup`, or `overlap = "skip"`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CronSlotLabel {
+    dag: String,
+    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -124,11 +132,18 @@ pub struct Metrics {
     dag_last_failure: Family<DagLabel, FloatGauge>,
     dag_next_fire: Family<DagLabel, FloatGauge>,
     dag_paused: Family<DagLabel, Gauge>,
+    cron_slots: Family<CronSlotLabel, Counter>,
     job_file_errors: Gauge,
     store_faulted: Gauge,
     dag_history: HashMap<Arc<str>, DagHistory>,
+    /// When runs ended failed or timed out over the last hour, oldest
+    /// first (for systemd's `STATUS=` and `ax status`).
+    recent_failures: VecDeque<Millis>,
     pub shared: Shared,
 }
+
+/// The window of `Metrics::failed_last_hour`.
+const FAILURE_WINDOW_MS: Millis = 3_600_000;
 
 impl Metrics {
     /// When the DAG's last DAG run ended (succeeded, failed or was
@@ -157,12 +172,14 @@ impl Metrics {
             dag_last_failure: Family::default(),
             dag_next_fire: Family::default(),
             dag_paused: Family::default(),
+            cron_slots: Family::default(),
             job_file_errors: Gauge::default(),
             store_faulted: Gauge::default(),
             dag_history: history
                 .into_iter()
                 .map(|(k, v)| (Arc::from(k), v))
                 .collect(),
+            recent_failures: VecDeque::new(),
             shared,
             registry: Registry::default(),
         };
@@ -230,6 +247,11 @@ impl Metrics {
             m.dag_paused.clone(),
         );
         r.register(
+            "cron_slots",
+            "Cron slots passed, by DAG: fired, or skipped (catchup, overlap = skip)",
+            m.cron_slots.clone(),
+        );
+        r.register(
             "job_file_errors",
             "Job files that fail to load",
             m.job_file_errors.clone(),
@@ -264,8 +286,20 @@ impl Metrics {
 
     /// Counts what one scheduler step decided at `now`.
     pub fn observe(&mut self, now: Millis, effects: &[Effect]) {
+        while self
+            .recent_failures
+            .front()
+            .is_some_and(|&t| t < now - FAILURE_WINDOW_MS)
+        {
+            self.recent_failures.pop_front();
+        }
         for e in effects {
             match e {
+                Effect::Event(Event {
+                    run: Some(_),
+                    to: Some(RunState::Failed | RunState::TimedOut),
+                    ..
+                }) => self.recent_failures.push_back(now),
                 Effect::Spawn(o) => {
                     let pool = PoolLabel {
                         pool: o.job().pool.clone(),
@@ -303,9 +337,37 @@ impl Metrics {
                         DagRunState::Active => {}
                     }
                 }
+                Effect::CronMark {
+                    dag,
+                    fired,
+                    skipped,
+                    ..
+                } => {
+                    for (result, n) in [("fired", fired), ("skipped", skipped)] {
+                        if *n > 0 {
+                            self.cron_slots
+                                .get_or_create(&CronSlotLabel {
+                                    dag: dag.clone(),
+                                    result,
+                                })
+                                .inc_by(u64::from(*n));
+                        }
+                    }
+                }
                 _ => {}
             }
         }
+    }
+
+    /// Runs that ended failed or timed out in the hour before `now`, as
+    /// seen by this axd since it started.
+    pub fn failed_last_hour(&self, now: Millis) -> u64 {
+        let since = now - FAILURE_WINDOW_MS;
+        self.recent_failures
+            .iter()
+            .rev()
+            .take_while(|&&t| t >= since)
+            .count() as u64
     }
 
     /// The text exposition, with gauges taken from `snap`.

@@ -242,7 +242,7 @@ fn announce(
     let note = Notification::Changed(Changed {
         events,
         progress: progress.to_vec(),
-        status,
+        status: Box::new(status),
     });
     let _ = notify.send(Arc::from(note.to_line()));
 }

@@ -62,42 +62,24 @@ fn a_retry_walks_only_downstream_runs_still_held() {
     assert_eq!(sim.state(a), RunState::Success);
 }
 
-fn restored_run(id: RunId, state: RunState, attempts: Vec<Attempt>) -> RestoredRun {
-    RestoredRun {
-        id,
-        job_index: 0,
-        state,
-        attempts,
-        counted_failures: 0,
-        created_at: 1_700_000_000_000,
-        ready_at: Some(1_700_000_000_000),
-        started_at: None,
-        finished_at: None,
-        next_at: None,
-        delay: None,
-        reason: "stored".into(),
-        message: None,
-        progress: None,
-        upstream: vec![],
-    }
-}
-
 fn in_pool(name: &str, pool: &str) -> std::sync::Arc<DagSpec> {
     let mut j = job("j");
     j.pool = pool.into();
     dag(name, vec![j])
 }
 
-fn restored_dag_run(id: u64, spec: std::sync::Arc<DagSpec>, run: RestoredRun) -> RestoredDagRun {
-    RestoredDagRun {
-        id: DagRunId(id),
+fn restored_dag_run(
+    id: u64,
+    spec: std::sync::Arc<DagSpec>,
+    state: RunState,
+    attempts: Vec<Attempt>,
+) -> RestoredDagRun {
+    stored_dag_run(
+        DagRunId(id),
         spec,
-        state: DagRunState::Active,
-        created_at: 1_700_000_000_000,
-        trigger: "test".into(),
-        unique_key: None,
-        runs: vec![run],
-    }
+        1_700_000_000_000,
+        vec![(RunId(id), state, attempts)],
+    )
 }
 
 /// A restart after a pool left `axd.toml`: every unfinished run of that
@@ -117,20 +99,27 @@ fn restored_runs_of_a_removed_pool_end_with_a_reason() {
         slot: 0,
         error: None,
     };
-    let mut delayed = restored_run(RunId(3), RunState::Delayed, vec![]);
-    delayed.next_at = Some(sim.now + 1000);
+    let mut delayed = restored_dag_run(
+        3,
+        in_pool("gone_delayed", "gone"),
+        RunState::Delayed,
+        vec![],
+    );
+    delayed.runs[0].next_at = Some(sim.now + 1000);
     let stored = vec![
         restored_dag_run(
             1,
             in_pool("gone_running", "gone"),
-            restored_run(RunId(1), RunState::Running, vec![attempt]),
+            RunState::Running,
+            vec![attempt],
         ),
         restored_dag_run(
             2,
             in_pool("gone_waiting", "gone"),
-            restored_run(RunId(2), RunState::Waiting, vec![]),
+            RunState::Waiting,
+            vec![],
         ),
-        restored_dag_run(3, in_pool("gone_delayed", "gone"), delayed),
+        delayed,
     ];
     let now = sim.now;
     sim.engine.restore(now, stored, 4, 4);
@@ -148,9 +137,8 @@ fn restored_runs_of_a_removed_pool_end_with_a_reason() {
 #[test]
 fn a_retry_into_a_removed_pool_is_refused() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
-    let mut failed = restored_run(RunId(1), RunState::Failed, vec![]);
-    failed.finished_at = Some(sim.now - 1000);
-    let mut dr = restored_dag_run(1, in_pool("old", "gone"), failed);
+    let mut dr = restored_dag_run(1, in_pool("old", "gone"), RunState::Failed, vec![]);
+    dr.runs[0].finished_at = Some(sim.now - 1000);
     dr.state = DagRunState::Failed;
     let now = sim.now;
     sim.engine.restore(now, vec![dr], 2, 2);

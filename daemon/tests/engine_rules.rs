@@ -881,31 +881,19 @@ fn finished_dag_runs_are_evicted_and_can_be_loaded_back_for_a_retry() {
     let later = sim.submit_with(dag("later", vec![job("c")]), None, vec![r])[0];
     assert_eq!(sim.state(later), RunState::Cancelled);
     // load the DAG run back (as the daemon does from the store) and retry
-    let restored = RestoredDagRun {
-        id: old_dr,
-        spec: snapshot.spec.clone(),
-        state: DagRunState::Failed,
-        created_at: snapshot.created_at,
-        trigger: "test".into(),
-        unique_key: None,
-        runs: vec![RestoredRun {
-            id: r,
-            job_index: 0,
-            state: RunState::Failed,
-            attempts: snapshot.attempts.clone(),
-            counted_failures: 1,
-            created_at: snapshot.created_at,
-            ready_at: snapshot.ready_at,
-            started_at: snapshot.started_at,
-            finished_at: snapshot.finished_at,
-            next_at: None,
-            delay: None,
-            reason: snapshot.reason.clone(),
-            message: None,
-            progress: None,
-            upstream: vec![],
-        }],
-    };
+    let mut restored = stored_dag_run(
+        old_dr,
+        snapshot.spec.clone(),
+        snapshot.created_at,
+        vec![(r, RunState::Failed, snapshot.attempts.clone())],
+    );
+    restored.state = DagRunState::Failed;
+    let run = &mut restored.runs[0];
+    run.counted_failures = 1;
+    run.ready_at = snapshot.ready_at;
+    run.started_at = snapshot.started_at;
+    run.finished_at = snapshot.finished_at;
+    run.reason = snapshot.reason.clone();
     sim.engine.restore(sim.now, vec![restored], 0, 0);
     sim.input(Input::Retry {
         run: r,
@@ -940,33 +928,17 @@ fn interrupted_runs_keep_their_place_in_the_queue() {
     );
     // The next life: both loaded back as the store has them; the
     // interrupted run starts first.
-    let restored = |r: &Run, id: u64| RestoredDagRun {
-        id: r.dag_run,
-        spec: dag(
-            if id == first.0 { "first" } else { "later" },
-            vec![job("a")],
-        ),
-        state: DagRunState::Active,
-        created_at: r.created_at,
-        trigger: "test".into(),
-        unique_key: None,
-        runs: vec![RestoredRun {
-            id: RunId(id),
-            job_index: 0,
-            state: r.state,
-            attempts: r.attempts.clone(),
-            counted_failures: 0,
-            created_at: r.created_at,
-            ready_at: r.ready_at,
-            started_at: r.started_at,
-            finished_at: None,
-            next_at: None,
-            delay: None,
-            reason: String::new(),
-            message: None,
-            progress: None,
-            upstream: vec![],
-        }],
+    let restored = |r: &Run, id: u64| {
+        let name = if id == first.0 { "first" } else { "later" };
+        let mut d = stored_dag_run(
+            r.dag_run,
+            dag(name, vec![job("a")]),
+            r.created_at,
+            vec![(RunId(id), r.state, r.attempts.clone())],
+        );
+        d.runs[0].ready_at = r.ready_at;
+        d.runs[0].started_at = r.started_at;
+        d
     };
     let mut next = Sim::new(cfg(1, &[("default", 1)]));
     next.now = sim.now + 5000;

@@ -38,7 +38,7 @@ fn fired(sim: &Sim) -> Vec<(String, Millis)> {
     sim.effects
         .iter()
         .filter_map(|e| match e {
-            Effect::CronMark { dag, slot } => Some((dag.clone(), *slot)),
+            Effect::CronMark { dag, slot, .. } => Some((dag.clone(), *slot)),
             _ => None,
         })
         .collect()

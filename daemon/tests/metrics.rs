@@ -163,3 +163,55 @@ fn dag_history_from_the_store_survives_a_restart() {
         Some(1_600_000_000.0)
     );
 }
+
+/// Cron slots are counted by what became of them: a slot that starts a DAG
+/// run is `fired`; one left out by `catchup` or by `overlap = "skip"` is
+/// `skipped`.
+#[test]
+fn cron_slots_are_counted_fired_and_skipped() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let mut metrics = Metrics::new(Shared::default(), HashMap::new());
+    sim.now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    let scheduled = |name: &str, catchup: Catchup, overlap: Overlap| {
+        let mut j = job("j");
+        j.timeout = Timeout::Never;
+        let mut d = DagSpec::adhoc(name, vec![j]);
+        d.schedule = Some("* * * * *".into());
+        d.catchup = catchup;
+        d.overlap = overlap;
+        std::sync::Arc::new(d)
+    };
+    // Its one run never ends: of three slots, one fires, two are skipped.
+    sim.input(Input::DefineDag {
+        spec: scheduled("busy", Catchup::Latest, Overlap::Skip),
+        zone: chrono_tz::UTC,
+        watermark: None,
+    })
+    .unwrap();
+    // Down for five minutes: of the six slots from then to now, both
+    // included, `catchup = "latest"` fires the newest and skips five.
+    sim.input(Input::DefineDag {
+        spec: scheduled("late", Catchup::Latest, Overlap::Allow),
+        zone: chrono_tz::UTC,
+        watermark: Some(sim.now - 5 * 60_000 - 1),
+    })
+    .unwrap();
+    for _ in 0..3 {
+        sim.advance(60_000);
+    }
+    metrics.observe(sim.now, &std::mem::take(&mut sim.effects));
+    let text = metrics.render(&Snapshot::default());
+    let s = scrape(&text);
+    let slots = |dag: &str, result: &str| {
+        value(
+            &s,
+            "ax_cron_slots_total",
+            &[("dag", dag), ("result", result)],
+        )
+    };
+    assert_eq!(slots("busy", "fired"), Some(1.0), "{text}");
+    assert_eq!(slots("busy", "skipped"), Some(2.0), "{text}");
+    // The catch-up at definition (1 fired, 5 skipped) and 3 slots on time.
+    assert_eq!(slots("late", "fired"), Some(4.0), "{text}");
+    assert_eq!(slots("late", "skipped"), Some(5.0), "{text}");
+}

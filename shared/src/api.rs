@@ -82,6 +82,10 @@ pub struct StatusView {
     #[serde(default)]
     pub burst_extra: u32,
     pub runs: BTreeMap<String, u64>,
+    /// Runs that ended failed or timed out in the last hour (counted by
+    /// this axd since it started).
+    #[serde(default)]
+    pub failed_last_hour: u64,
     pub errors: Vec<FileError>,
     /// Set while the store refuses writes (disk full): new writes are
     /// refused until it recovers.

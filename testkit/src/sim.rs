@@ -188,3 +188,45 @@ impl Sim {
         self.engine.why(run, self.now).unwrap_or_default()
     }
 }
+
+/// An active DAG run of `spec` as the store reads it back: one stored run
+/// per job in order, given as (id, state, attempts), created and made
+/// ready at `created_at`. Callers set the other stored fields they test.
+pub fn stored_dag_run(
+    id: DagRunId,
+    spec: Arc<DagSpec>,
+    created_at: Millis,
+    runs: Vec<(RunId, RunState, Vec<Attempt>)>,
+) -> RestoredDagRun {
+    let dag: Arc<str> = Arc::from(spec.name.as_str());
+    let runs = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (run, state, attempts))| {
+            let mut r = Run::waiting(
+                run,
+                id,
+                dag.clone(),
+                spec.clone(),
+                i as u32,
+                created_at,
+                vec![],
+            );
+            r.state = state;
+            r.attempts = attempts;
+            r.ready_at = Some(created_at);
+            r.reason = "stored".into();
+            r
+        })
+        .collect();
+    RestoredDagRun {
+        id,
+        dag,
+        spec,
+        state: DagRunState::Active,
+        created_at,
+        trigger: "test".into(),
+        unique_key: None,
+        runs,
+    }
+}

@@ -135,7 +135,7 @@ fn full_app() -> App {
     let mut a = app();
     let mut s = status();
     s.errors = dags().into_iter().filter_map(|d| d.error).collect();
-    a.on_daemon(DaemonEvent::Status(s));
+    a.on_daemon(DaemonEvent::Status(Box::new(s)));
     let mut runs = a.runs.clone();
     let mut long = run(8, RUN_DAG, LONG_JOB, "failed");
     long.reason = Some("attempt 1 failed (exit 1)".into());
@@ -306,9 +306,9 @@ fn a_broken_file_shows_in_the_dags_view_and_the_banner() {
     // A store fault is counted too, and the banner goes when all is well.
     let mut s = status();
     s.store_error = Some("disk full".into());
-    a.on_daemon(DaemonEvent::Status(s));
+    a.on_daemon(DaemonEvent::Status(Box::new(s)));
     assert!(screen_text(&draw(&a, 120, 30)).contains("store fault: disk full"));
-    a.on_daemon(DaemonEvent::Status(status()));
+    a.on_daemon(DaemonEvent::Status(Box::new(status())));
     assert!(!screen_text(&draw(&a, 120, 30)).contains('⚠'));
 }
 

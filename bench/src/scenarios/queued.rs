@@ -111,7 +111,7 @@ fn render_frames(window: Vec<RunView>, status: StatusView) -> anyhow::Result<Vec
     app.on_daemon(DaemonEvent::Connected {
         version: status.version.clone(),
     });
-    app.on_daemon(DaemonEvent::Status(status));
+    app.on_daemon(DaemonEvent::Status(Box::new(status)));
     for _ in 0..180 {
         app.on_tick(chrono::Utc::now());
     }

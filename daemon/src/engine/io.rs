@@ -253,9 +253,13 @@ pub enum Effect {
         queue: Vec<Trigger>,
     },
     /// A DAG's cron watermark advanced to `slot` (commit with the runs).
+    /// Of the slots it passed, `fired` started or queued a DAG run and
+    /// `skipped` did not (left out by `catchup`, or `overlap = "skip"`).
     CronMark {
         dag: String,
         slot: Millis,
+        fired: u32,
+        skipped: u32,
     },
 }
 

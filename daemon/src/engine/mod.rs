@@ -56,7 +56,7 @@ pub use io::{
 };
 use pool::{Pool, TokenBucket};
 pub use queue::{Aging, Candidate, ReadyQueue};
-pub use run::{Attempt, DagRun, DagRunState, Delay, RestoredDagRun, RestoredRun, Run};
+pub use run::{Attempt, DagRun, DagRunState, Delay, RestoredDagRun, Run};
 use table::RunTable;
 use timers::{Timer, TimerKind};
 pub use triggers::{Fired, Trigger};

@@ -84,7 +84,7 @@ impl Engine {
         dag_runs.sort_by_key(|d| d.id);
         let mut all = Vec::new();
         for d in dag_runs {
-            let dag: Arc<str> = Arc::from(d.spec.name.as_str());
+            let dag = d.dag;
             let mut ids = Vec::with_capacity(d.runs.len());
             let mut unfinished = 0;
             let mut runs = d.runs;
@@ -100,8 +100,7 @@ impl Engine {
                 self.counts[state_index(r.state)] += 1;
                 ids.push(r.id);
                 all.push(r.id);
-                self.runs
-                    .insert(r.id, Run::new(d.id, dag.clone(), d.spec.clone(), r));
+                self.runs.insert(r.id, r);
             }
             if let Some(k) = &d.unique_key {
                 self.unique.insert(k.clone(), d.id);

@@ -77,35 +77,38 @@ pub(super) struct RunTimers {
 }
 
 impl Run {
-    /// The one way a run comes to be: from its stored fields (a fresh run's
-    /// are `RestoredRun::waiting`) plus its DAG run. Links to downstream
-    /// runs, upstream counts, slot and timers start empty; the engine sets
-    /// them as it places the run.
-    pub(super) fn new(
+    /// The one way a run comes to be: waiting, no attempt yet, links,
+    /// upstream counts, slot and timers empty (the engine sets them as it
+    /// places the run). The store's loader then sets the stored fields of
+    /// a run it reads back; `reason` is empty until the caller gives it.
+    pub fn waiting(
+        id: RunId,
         dag_run: DagRunId,
         dag: Arc<str>,
         spec: Arc<DagSpec>,
-        row: RestoredRun,
+        job_index: u32,
+        created_at: Millis,
+        upstream: Vec<RunId>,
     ) -> Run {
         Run {
-            id: row.id,
+            id,
             dag_run,
             dag,
             spec,
-            job_index: row.job_index,
-            state: row.state,
-            attempts: row.attempts,
-            counted_failures: row.counted_failures,
-            created_at: row.created_at,
-            ready_at: row.ready_at,
-            started_at: row.started_at,
-            finished_at: row.finished_at,
-            next_at: row.next_at,
-            delay: row.delay,
-            reason: row.reason,
-            message: row.message,
-            progress: row.progress,
-            upstream: row.upstream,
+            job_index,
+            state: RunState::Waiting,
+            attempts: Vec::new(),
+            counted_failures: 0,
+            created_at,
+            ready_at: None,
+            started_at: None,
+            finished_at: None,
+            next_at: None,
+            delay: None,
+            reason: String::new(),
+            message: None,
+            progress: None,
+            upstream,
             downstream: Vec::new(),
             depended_on: false,
             awaits_commit: false,
@@ -177,62 +180,16 @@ impl DagRun {
     }
 }
 
-/// A run as loaded from the store at start-up.
-#[derive(Clone, Debug)]
-pub struct RestoredRun {
-    pub id: RunId,
-    pub job_index: u32,
-    pub state: RunState,
-    pub attempts: Vec<Attempt>,
-    pub counted_failures: u32,
-    pub created_at: Millis,
-    pub ready_at: Option<Millis>,
-    pub started_at: Option<Millis>,
-    pub finished_at: Option<Millis>,
-    pub next_at: Option<Millis>,
-    pub delay: Option<Delay>,
-    pub reason: String,
-    pub message: Option<String>,
-    pub progress: Option<f64>,
-    pub upstream: Vec<RunId>,
-}
-
-impl RestoredRun {
-    /// The fields of a run just created: waiting, no attempt yet.
-    pub(super) fn waiting(
-        id: RunId,
-        job_index: u32,
-        created_at: Millis,
-        reason: String,
-        upstream: Vec<RunId>,
-    ) -> RestoredRun {
-        RestoredRun {
-            id,
-            job_index,
-            state: RunState::Waiting,
-            attempts: Vec::new(),
-            counted_failures: 0,
-            created_at,
-            ready_at: None,
-            started_at: None,
-            finished_at: None,
-            next_at: None,
-            delay: None,
-            reason,
-            message: None,
-            progress: None,
-            upstream,
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct RestoredDagRun {
     pub id: DagRunId,
+    /// The DAG's name, shared with its runs' `dag`.
+    pub dag: Arc<str>,
     pub spec: Arc<DagSpec>,
     pub state: DagRunState,
     pub created_at: Millis,
     pub trigger: String,
     pub unique_key: Option<String>,
-    pub runs: Vec<RestoredRun>,
+    /// Its runs as stored, built with `Run::waiting` and the stored fields.
+    pub runs: Vec<Run>,
 }

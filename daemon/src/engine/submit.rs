@@ -70,14 +70,16 @@ impl Engine {
             if job.deps.is_empty() {
                 upstream.extend(s.after.iter().copied());
             }
-            let row = RestoredRun::waiting(
+            let mut run = Run::waiting(
                 ids[i],
+                dag_run,
+                dag.clone(),
+                spec.clone(),
                 i as u32,
                 now,
-                format!("created by {}", s.trigger),
                 upstream,
             );
-            let mut run = Run::new(dag_run, dag.clone(), spec.clone(), row);
+            run.reason = format!("created by {}", s.trigger);
             run.awaits_commit = by_trigger;
             self.counts[state_index(RunState::Waiting)] += 1;
             self.runs.insert(run.id, run);

@@ -282,16 +282,22 @@ impl Engine {
             // overlap is allowed, they join the DAG's slot queue and run one
             // after another in slot order.
             let overlap = self.dags.get(dag).map(|d| d.spec.overlap);
+            let (mut fired, mut skipped) = (0u32, skipped as u32);
             if fire.len() > 1 && overlap != Some(Overlap::Allow) {
                 for slot in fire {
                     let why = "(catch-up runs missed slots one at a time)";
                     self.queue_trigger(now, dag, Trigger::Slot(slot), why);
+                    fired += 1;
                 }
                 self.start_queued(now, dag);
             } else {
                 for slot in fire {
-                    // What happened is recorded as events.
-                    let _ = self.fire(now, dag, Trigger::Slot(slot));
+                    // What happened is recorded as events; the metrics
+                    // count it.
+                    match self.fire(now, dag, Trigger::Slot(slot)) {
+                        Fired::Started { .. } | Fired::Queued { .. } => fired += 1,
+                        Fired::Skipped { .. } | Fired::Failed(_) => skipped += 1,
+                    }
                 }
             }
             if let Some(def) = self.dags.get_mut(dag) {
@@ -300,6 +306,8 @@ impl Engine {
             self.effects.push(Effect::CronMark {
                 dag: dag.to_string(),
                 slot: latest,
+                fired,
+                skipped,
             });
         }
         let after = self

@@ -79,7 +79,7 @@ impl Scheduler {
             ));
         }
         match request {
-            Request::Status(_) => encode_answer(self.status_with_config()),
+            Request::Status(_) => encode_answer(self.status_with_config(now)),
             Request::Metrics(_) => encode_answer(self.metrics_text(now)),
             Request::ListRuns(p) => wire(self.list_runs(now, *p)),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
@@ -98,7 +98,7 @@ impl Scheduler {
             Request::LogInfo(p) => wire(self.log_info(*p)),
             Request::Events(p) => wire(self.events(*p)),
             Request::Subscribe(_) => encode_answer(SubscribeAnswer {
-                status: self.status(),
+                status: self.status(now),
             }),
             // Answered by the connection itself (`server`).
             Request::Hello(_) | Request::Logs(_) => Err(RpcError::new(

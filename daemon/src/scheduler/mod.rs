@@ -106,7 +106,7 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
     let mut trigger_queues = Vec::new();
     for e in effects {
         match e {
-            Effect::CronMark { dag, slot } => cron_marks.push((dag.clone(), *slot)),
+            Effect::CronMark { dag, slot, .. } => cron_marks.push((dag.clone(), *slot)),
             Effect::TriggerQueue { dag, queue } => {
                 trigger_queues.push((dag.clone(), queue.clone()));
             }
@@ -380,7 +380,7 @@ impl Scheduler {
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
         }
-        self.write(effects, durable);
+        self.write(now, effects, durable);
         self.maintain(now_ms());
     }
 
@@ -416,7 +416,7 @@ impl Scheduler {
 
     /// Hands the step's changes, with the answers waiting on them, to the
     /// writer.
-    fn write(&mut self, effects: &[Effect], replies: Answers) {
+    fn write(&mut self, now: Millis, effects: &[Effect], replies: Answers) {
         let c = commit_of(&self.engine, effects);
         let progress: Vec<u64> = effects
             .iter()
@@ -445,7 +445,7 @@ impl Scheduler {
             removed_defs: defs.removed,
             progress,
             replies,
-            status: announce.then(|| self.status()),
+            status: announce.then(|| self.status(now)),
             on_commit: self.on_commit_of_triggers(effects),
         };
         // The writer ends only after this thread drops its queue.

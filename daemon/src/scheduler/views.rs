@@ -32,10 +32,10 @@ fn dag_run_state(s: engine::DagRunState) -> DagRunState {
 impl Scheduler {
     /// `status`: the counts and the config in force. Notifications carry
     /// the counts only (the config changes with a reload, not per step).
-    pub(super) fn status_with_config(&self) -> StatusView {
+    pub(super) fn status_with_config(&self, now: Millis) -> StatusView {
         StatusView {
             config: Some(Box::new(self.cfg.view(self.config_path.as_deref()))),
-            ..self.status()
+            ..self.status(now)
         }
     }
 
@@ -90,7 +90,7 @@ impl Scheduler {
         })
     }
 
-    pub(super) fn status(&self) -> StatusView {
+    pub(super) fn status(&self, now: Millis) -> StatusView {
         let queued: HashMap<String, u32> = self.engine.pool_queued().into_iter().collect();
         let runs: BTreeMap<String, u64> = self
             .run_counts()
@@ -114,6 +114,7 @@ impl Scheduler {
             burst_in_use: self.engine.burst_in_use(),
             burst_extra: self.cfg.burst_extra,
             runs,
+            failed_last_hour: self.metrics.failed_last_hour(now),
             errors: self.registry.errors(),
             store_error: self.store_fault(),
             store_bytes: self.retention.sizes.store_bytes(),

@@ -19,8 +19,7 @@ mod load;
 
 use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
 use crate::engine::{
-    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, RestoredRun, RunId, Trigger,
-    UniqueHolder,
+    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, Run, RunId, Trigger, UniqueHolder,
 };
 use ax_shared::time::Timestamp;
 

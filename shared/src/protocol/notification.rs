@@ -21,7 +21,8 @@ pub enum Notification {
 pub struct Changed {
     pub events: Vec<EventView>,
     pub progress: Vec<u64>,
-    pub status: StatusView,
+    /// Boxed: a status is most of a notification's size.
+    pub status: Box<StatusView>,
 }
 
 impl Changed {

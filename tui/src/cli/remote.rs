@@ -340,6 +340,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for (state, n) in &s.runs {
                 let _ = writeln!(o.out, "  {state:<10} {n}");
             }
+            let _ = writeln!(o.out, "failed in the last hour: {}", s.failed_last_hour);
             let size = |b: Option<u64>| b.map_or_else(|| "not measured yet".into(), human_bytes);
             let _ = writeln!(
                 o.out,

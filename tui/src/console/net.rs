@@ -43,7 +43,7 @@ async fn subscription(socket: SocketChoice, events: UnboundedSender<Event>) {
                 let version = c.server.version.clone();
                 match c.request(Subscribe).await {
                     Ok(snapshot) => {
-                        send(&events, DaemonEvent::Status(snapshot.status));
+                        send(&events, DaemonEvent::Status(Box::new(snapshot.status)));
                         send(&events, DaemonEvent::Connected { version });
                     }
                     Err(e) => send(

@@ -33,10 +33,10 @@ pub enum DaemonEvent {
     },
     /// A change notification (with the daemon's status).
     Changed {
-        status: Option<StatusView>,
+        status: Option<Box<StatusView>>,
         runs_changed: Vec<u64>,
     },
-    Status(StatusView),
+    Status(Box<StatusView>),
     Window(Vec<RunView>),
     Detail(Box<RunView>),
     Dags(Vec<DagView>),
@@ -378,7 +378,7 @@ impl App {
                 runs_changed,
             } => {
                 if let Some(s) = status {
-                    self.set_status(s);
+                    self.set_status(*s);
                 }
                 self.stale = true;
                 let mut c = vec![self.window_command()];
@@ -395,7 +395,7 @@ impl App {
                 c
             }
             DaemonEvent::Status(s) => {
-                self.set_status(s);
+                self.set_status(*s);
                 vec![]
             }
             DaemonEvent::Window(runs) => {

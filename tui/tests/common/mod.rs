@@ -95,6 +95,7 @@ pub fn status() -> StatusView {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
+        failed_last_hour: 2,
         errors: vec![],
         store_error: None,
         store_bytes: None,
@@ -109,7 +110,7 @@ pub fn app() -> App {
     app.on_daemon(DaemonEvent::Connected {
         version: "0.1.0".into(),
     });
-    app.on_daemon(DaemonEvent::Status(status()));
+    app.on_daemon(DaemonEvent::Status(Box::new(status())));
     for i in 0..30u64 {
         let mut s = status();
         s.runs.insert("waiting".into(), (i * 7) % 13);

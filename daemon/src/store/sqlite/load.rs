@@ -48,6 +48,7 @@ impl SqliteStore {
                 index.insert(id, dag_runs.len());
                 dag_runs.push(RestoredDagRun {
                     id: DagRunId(id),
+                    dag: Arc::from(spec.name.as_str()),
                     spec,
                     state: match r.get::<_, String>(3)?.as_str() {
                         "success" => DagRunState::Success,
@@ -121,30 +122,35 @@ impl SqliteStore {
                         .map_err(|e| StoreError::Corrupt(format!("run {id} upstream: {e}")))?
                 };
                 upstream_ids.extend(upstream.iter().map(|u| u.0));
-                let run = RestoredRun {
-                    id: RunId(id),
-                    job_index: r.get::<_, i64>(2)? as u32,
-                    state: parse_state(&r.get::<_, String>(3)?)?,
-                    attempts: attempts.remove(&id).unwrap_or_default(),
-                    counted_failures: r.get::<_, i64>(4)? as u32,
-                    created_at: r.get(5)?,
-                    ready_at: r.get(6)?,
-                    started_at: r.get(7)?,
-                    finished_at: r.get(8)?,
-                    next_at: r.get(9)?,
-                    delay: match r.get::<_, Option<String>>(10)?.as_deref() {
-                        Some("retry_budget") => Some(Delay::RetryBudget),
-                        Some(_) => Some(Delay::Backoff),
-                        None => None,
-                    },
-                    reason: r.get(11)?,
-                    message: r.get(12)?,
-                    progress: r.get(13)?,
-                    upstream,
+                let Some(&i) = index.get(&dag_run) else {
+                    continue;
                 };
-                if let Some(&i) = index.get(&dag_run) {
-                    dag_runs[i].runs.push(run);
-                }
+                let owner = &dag_runs[i];
+                let mut run = Run::waiting(
+                    RunId(id),
+                    owner.id,
+                    owner.dag.clone(),
+                    owner.spec.clone(),
+                    r.get::<_, i64>(2)? as u32,
+                    r.get(5)?,
+                    upstream,
+                );
+                run.state = parse_state(&r.get::<_, String>(3)?)?;
+                run.attempts = attempts.remove(&id).unwrap_or_default();
+                run.counted_failures = r.get::<_, i64>(4)? as u32;
+                run.ready_at = r.get(6)?;
+                run.started_at = r.get(7)?;
+                run.finished_at = r.get(8)?;
+                run.next_at = r.get(9)?;
+                run.delay = match r.get::<_, Option<String>>(10)?.as_deref() {
+                    Some("retry_budget") => Some(Delay::RetryBudget),
+                    Some(_) => Some(Delay::Backoff),
+                    None => None,
+                };
+                run.reason = r.get(11)?;
+                run.message = r.get(12)?;
+                run.progress = r.get(13)?;
+                dag_runs[i].runs.push(run);
             }
         }
         // Upstream runs outside the loaded DAG runs (`--after` links).
