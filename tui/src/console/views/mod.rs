@@ -48,7 +48,7 @@ pub fn list_table(f: &mut Frame, app: &App, area: Rect, list: List) {
     let header = Row::new(
         shown
             .iter()
-            .map(|i| Cell::from(cols[*i].title))
+            .map(|i| Cell::from(fit(cols[*i].title, w[*i].unwrap_or(0) as usize)))
             .collect::<Vec<_>>(),
     )
     .style(Style::default().add_modifier(Modifier::BOLD));
