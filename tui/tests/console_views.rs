@@ -306,8 +306,23 @@ fn a_broken_file_shows_in_the_dags_view_and_the_banner() {
     // A store fault is counted too, and the banner goes when all is well.
     let mut s = status();
     s.store_error = Some("disk full".into());
+    s.errors.push(FileError {
+        file: "/etc/ax/jobs.d/.hidden/x.toml".into(),
+        line: None,
+        column: None,
+        message: "cannot read: permission denied".into(),
+    });
     a.on_daemon(DaemonEvent::Status(Box::new(s)));
-    assert!(screen_text(&draw(&a, 120, 30)).contains("store fault: disk full"));
+    let with_fault = screen_text(&draw(&a, 120, 30));
+    assert!(
+        with_fault.contains("⚠ 1 job-file error · store fault: disk full"),
+        "{with_fault}"
+    );
+    assert!(
+        with_fault.contains("✗ store fault: disk full (new writes are refused")
+            && with_fault.contains("✗ /etc/ax/jobs.d/.hidden/x.toml: cannot read"),
+        "the DAGs view lists faults no DAG row shows:\n{with_fault}"
+    );
     a.on_daemon(DaemonEvent::Status(Box::new(status())));
     assert!(!screen_text(&draw(&a, 120, 30)).contains('⚠'));
 }

@@ -71,8 +71,43 @@ fn last_run(app: &App, d: &DagView) -> String {
     }
 }
 
+/// Faults that belong to no listed DAG: the store's, and job-file errors
+/// of files the list does not show.
+fn other_faults(app: &App) -> Vec<String> {
+    let Some(s) = &app.status else {
+        return vec![];
+    };
+    let mut out: Vec<String> = s
+        .store_error
+        .iter()
+        .map(|e| format!("✗ store fault: {e} (new writes are refused until it recovers)"))
+        .collect();
+    out.extend(
+        s.errors
+            .iter()
+            .filter(|e| !app.dags.iter().any(|d| d.file == e.file))
+            .map(|e| format!("✗ {e}")),
+    );
+    out
+}
+
 pub fn render(f: &mut Frame, app: &App, area: Rect) {
-    let [top, bottom] = Layout::vertical([Constraint::Min(3), Constraint::Length(6)]).areas(area);
+    let faults = other_faults(app);
+    let [top, middle, bottom] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length((faults.len() as u16).min(4)),
+        Constraint::Length(6),
+    ])
+    .areas(area);
+    f.render_widget(
+        Paragraph::new(
+            faults
+                .into_iter()
+                .map(|t| Line::from(Span::styled(t, fg(app, Color::Red))))
+                .collect::<Vec<_>>(),
+        ),
+        middle,
+    );
     let cols = [
         col("NAME", Kind::Name),
         col("SCHEDULE", Kind::Optional(2)),
