@@ -288,3 +288,71 @@ fn dags_view_steers_in_a_real_terminal() {
         capture().contains("AX-TUI-EXITED").then(String::new)
     });
 }
+
+/// `ax-tui --demo` opens on the shipped examples (config/jobs.d), shows
+/// their DAGs, and quits clean: exit 0, its private daemon and temp dir
+/// gone.
+#[test]
+fn demo_opens_on_the_examples_and_quits_clean() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    // The demo starts the axd built beside ax-tui.
+    axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
+    let session = format!("ax-e2e-demo-{}", std::process::id());
+    let _cleanup = Cleanup {
+        session: session.clone(),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cmd = format!(
+        "cd {} && {} --demo; echo AX-TUI-EXITED $?; sleep 60",
+        root.display(),
+        env!("CARGO_BIN_EXE_ax-tui"),
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "80",
+        "-y",
+        "24",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
+    wait_for("the demo's runs", 30, || {
+        let s = capture();
+        (s.contains("urgent-fix/urgent-fix") && s.contains("connected")).then_some(s)
+    });
+    tmux(&["send-keys", "-t", &session, "d"]);
+    wait_for("the shipped DAGs", 10, || {
+        let s = capture();
+        (s.contains("DAGs (") && s.contains("etl-nightly") && s.contains("disk-usage")).then_some(s)
+    });
+    // The demo's temp dir is named after ax-tui's pid (the pane's shell's
+    // child).
+    let shell = tmux(&["display-message", "-p", "-t", &session, "#{pane_pid}"]);
+    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", shell.trim()))
+        .unwrap_or_default();
+    let tui_pid = children
+        .split_whitespace()
+        .next()
+        .expect("ax-tui runs")
+        .to_string();
+    let dir = std::env::temp_dir().join(format!("ax-demo-{tui_pid}"));
+    assert!(dir.is_dir(), "{}", dir.display());
+    for k in ["q", "q"] {
+        tmux(&["send-keys", "-t", &session, k]);
+        std::thread::sleep(Duration::from_millis(80));
+    }
+    let after = wait_for("ax-tui to exit", 20, || {
+        let s = capture();
+        s.contains("AX-TUI-EXITED").then_some(s)
+    });
+    assert!(after.contains("AX-TUI-EXITED 0"), "{after}");
+    assert!(!dir.exists(), "the demo's temp dir is removed");
+}
