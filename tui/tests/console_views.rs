@@ -274,6 +274,14 @@ fn dags_view_triggers_pauses_resumes_and_draws() {
         drawn.contains("[· extract]") && drawn.contains("[· load]"),
         "{drawn}"
     );
+    let cmds = a.on_daemon(DaemonEvent::Changed {
+        status: None,
+        runs_changed: vec![],
+    });
+    assert!(
+        cmds.contains(&Command::FetchLatestDagRun("never-ran".into())),
+        "a change may be its first DAG run: {cmds:?}"
+    );
     press(&mut a, KeyCode::Char('q'));
     assert_eq!(a.mode, Mode::Main);
     assert_eq!(a.view, View::Dags, "q leaves the drawing for the list");

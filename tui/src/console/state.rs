@@ -387,10 +387,14 @@ impl App {
                 {
                     c.push(Command::FetchDetail(r.id));
                 }
-                if self.mode == Mode::Dag
-                    && let Some(dr) = self.dag_run.as_ref().map(|d| d.id)
-                {
-                    c.push(Command::FetchDagRun(dr));
+                if self.mode == Mode::Dag {
+                    match (&self.dag_run, &self.dag_def) {
+                        (Some(dr), _) => c.push(Command::FetchDagRun(dr.id)),
+                        // Drawn from its definition: a first DAG run may
+                        // have begun.
+                        (None, Some(d)) => c.push(Command::FetchLatestDagRun(d.name.clone())),
+                        (None, None) => {}
+                    }
                 }
                 c
             }
