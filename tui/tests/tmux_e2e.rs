@@ -26,12 +26,64 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> Option<String>) -> Str
     }
 }
 
-/// Ends the tmux session; the daemon ends when its harness drops.
-struct Cleanup {
+/// True (after a one-line note) when tmux is not installed.
+fn no_tmux() -> bool {
+    let missing = Command::new("tmux").arg("-V").output().is_err();
+    if missing {
+        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+    }
+    missing
+}
+
+/// A shell command running in a detached tmux session of `w`×`h`; the
+/// session ends on drop (a daemon ends when its harness drops).
+struct Tui {
     session: String,
 }
 
-impl Drop for Cleanup {
+impl Tui {
+    fn start(name: &str, w: u16, h: u16, cmd: &str) -> Tui {
+        let session = format!("ax-e2e-{name}-{}", std::process::id());
+        let (w, h) = (w.to_string(), h.to_string());
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            &w,
+            "-y",
+            &h,
+            "sh",
+            "-c",
+            cmd,
+        ]);
+        Tui { session }
+    }
+
+    /// ax-tui on `socket`, then a marker line when it has exited.
+    fn on_socket(name: &str, w: u16, h: u16, socket: &Path) -> Tui {
+        let cmd = format!(
+            "{} --socket {}; echo AX-TUI-EXITED; sleep 60",
+            env!("CARGO_BIN_EXE_ax-tui"),
+            socket.display()
+        );
+        Tui::start(name, w, h, &cmd)
+    }
+
+    fn capture(&self) -> String {
+        tmux(&["capture-pane", "-p", "-t", &self.session])
+    }
+
+    fn send(&self, keys: &[&str]) {
+        for k in keys {
+            tmux(&["send-keys", "-t", &self.session, k]);
+            std::thread::sleep(Duration::from_millis(80));
+        }
+    }
+}
+
+impl Drop for Tui {
     fn drop(&mut self) {
         tmux(&["kill-session", "-t", &self.session]);
     }
@@ -50,8 +102,7 @@ fn ax_json(socket: &Path, args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn console_in_a_real_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+    if no_tmux() {
         return;
     }
     let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
@@ -65,42 +116,15 @@ fn console_in_a_real_terminal() {
     )
     .unwrap();
     let socket = daemon.socket.clone();
-    let session = format!("ax-e2e-{}", std::process::id());
-    let _cleanup = Cleanup {
-        session: session.clone(),
-    };
     let triggered = ax_json(&socket, &["trigger", "e2e"]);
     let runs = run_ids(&triggered);
     let (slow, bad, after_bad) = (runs[0], runs[1], runs[2]);
     wait_for("bad to fail", 20, || {
         (ax_json(&socket, &["show", &bad.to_string()])["state"] == "failed").then(String::new)
     });
-
-    let cmd = format!(
-        "{} --socket {}; echo AX-TUI-EXITED; sleep 60",
-        env!("CARGO_BIN_EXE_ax-tui"),
-        socket.display()
-    );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
-    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
-    let send = |keys: &[&str]| {
-        for k in keys {
-            tmux(&["send-keys", "-t", &session, k]);
-            std::thread::sleep(Duration::from_millis(80));
-        }
-    };
+    let tui = Tui::on_socket("runs", 120, 40, &socket);
+    let capture = || tui.capture();
+    let send = |keys: &[&str]| tui.send(keys);
     // the jobs are on screen
     wait_for("runs on screen", 20, || {
         let s = capture();
@@ -166,7 +190,14 @@ fn console_in_a_real_terminal() {
         "the console's screen is gone:\n{after}"
     );
     assert_eq!(
-        tmux(&["display-message", "-p", "-t", &session, "#{alternate_on}"]).trim(),
+        tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            &tui.session,
+            "#{alternate_on}"
+        ])
+        .trim(),
         "0",
         "alternate screen left"
     );
@@ -177,8 +208,7 @@ fn console_in_a_real_terminal() {
 /// real state, and `C` cancels a whole DAG run.
 #[test]
 fn dags_view_steers_in_a_real_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+    if no_tmux() {
         return;
     }
     let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
@@ -196,35 +226,9 @@ fn dags_view_steers_in_a_real_terminal() {
     )
     .unwrap();
     let socket = daemon.socket.clone();
-    let session = format!("ax-e2e-dags-{}", std::process::id());
-    let _cleanup = Cleanup {
-        session: session.clone(),
-    };
-    let cmd = format!(
-        "{} --socket {}; echo AX-TUI-EXITED; sleep 60",
-        env!("CARGO_BIN_EXE_ax-tui"),
-        socket.display()
-    );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "140",
-        "-y",
-        "45",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
-    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
-    let send = |keys: &[&str]| {
-        for k in keys {
-            tmux(&["send-keys", "-t", &session, k]);
-            std::thread::sleep(Duration::from_millis(80));
-        }
-    };
+    let tui = Tui::on_socket("dags", 140, 45, &socket);
+    let capture = || tui.capture();
+    let send = |keys: &[&str]| tui.send(keys);
     let dag = |name: &str| -> serde_json::Value {
         ax_json(&socket, &["dags"])
             .as_array()
@@ -294,48 +298,31 @@ fn dags_view_steers_in_a_real_terminal() {
 /// gone.
 #[test]
 fn demo_opens_on_the_examples_and_quits_clean() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not installed (.ci/run installs it)");
+    if no_tmux() {
         return;
     }
     // The demo starts the axd built beside ax-tui.
     axd_beside(Path::new(env!("CARGO_BIN_EXE_ax-tui"))).unwrap();
-    let session = format!("ax-e2e-demo-{}", std::process::id());
-    let _cleanup = Cleanup {
-        session: session.clone(),
-    };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cmd = format!(
         "cd {} && {} --demo; echo AX-TUI-EXITED $?; sleep 60",
         root.display(),
         env!("CARGO_BIN_EXE_ax-tui"),
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "80",
-        "-y",
-        "24",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
-    let capture = || tmux(&["capture-pane", "-p", "-t", &session]);
+    let tui = Tui::start("demo", 80, 24, &cmd);
+    let capture = || tui.capture();
     wait_for("the demo's runs", 30, || {
         let s = capture();
         (s.contains("urgent-fix/urgent-fix") && s.contains("connected")).then_some(s)
     });
-    tmux(&["send-keys", "-t", &session, "d"]);
+    tui.send(&["d"]);
     wait_for("the shipped DAGs", 10, || {
         let s = capture();
         (s.contains("DAGs (") && s.contains("etl-nightly") && s.contains("disk-usage")).then_some(s)
     });
     // The demo's temp dir is named after ax-tui's pid (the pane's shell's
     // child).
-    let shell = tmux(&["display-message", "-p", "-t", &session, "#{pane_pid}"]);
+    let shell = tmux(&["display-message", "-p", "-t", &tui.session, "#{pane_pid}"]);
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", shell.trim()))
         .unwrap_or_default();
     let tui_pid = children
@@ -345,10 +332,7 @@ fn demo_opens_on_the_examples_and_quits_clean() {
         .to_string();
     let dir = std::env::temp_dir().join(format!("ax-demo-{tui_pid}"));
     assert!(dir.is_dir(), "{}", dir.display());
-    for k in ["q", "q"] {
-        tmux(&["send-keys", "-t", &session, k]);
-        std::thread::sleep(Duration::from_millis(80));
-    }
+    tui.send(&["q", "q"]);
     let after = wait_for("ax-tui to exit", 20, || {
         let s = capture();
         s.contains("AX-TUI-EXITED").then_some(s)
