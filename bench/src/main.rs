@@ -12,8 +12,8 @@ mod scenarios;
 use clap::{Parser, Subcommand};
 
 use scenarios::{
-    access, all, crashloop, dag, hostile, latency, proctree, prune, restart, shutdown, submit,
-    throughput, wal,
+    access, all, crashloop, dag, hostile, latency, logview, proctree, prune, restart, shutdown,
+    submit, throughput, wal,
 };
 
 /// The ax benchmark suite (a real axd against the machine's limit and
@@ -53,6 +53,8 @@ enum Scenario {
     Access(access::Args),
     /// The WAL's size under steady load with a subscriber
     Wal(wal::Args),
+    /// The console's log view following a job printing ~10,000 lines/s
+    Logview(logview::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -70,5 +72,6 @@ fn main() -> anyhow::Result<()> {
         Scenario::Hostile(args) => hostile::run(&args),
         Scenario::Access(args) => access::run(&args),
         Scenario::Wal(args) => wal::run(&args),
+        Scenario::Logview(args) => logview::run(&args),
     }
 }

@@ -65,6 +65,10 @@ pub struct PoolView {
     pub name: String,
     pub slots: u32,
     pub running: u32,
+    /// Ready runs waiting for one of the pool's slots (absent from
+    /// daemons that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -165,6 +169,10 @@ pub struct DagView {
     pub next_fire: Option<Timestamp>,
     pub paused: bool,
     pub last_run_state: Option<DagRunState>,
+    /// When the newest DAG run ended, or started while it is active
+    /// (absent when the DAG never ran, or the daemon does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_at: Option<Timestamp>,
     pub error: Option<FileError>,
     /// Job id → its deps, for drawing.
     #[serde(default)]

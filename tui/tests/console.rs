@@ -1,162 +1,14 @@
 //! The console, rendered with ratatui's TestBackend (insta snapshots), and
 //! `update` for every action.
 
-use ax_shared::api::{AttemptView, DagRunView, PoolView, RunView, StatusView};
-use ax_shared::time::Timestamp;
-use ax_shared::{Outcome, RunState};
-use ax_tui::console::state::{Action, App, Command, Conn, DaemonEvent, Mode, Pane};
+mod common;
+
+use ax_shared::RunState;
+use ax_shared::api::DagRunView;
+use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane};
 use ax_tui::console::ui;
-use chrono::{DateTime, Utc};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use common::*;
 use serde_json::json;
-
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
-}
-
-fn t(s: &str) -> Option<Timestamp> {
-    Some(Timestamp::parse(&format!("2026-11-29T{s}.000Z")).unwrap())
-}
-
-fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
-    RunView {
-        id,
-        dag: dag.into(),
-        job: job.into(),
-        dag_run: 1,
-        state: RunState::parse(state).unwrap(),
-        priority: 50,
-        effective_priority: 50,
-        pool: "default".into(),
-        retries: 0,
-        created_at: t("11:58:00"),
-        ..RunView::default()
-    }
-}
-
-/// A run with 3 attempts (failed, timed out, failed) and a pending retry.
-fn flaky() -> RunView {
-    let a = |n, s: &str, e: &str, outcome: &str| AttemptView {
-        n,
-        started_at: t(s),
-        finished_at: t(e),
-        outcome: Outcome::parse(outcome),
-        exit_code: if outcome == "failed" { Some(1) } else { None },
-        signal: None,
-    };
-    RunView {
-        attempts: vec![
-            a(1, "11:59:00", "11:59:10", "failed"),
-            a(2, "11:59:12", "11:59:22", "timed_out"),
-            a(3, "11:59:26", "11:59:40", "failed"),
-        ],
-        retries: 3,
-        next_at: t("12:00:08"),
-        why: Some("backoff until 12:00:08 UTC".into()),
-        reason: Some("attempt 3 failed (exit 1); retry 3 of 3".into()),
-        ..run(7, "etl-nightly", "transform", "delayed")
-    }
-}
-
-fn status() -> StatusView {
-    StatusView {
-        version: "0.1.0".into(),
-        uptime_s: 3725,
-        pools: vec![
-            PoolView {
-                name: "default".into(),
-                slots: 8,
-                running: 3,
-            },
-            PoolView {
-                name: "io".into(),
-                slots: 40,
-                running: 40,
-            },
-        ],
-        max_concurrency: 8,
-        burst_in_use: 1,
-        burst_extra: 3,
-        runs: [
-            ("waiting", 4),
-            ("delayed", 1),
-            ("ready", 2),
-            ("running", 3),
-            ("success", 120),
-            ("failed", 2),
-            ("timed_out", 0),
-            ("cancelled", 1),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-        failed_last_hour: 2,
-        errors: vec![],
-        store_error: None,
-        store_bytes: None,
-        log_bytes: None,
-        config: None,
-        cluster: None,
-    }
-}
-
-fn app() -> App {
-    let mut app = App::new(now(), false);
-    app.on_daemon(DaemonEvent::Connected {
-        version: "0.1.0".into(),
-    });
-    app.on_daemon(DaemonEvent::Status(Box::new(status())));
-    for i in 0..30u64 {
-        let mut s = status();
-        s.runs.insert("waiting".into(), (i * 7) % 13);
-        s.runs.insert("running".into(), i % 5);
-        app.status = Some(s);
-        app.on_tick(now());
-    }
-    app.status = Some(status());
-    let mut runs = vec![flaky()];
-    let mut r = run(6, "etl-nightly", "extract", "success");
-    r.started_at = t("11:58:00");
-    r.finished_at = t("11:58:42");
-    r.attempts = vec![AttemptView {
-        n: 1,
-        started_at: t("11:58:00"),
-        finished_at: t("11:58:42"),
-        outcome: Some(Outcome::Success),
-        exit_code: Some(0),
-        signal: None,
-    }];
-    runs.push(r);
-    let mut w = run(5, "weekly-report", "email", "waiting");
-    w.why = Some("waiting for calc_report (running)".into());
-    runs.push(w);
-    let mut q = run(4, "weekly-report", "calc_report", "ready");
-    q.priority = 40;
-    q.effective_priority = 43;
-    q.why = Some("pool io full (40/40)".into());
-    runs.push(q);
-    let mut b = run(3, "backfill", "chunks", "running");
-    b.started_at = t("11:59:30");
-    b.message = Some("chunk 42 of 100".into());
-    b.progress = Some(0.42);
-    runs.push(b);
-    app.on_daemon(DaemonEvent::Window(runs));
-    app.on_daemon(DaemonEvent::Detail(Box::new(flaky())));
-    app.on_daemon(DaemonEvent::LogTail {
-        run: 7,
-        text: "transform attempt 3\nupstream API returned 503\n".into(),
-    });
-    app
-}
-
-fn draw(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| ui::render(f, app)).unwrap();
-    terminal
-}
 
 #[test]
 fn main_screen_with_retry_timeline() {
@@ -281,17 +133,17 @@ fn update_filter() {
         other => panic!("{other:?}"),
     }
     a.update(Action::FilterBackspace);
-    assert_eq!(a.filter, "e");
+    assert_eq!(a.filters[0], "e");
     a.update(Action::FilterDone);
     assert_eq!(a.mode, Mode::Main);
-    assert_eq!(a.filter, "e");
+    assert_eq!(a.filters[0], "e");
     a.update(Action::Back);
-    assert_eq!(a.filter, "", "Esc clears the filter");
+    assert_eq!(a.filters[0], "", "Esc clears the filter");
     a.update(Action::StartFilter);
     a.update(Action::FilterInput('x'));
     a.update(Action::FilterCancel);
     assert_eq!(
-        (a.mode.clone(), a.filter.clone()),
+        (a.mode.clone(), a.filters[0].clone()),
         (Mode::Main, String::new())
     );
 }
@@ -334,10 +186,8 @@ fn update_retry_trigger_pause() {
     );
     assert_eq!(
         a.update(Action::TogglePause),
-        vec![Command::Pause {
-            dag: "etl-nightly".into(),
-            pause: true
-        }]
+        vec![Command::TogglePause("etl-nightly".into())],
+        "from a run, the daemon's paused state decides"
     );
 }
 
@@ -356,30 +206,27 @@ fn update_views_and_quit() {
         "q leaves a sub-view first"
     );
     assert_eq!(a.mode, Mode::Main);
-    assert_eq!(
-        a.update(Action::OpenLog),
-        vec![Command::FetchLog {
-            run: 7,
-            attempt: None,
-            offset: 0
-        }]
-    );
+    assert_eq!(a.update(Action::OpenLog), vec![Command::FollowLog(7)]);
     assert_eq!(a.mode, Mode::Log);
     a.on_daemon(DaemonEvent::Log {
         run: 7,
-        offset: 6,
         data: "hello\n".into(),
+        gap: 0,
+        restart: false,
         eof: false,
     });
-    assert_eq!(a.log, "hello\n");
+    assert_eq!(a.log.newest(5), vec!["hello"]);
     a.update(Action::ToggleFollow);
     assert!(!a.follow);
-    a.update(Action::Back);
+    assert_eq!(a.update(Action::Back), vec![Command::StopLog]);
     a.update(Action::Help);
     assert_eq!(a.mode, Mode::Help);
     a.update(Action::Help);
     assert_eq!(a.mode, Mode::Main);
-    assert_eq!(a.update(Action::Quit), vec![Command::Quit]);
+    assert_eq!(
+        a.update(Action::Quit),
+        vec![Command::StopLog, Command::Quit]
+    );
     assert!(a.quit);
 }
 
@@ -422,7 +269,7 @@ fn timeline_shows_attempts_gaps_and_countdown() {
         .collect();
     assert_eq!(bar.chars().count(), 70);
     assert!(
-        bar.contains('█') && bar.contains('·') && bar.ends_with('▷'),
+        bar.contains('▓') && bar.contains('▒') && bar.contains('·') && bar.ends_with('▷'),
         "{bar}"
     );
     let legend: String = lines[1]
@@ -432,18 +279,6 @@ fn timeline_shows_attempts_gaps_and_countdown() {
         .collect();
     assert!(legend.contains("#2 timed_out 10s"), "{legend}");
     assert!(legend.contains("next retry in 8s"), "{legend}");
-}
-
-/// The terminal's text, row by row.
-fn screen_text(terminal: &Terminal<TestBackend>) -> String {
-    let buffer = terminal.backend().buffer();
-    let width = buffer.area.width as usize;
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Issue 13: `C` asks y/n, then cancels the selected run's whole DAG run,
@@ -457,7 +292,7 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
     let mut a = app();
     let dag_run = a.selected_run().unwrap().dag_run;
     let key = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT);
-    let ask = action_for(&a.mode, key('C')).expect("C is bound");
+    let ask = action_for(&a.mode, a.view, key('C')).expect("C is bound");
     assert_eq!(ask, Action::AskCancelDagRun);
     assert!(
         a.update(ask).is_empty(),
@@ -473,6 +308,7 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
     // n: nothing happens.
     let no = action_for(
         &a.mode,
+        a.view,
         KeyEvent::new(KeyCode::Char('n'), KeyModifiers::NONE),
     );
     assert!(a.update(no.unwrap()).is_empty());
@@ -482,6 +318,7 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
     a.update(Action::AskCancelDagRun);
     let yes = action_for(
         &a.mode,
+        a.view,
         KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE),
     );
     assert_eq!(a.update(yes.unwrap()), vec![Command::CancelDagRun(dag_run)]);

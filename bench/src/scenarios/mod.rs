@@ -7,6 +7,7 @@ pub mod crashloop;
 pub mod dag;
 pub mod hostile;
 pub mod latency;
+pub mod logview;
 pub mod proctree;
 pub mod prune;
 pub mod pueue;

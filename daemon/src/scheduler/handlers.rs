@@ -160,10 +160,11 @@ impl Scheduler {
 
     fn list_dags(&mut self) -> Result<Vec<DagView>, RpcError> {
         let last = self.store.last_dag_run_states().map_err(store_err)?;
+        let active = self.active_since();
         Ok(self
             .registry
             .iter()
-            .map(|(n, e)| self.dag_view(n, e, &last))
+            .map(|(n, e)| self.dag_view(n, e, &last, &active))
             .collect())
     }
 
@@ -173,7 +174,7 @@ impl Scheduler {
             .registry
             .get(&p.name)
             .ok_or_else(|| not_found(format!("DAG {:?}", p.name)))?;
-        Ok(self.dag_view(&p.name, entry, &last))
+        Ok(self.dag_view(&p.name, entry, &last, &self.active_since()))
     }
 
     /// Starts a DAG run and names what it created.

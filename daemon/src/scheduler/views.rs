@@ -91,6 +91,7 @@ impl Scheduler {
     }
 
     pub(super) fn status(&self, now: Millis) -> StatusView {
+        let queued: HashMap<String, u32> = self.engine.pool_queued().into_iter().collect();
         let runs: BTreeMap<String, u64> = self
             .run_counts()
             .map(|(s, n)| (s.as_str().into(), n))
@@ -103,6 +104,7 @@ impl Scheduler {
                 .pool_usage()
                 .into_iter()
                 .map(|(name, slots, running)| PoolView {
+                    queued: Some(queued.get(&name).copied().unwrap_or(0)),
                     name,
                     slots,
                     running,
@@ -171,13 +173,37 @@ impl Scheduler {
         }
     }
 
-    /// `last`: the state of each DAG's newest DAG run, as the store has it.
+    /// When each DAG's active DAG runs started: the newest per DAG.
+    pub(super) fn active_since(&self) -> HashMap<Arc<str>, Millis> {
+        let mut out: HashMap<Arc<str>, Millis> = HashMap::new();
+        for dr in self
+            .engine
+            .dag_runs()
+            .filter(|d| d.state == engine::DagRunState::Active)
+        {
+            let t = out.entry(dr.dag.clone()).or_insert(dr.created_at);
+            *t = (*t).max(dr.created_at);
+        }
+        out
+    }
+
+    /// `last`: the state of each DAG's newest DAG run, as the store has it;
+    /// `active`: from `active_since`.
     pub(super) fn dag_view(
         &self,
         name: &str,
         entry: &DagEntry,
         last: &HashMap<String, String>,
+        active: &HashMap<Arc<str>, Millis>,
     ) -> DagView {
+        let last_run_state = last.get(name).and_then(|s| DagRunState::parse(s));
+        // An active DAG run shows when it started; an ended one when it
+        // ended (the metrics keep the last success and failure per DAG).
+        let last_run_at = match last_run_state {
+            Some(DagRunState::Active) => active.get(name).copied(),
+            Some(_) => self.metrics.last_ended(name),
+            None => None,
+        };
         let spec = entry.spec.as_deref();
         let tz = spec
             .and_then(|s| s.timezone.clone())
@@ -192,7 +218,8 @@ impl Scheduler {
             timezone: spec.map(|_| tz),
             next_fire: self.engine.next_fire(name).map(Timestamp::from_millis),
             paused: self.engine.is_paused(name),
-            last_run_state: last.get(name).and_then(|s| DagRunState::parse(s)),
+            last_run_state,
+            last_run_at: last_run_at.map(Timestamp::from_millis),
             error: entry.error.clone(),
             deps: spec
                 .map(|s| {

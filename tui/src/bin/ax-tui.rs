@@ -151,7 +151,7 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         };
         (None, socket)
     };
-    let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = ax_tui::console::colour_allowed(std::env::var_os("NO_COLOR"));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let commands = net::spawn(socket, tx.clone());
     // terminal input

@@ -7,7 +7,7 @@ use std::time::Duration;
 use ax_shared::api::{EventView, RunView, SubmitResult, TriggerOutcome};
 use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::dagdraw::{
-    DagNode, LEGEND, layout, nodes_of_dag_run, render_text, state_ansi, state_mark,
+    DagNode, LEGEND, layout, nodes_of_dag, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns,
@@ -326,9 +326,13 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             );
             let _ = writeln!(o.out, "pools:");
             for p in &s.pools {
+                let queued = p
+                    .queued
+                    .map(|q| format!(", {q} queued"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     o.out,
-                    "  {:<12} {:>4}/{:<4} running",
+                    "  {:<12} {:>4}/{:<4} running{queued}",
                     p.name, p.running, p.slots
                 );
             }
@@ -491,13 +495,13 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
             let _ = writeln!(
                 o.out,
-                "{:<24} {:<16} {:<22} {:<7} {:<10} ERROR",
-                "DAG", "SCHEDULE", "NEXT FIRE", "PAUSED", "LAST RUN"
+                "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} ERROR",
+                "DAG", "SCHEDULE", "NEXT FIRE", "PAUSED", "LAST RUN", "AT"
             );
             for d in &dags {
                 let _ = writeln!(
                     o.out,
-                    "{:<24} {:<16} {:<22} {:<7} {:<10} {}",
+                    "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}",
                     truncate(&d.name, 24),
                     d.schedule.as_deref().unwrap_or("-"),
                     d.next_fire.map_or("-".into(), |t| {
@@ -506,6 +510,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     }),
                     if d.paused { "yes" } else { "no" },
                     d.last_run_state.map_or("-", |s| s.as_str()),
+                    d.last_run_at.map_or("-".into(), |t| t.to_string()),
                     d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
                 );
             }
@@ -515,15 +520,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             let (nodes, states): (Vec<DagNode>, Vec<Option<ax_shared::RunState>>) = match run {
                 None => {
                     let v = c.request(GetDag { name: dag.clone() }).await?;
-                    let nodes = v
-                        .jobs
-                        .iter()
-                        .map(|j| DagNode {
-                            id: j.clone(),
-                            deps: v.deps.get(j).cloned().unwrap_or_default(),
-                        })
-                        .collect();
-                    (nodes, vec![None; v.jobs.len()])
+                    (nodes_of_dag(&v), vec![None; v.jobs.len()])
                 }
                 Some(id) => {
                     let v = c.request(GetDagRun { id }).await?;

@@ -1,8 +1,37 @@
-//! What the user can do (`Action`) and the screen that decides what a key
-//! means (`Mode`): shared by the keymap and the state, which depend on
-//! this module and not on each other's internals.
+//! What the user can do (`Action`), the resource a list shows (`View`) and
+//! the screen that decides what a key means (`Mode`): shared by the keymap
+//! and the state, which depend on this module and not on each other's
+//! internals.
 
-/// User intents (from the keymap) and daemon events, in one enum.
+/// The resources the console lists (k9s style), switched with `:NAME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Runs,
+    Dags,
+    Pools,
+    Events,
+}
+
+impl View {
+    pub const ALL: [View; 4] = [View::Runs, View::Dags, View::Pools, View::Events];
+
+    /// The name typed after `:`.
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Runs => "runs",
+            View::Dags => "dags",
+            View::Pools => "pools",
+            View::Events => "events",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// User intents (from the keymap); the view in front decides what an
+/// intent such as `Trigger` applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Up,
@@ -14,11 +43,18 @@ pub enum Action {
     Detail,
     NextPane,
     SelectTab(usize),
+    Show(View),
     StartFilter,
     FilterInput(char),
     FilterBackspace,
     FilterDone,
     FilterCancel,
+    StartCommand,
+    CommandInput(char),
+    CommandBackspace,
+    CommandComplete,
+    CommandDone,
+    CommandCancel,
     AskCancel,
     AskCancelDagRun,
     Confirm(bool),
@@ -37,6 +73,8 @@ pub enum Action {
 pub enum Mode {
     Main,
     Filter,
+    /// Typing a `:` command.
+    Command,
     ConfirmCancel(CancelTarget),
     Help,
     Dag,

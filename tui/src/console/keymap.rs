@@ -3,19 +3,37 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::action::{Action, Mode};
+use super::action::{Action, Mode, View};
 
 /// Where a binding applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// Main screen.
-    Main,
+    /// The runs list.
+    Runs,
+    /// The DAGs list.
+    Dags,
+    /// Every list (runs, DAGs, pools, events).
+    Lists,
     /// DAG view.
     Dag,
     /// Full-screen log.
     Log,
     /// Everywhere (unless typing a filter or answering y/n).
     Global,
+}
+
+impl Scope {
+    /// How the help screen names where the binding applies.
+    pub fn label(self) -> &'static str {
+        match self {
+            Scope::Runs => "runs",
+            Scope::Dags => "DAGs",
+            Scope::Lists => "lists",
+            Scope::Dag => "DAG view",
+            Scope::Log => "log view",
+            Scope::Global => "",
+        }
+    }
 }
 
 pub struct Binding {
@@ -84,7 +102,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Enter],
         label: "Enter",
         action: Action::Detail,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "detail of the selected run",
         footer: "",
     },
@@ -92,7 +110,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Tab],
         label: "Tab",
         action: Action::NextPane,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "switch pane (runs / detail)",
         footer: "",
     },
@@ -100,7 +118,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('1')],
         label: "1",
         action: Action::SelectTab(0),
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "tab: all runs",
         footer: "",
     },
@@ -108,7 +126,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('2')],
         label: "2",
         action: Action::SelectTab(1),
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "tab: running",
         footer: "",
     },
@@ -116,7 +134,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('3')],
         label: "3",
         action: Action::SelectTab(2),
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "tab: queued (waiting, delayed, ready)",
         footer: "",
     },
@@ -124,7 +142,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('4')],
         label: "4",
         action: Action::SelectTab(3),
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "tab: failed (failed, timed out, cancelled)",
         footer: "",
     },
@@ -132,23 +150,79 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('5')],
         label: "5",
         action: Action::SelectTab(4),
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "tab: succeeded",
         footer: "",
+    },
+    Binding {
+        keys: &[Char(':')],
+        label: ":",
+        action: Action::StartCommand,
+        scope: Scope::Lists,
+        help: "command line: :runs :dags :pools :events (Tab completes)",
+        footer: "view",
+    },
+    Binding {
+        keys: &[Char('d')],
+        label: "d",
+        action: Action::Show(View::Dags),
+        scope: Scope::Lists,
+        help: "DAGs view",
+        footer: "DAGs",
+    },
+    Binding {
+        keys: &[Char('e')],
+        label: "e",
+        action: Action::Show(View::Events),
+        scope: Scope::Lists,
+        help: "events view (the audit log)",
+        footer: "events",
+    },
+    Binding {
+        keys: &[Enter],
+        label: "Enter",
+        action: Action::Detail,
+        scope: Scope::Dags,
+        help: "the selected DAG's runs",
+        footer: "runs",
+    },
+    Binding {
+        keys: &[Char('t')],
+        label: "t",
+        action: Action::Trigger,
+        scope: Scope::Dags,
+        help: "trigger the selected DAG now",
+        footer: "trigger",
+    },
+    Binding {
+        keys: &[Char('p')],
+        label: "p",
+        action: Action::TogglePause,
+        scope: Scope::Dags,
+        help: "pause / resume the selected DAG",
+        footer: "pause/resume",
+    },
+    Binding {
+        keys: &[Char('g')],
+        label: "g",
+        action: Action::OpenDag,
+        scope: Scope::Dags,
+        help: "draw the DAG (its newest DAG run, else its definition)",
+        footer: "draw",
     },
     Binding {
         keys: &[Char('/')],
         label: "/",
         action: Action::StartFilter,
-        scope: Scope::Main,
-        help: "filter by DAG or job name",
+        scope: Scope::Lists,
+        help: "filter the list (events: dag:NAME run:ID actor:TEXT or text)",
         footer: "filter",
     },
     Binding {
         keys: &[Char('c')],
         label: "c",
         action: Action::AskCancel,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "cancel the selected run (asks y/n)",
         footer: "cancel",
     },
@@ -156,7 +230,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('C')],
         label: "C",
         action: Action::AskCancelDagRun,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "cancel the selected run's whole DAG run (asks y/n)",
         footer: "cancel DAG run",
     },
@@ -164,7 +238,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('r')],
         label: "r",
         action: Action::Retry,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "retry the selected run",
         footer: "retry",
     },
@@ -172,7 +246,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('t')],
         label: "t",
         action: Action::Trigger,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "trigger the selected run's DAG",
         footer: "trigger",
     },
@@ -180,7 +254,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('p')],
         label: "p",
         action: Action::TogglePause,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "pause / resume the selected run's DAG",
         footer: "pause",
     },
@@ -188,7 +262,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('g')],
         label: "g",
         action: Action::OpenDag,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "DAG view of the selected run's DAG run",
         footer: "DAG",
     },
@@ -196,7 +270,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[Char('l')],
         label: "l",
         action: Action::OpenLog,
-        scope: Scope::Main,
+        scope: Scope::Runs,
         help: "full log of the selected run (follows)",
         footer: "log",
     },
@@ -221,7 +295,7 @@ pub const KEYMAP: &[Binding] = &[
         label: "Esc",
         action: Action::Back,
         scope: Scope::Global,
-        help: "back / clear filter",
+        help: "back / clear the filter",
         footer: "",
     },
     Binding {
@@ -229,25 +303,39 @@ pub const KEYMAP: &[Binding] = &[
         label: "q",
         action: Action::Quit,
         scope: Scope::Global,
-        help: "quit (back from a sub-view)",
+        help: "quit (back to the runs from another view)",
         footer: "quit",
     },
 ];
 
-/// The main screen's footer: the bindings with a footer word, in table
-/// order.
-pub fn main_footer() -> String {
-    KEYMAP
+/// The scopes whose bindings apply in `mode` with `view` in front, most
+/// specific first.
+pub fn scopes(mode: &Mode, view: View) -> &'static [Scope] {
+    match (mode, view) {
+        (Mode::Dag, _) => &[Scope::Dag, Scope::Global],
+        (Mode::Log, _) => &[Scope::Log, Scope::Global],
+        (Mode::Help, _) => &[Scope::Global],
+        (_, View::Runs) => &[Scope::Runs, Scope::Lists, Scope::Global],
+        (_, View::Dags) => &[Scope::Dags, Scope::Lists, Scope::Global],
+        _ => &[Scope::Lists, Scope::Global],
+    }
+}
+
+/// The footer: the bindings with a footer word that apply to the screen in
+/// front, the most specific first.
+pub fn footer(mode: &Mode, view: View) -> String {
+    scopes(mode, view)
         .iter()
+        .flat_map(|scope| KEYMAP.iter().filter(move |b| b.scope == *scope))
         .filter(|b| !b.footer.is_empty())
         .map(|b| format!("{} {}", b.label, b.footer))
         .collect::<Vec<_>>()
         .join(" · ")
 }
 
-/// The action for a key in a mode, if any. Typing a filter and answering
-/// the cancel question are handled before the table.
-pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
+/// The action for a key in a mode, if any. Typing a filter or a command
+/// and answering the cancel question are handled before the table.
+pub fn action_for(mode: &Mode, view: View, key: KeyEvent) -> Option<Action> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == Char('c') {
         return Some(Action::Quit);
     }
@@ -261,6 +349,16 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
                 _ => return None,
             });
         }
+        Mode::Command => {
+            return Some(match key.code {
+                Enter => Action::CommandDone,
+                Esc => Action::CommandCancel,
+                Backspace => Action::CommandBackspace,
+                Tab => Action::CommandComplete,
+                Char(c) => Action::CommandInput(c),
+                _ => return None,
+            });
+        }
         Mode::ConfirmCancel(_) => {
             return Some(match key.code {
                 Char('y') | Char('Y') => Action::Confirm(true),
@@ -269,14 +367,22 @@ pub fn action_for(mode: &Mode, key: KeyEvent) -> Option<Action> {
         }
         _ => {}
     }
-    let scope = match mode {
-        Mode::Dag => Scope::Dag,
-        Mode::Log => Scope::Log,
-        _ => Scope::Main,
-    };
-    KEYMAP
+    scopes(mode, view)
         .iter()
-        .filter(|b| b.scope == scope || b.scope == Scope::Global)
+        .flat_map(|scope| KEYMAP.iter().filter(move |b| b.scope == *scope))
         .find(|b| b.keys.contains(&key.code))
         .map(|b| b.action)
+}
+
+/// The keymap as a Markdown table (docs/console.md), in keymap order.
+pub fn reference_markdown() -> String {
+    let mut out = String::from("| key | where | does |\n|---|---|---|\n");
+    for b in KEYMAP {
+        let scope = match b.scope {
+            Scope::Global => "everywhere",
+            s => s.label(),
+        };
+        out.push_str(&format!("| `{}` | {scope} | {} |\n", b.label, b.help));
+    }
+    out
 }

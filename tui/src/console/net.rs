@@ -7,16 +7,23 @@ use std::time::Duration;
 use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, GetDagRun, GetRun, ListRuns, Logs, Pause, Resume, Retry,
-    StateFilter, Subscribe, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, ListDags, ListRuns, Logs,
+    Pause, Resume, Retry, StateFilter, Subscribe, Trigger,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::task::JoinHandle;
 
 use super::state::{Command, DaemonEvent, Event};
 
 const RETRY: Duration = Duration::from_millis(500);
 /// How much of a log the detail pane shows.
 const TAIL_BYTES: u64 = 4096;
+/// The most a followed log reads at once; a full read means the console
+/// is behind, and it jumps to the last `FOLLOW_TAIL` bytes instead.
+pub const FOLLOW_MAX: u64 = 256 * 1024;
+pub const FOLLOW_TAIL: u64 = 64 * 1024;
+/// How long the daemon holds a follow request open without new output.
+const FOLLOW_WAIT_MS: u64 = 500;
 
 pub fn spawn(socket: SocketChoice, events: UnboundedSender<Event>) -> UnboundedSender<Command> {
     let (tx, rx) = unbounded_channel();
@@ -94,7 +101,10 @@ fn coalesce(batch: Vec<Command>) -> Vec<Command> {
                 (Command::FetchWindow { .. }, Command::FetchWindow { .. })
                     | (Command::FetchDetail(_), Command::FetchDetail(_))
                     | (Command::FetchDagRun(_), Command::FetchDagRun(_))
-            ) || (matches!(o, Command::FetchLog { .. }) && o == &c)
+                    | (Command::FetchDags, Command::FetchDags)
+                    | (Command::FetchEvents(_), Command::FetchEvents(_))
+                    | (Command::FetchLogTail(_), Command::FetchLogTail(_))
+            )
         });
         if !dup {
             out.push(c);
@@ -110,14 +120,33 @@ async fn requests(
     events: UnboundedSender<Event>,
 ) {
     let mut client: Option<Client> = None;
+    let mut follower: Option<JoinHandle<()>> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(c) = rx.try_recv() {
             batch.push(c);
         }
         for cmd in coalesce(batch) {
-            if cmd == Command::Quit {
-                return;
+            match cmd {
+                Command::Quit => return,
+                Command::FollowLog(run) => {
+                    if let Some(f) = follower.take() {
+                        f.abort();
+                    }
+                    follower = Some(tokio::spawn(follow_log(
+                        socket.clone(),
+                        run,
+                        events.clone(),
+                    )));
+                    continue;
+                }
+                Command::StopLog => {
+                    if let Some(f) = follower.take() {
+                        f.abort();
+                    }
+                    continue;
+                }
+                _ => {}
             }
             if client.is_none() {
                 client = Client::connect_to(&socket, "ax-tui").await.ok();
@@ -163,6 +192,7 @@ fn is_action(c: &Command) -> bool {
             | Command::Retry(_)
             | Command::Trigger(_)
             | Command::Pause { .. }
+            | Command::TogglePause(_)
     )
 }
 
@@ -175,6 +205,7 @@ fn action_name(c: &Command) -> String {
         Command::Pause { dag, pause } => {
             format!("{} {dag}", if *pause { "pause" } else { "resume" })
         }
+        Command::TogglePause(dag) => format!("pause/resume {dag}"),
         _ => String::new(),
     }
 }
@@ -192,6 +223,7 @@ async fn execute(
     match cmd {
         Command::FetchWindow {
             states,
+            dag,
             filter,
             limit,
         } => {
@@ -199,6 +231,7 @@ async fn execute(
                 state: (!states.is_empty()).then(|| {
                     StateFilter::List(states.iter().map(|s| s.as_str().to_string()).collect())
                 }),
+                dag: dag.clone(),
                 filter: (!filter.is_empty()).then(|| filter.clone()),
                 limit: Some(u64::from(*limit)),
                 ..ListRuns::default()
@@ -210,50 +243,76 @@ async fn execute(
             let r = c.request(GetRun { id: *id }).await?;
             send(events, DaemonEvent::Detail(Box::new(r)));
         }
-        Command::FetchLog {
-            run,
-            attempt,
-            offset,
-        } => {
-            let mut p = Logs {
-                run: *run,
-                attempt: attempt.map(u64::from),
-                ..Logs::default()
+        Command::FetchLogTail(run) => {
+            let chunk = c
+                .request(Logs {
+                    run: *run,
+                    tail: Some(TAIL_BYTES),
+                    ..Logs::default()
+                })
+                .await?;
+            let data = chunk.data.as_str();
+            // Drop a partial first line.
+            let text = match data.find('\n') {
+                Some(i) if data.len() as u64 >= TAIL_BYTES => &data[i + 1..],
+                _ => data,
             };
-            if *offset == u64::MAX {
-                // The tail for the detail pane: the last few KiB.
-                p.tail = Some(TAIL_BYTES);
-                let chunk = c.request(p).await?;
-                let data = chunk.data.as_str();
-                // Drop a partial first line.
-                let text = match data.find('\n') {
-                    Some(i) if data.len() as u64 >= TAIL_BYTES => &data[i + 1..],
-                    _ => data,
-                };
-                send(
-                    events,
-                    DaemonEvent::LogTail {
-                        run: *run,
-                        text: text.to_string(),
-                    },
-                );
-            } else {
-                p.offset = Some(*offset);
-                let chunk = c.request(p).await?;
-                send(
-                    events,
-                    DaemonEvent::Log {
-                        run: *run,
-                        offset: chunk.offset,
-                        data: chunk.data,
-                        eof: chunk.eof,
-                    },
-                );
-            }
+            send(
+                events,
+                DaemonEvent::LogTail {
+                    run: *run,
+                    text: text.to_string(),
+                },
+            );
         }
         Command::FetchDagRun(id) => {
             let v = c.request(GetDagRun { id: *id }).await?;
             send(events, DaemonEvent::DagRun(v));
+        }
+        Command::FetchLatestDagRun(dag) => {
+            let newest = c
+                .request(ListRuns {
+                    dag: Some(dag.clone()),
+                    limit: Some(1),
+                    ..ListRuns::default()
+                })
+                .await?;
+            if let Some(r) = newest.first() {
+                let v = c.request(GetDagRun { id: r.dag_run }).await?;
+                send(events, DaemonEvent::DagRun(v));
+            }
+        }
+        Command::FetchDags => {
+            let dags = c.request(ListDags).await?;
+            send(events, DaemonEvent::Dags(dags));
+        }
+        Command::FetchEvents(q) => {
+            let list = c
+                .request(Events {
+                    limit: Some(u64::from(q.limit)),
+                    run: q.run,
+                    dag: q.dag.clone(),
+                    actor: q.actor.clone(),
+                    newest: Some(true),
+                    ..Events::default()
+                })
+                .await?;
+            send(events, DaemonEvent::Events(list));
+        }
+        Command::TogglePause(dag) => {
+            let now = c.request(GetDag { name: dag.clone() }).await?;
+            let target = DagTarget {
+                dag: Some(dag.clone()),
+                all: false,
+            };
+            let verb = if now.paused {
+                c.request(Resume(target)).await?;
+                "resume"
+            } else {
+                c.request(Pause(target)).await?;
+                "pause"
+            };
+            done(events, format!("{verb} {dag}: ok"));
         }
         Command::Cancel(id) => {
             c.request(Cancel {
@@ -295,7 +354,92 @@ async fn execute(
                 format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
             );
         }
-        Command::Quit => {}
+        Command::Quit | Command::FollowLog(_) | Command::StopLog => {}
     }
     Ok(())
+}
+
+/// Follows the newest attempt's log of `run` on a connection of its own
+/// (a follow request waits for output, which must not hold up the other
+/// requests). It starts at the newest output and stays there: a read that
+/// comes back full means the console fell behind, and it jumps to the end
+/// (saying how much it skipped) rather than lagging.
+pub async fn follow_log(socket: SocketChoice, run: u64, events: UnboundedSender<Event>) {
+    let log = |data: String, gap: u64, restart: bool, eof: bool| {
+        send(
+            &events,
+            DaemonEvent::Log {
+                run,
+                data,
+                gap,
+                restart,
+                eof,
+            },
+        )
+    };
+    let mut attempt: Option<u32> = None;
+    let mut offset: Option<u64> = None;
+    let mut jumped_from: Option<u64> = None;
+    loop {
+        let Ok(mut c) = Client::connect_to(&socket, "ax-tui-log").await else {
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
+        loop {
+            let p = Logs {
+                run,
+                offset,
+                tail: offset.is_none().then_some(FOLLOW_TAIL),
+                max: Some(FOLLOW_MAX),
+                follow: Some(true),
+                wait_ms: Some(FOLLOW_WAIT_MS),
+                ..Logs::default()
+            };
+            let chunk = match c.request(p).await {
+                Ok(chunk) => chunk,
+                Err(ClientError::Rpc(e)) => {
+                    log(format!("[{}]\n", e.message), 0, false, true);
+                    return;
+                }
+                Err(_) => break,
+            };
+            let restart = attempt.is_some_and(|a| a != chunk.attempt);
+            if restart && offset.is_some() {
+                // A new attempt began: read its log from the start.
+                attempt = Some(chunk.attempt);
+                offset = Some(0);
+                log(String::new(), 0, true, false);
+                continue;
+            }
+            attempt = Some(chunk.attempt);
+            if chunk.data.len() as u64 >= FOLLOW_MAX {
+                // Behind: skip to the newest output.
+                jumped_from = jumped_from.or(offset);
+                offset = None;
+                continue;
+            }
+            let mut data = chunk.data;
+            let mut gap = 0;
+            if offset.is_none() {
+                let start = chunk.offset.saturating_sub(data.len() as u64);
+                if start > 0 {
+                    // Started mid-file: drop the cut first line.
+                    let cut = data.find('\n').map_or(data.len(), |i| i + 1);
+                    data.drain(..cut);
+                }
+                if let Some(from) = jumped_from.take() {
+                    gap = start.saturating_sub(from);
+                }
+            }
+            offset = Some(chunk.offset);
+            let eof = chunk.eof;
+            if !data.is_empty() || eof || gap > 0 {
+                log(data, gap, false, eof);
+            }
+            if eof {
+                return;
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
 }

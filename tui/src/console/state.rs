@@ -1,14 +1,16 @@
-//! The console's state and `update`: every change goes through
-//! `App::update(action)`, which returns the requests to send to the daemon.
-//! Rendering (`ui.rs`) only reads the state.
+//! The console's state and how daemon events change it: every change goes
+//! through `App::on_daemon`, `App::on_tick` or `App::update` (in
+//! `update.rs`), which return the requests to send to the daemon.
+//! Rendering (`ui.rs`, `views/`) only reads the state.
 
 use std::collections::VecDeque;
 
 use ax_shared::RunState;
-use ax_shared::api::{DagRunView, RunView, StatusView};
-use chrono::{DateTime, Utc};
+use ax_shared::api::{DagRunView, DagView, EventView, RunView, StatusView};
+use chrono::{DateTime, FixedOffset, Utc};
 
-pub use super::action::{Action, CancelTarget, Mode};
+pub use super::action::{Action, CancelTarget, Mode, View};
+use super::logbuf::LogBuf;
 
 /// What happens to the console.
 #[derive(Clone, Debug)]
@@ -37,14 +39,19 @@ pub enum DaemonEvent {
     Status(Box<StatusView>),
     Window(Vec<RunView>),
     Detail(Box<RunView>),
+    Dags(Vec<DagView>),
+    Events(Vec<EventView>),
     LogTail {
         run: u64,
         text: String,
     },
+    /// New output of the followed log. `gap`: bytes jumped over first;
+    /// `restart`: a new attempt began, its log replaces the old one.
     Log {
         run: u64,
-        offset: u64,
         data: String,
+        gap: u64,
+        restart: bool,
         eof: bool,
     },
     DagRun(DagRunView),
@@ -60,16 +67,21 @@ pub enum DaemonEvent {
 pub enum Command {
     FetchWindow {
         states: Vec<RunState>,
+        dag: Option<String>,
         filter: String,
         limit: u32,
     },
     FetchDetail(u64),
-    FetchLog {
-        run: u64,
-        attempt: Option<u32>,
-        offset: u64,
-    },
+    /// The last few KiB of a run's newest attempt (the detail pane).
+    FetchLogTail(u64),
+    /// Follow a run's log (newest attempt) until `StopLog`.
+    FollowLog(u64),
+    StopLog,
     FetchDagRun(u64),
+    /// The newest DAG run of a DAG, if it has one.
+    FetchLatestDagRun(String),
+    FetchDags,
+    FetchEvents(EventQuery),
     Cancel(u64),
     CancelDagRun(u64),
     Retry(u64),
@@ -78,7 +90,55 @@ pub enum Command {
         dag: String,
         pause: bool,
     },
+    /// Pause or resume from the DAG's state as the daemon has it now.
+    TogglePause(String),
     Quit,
+}
+
+/// The events view's question: `dag:NAME`, `run:ID` and `actor:TEXT`
+/// words go to the daemon, other words must all appear in the event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventQuery {
+    pub dag: Option<String>,
+    pub run: Option<u64>,
+    pub actor: Option<String>,
+    pub words: Vec<String>,
+    pub limit: u32,
+}
+
+impl EventQuery {
+    pub fn parse(filter: &str, limit: u32) -> EventQuery {
+        let mut q = EventQuery {
+            limit,
+            ..EventQuery::default()
+        };
+        for word in filter.split_whitespace() {
+            match word.split_once(':') {
+                Some(("dag", v)) if !v.is_empty() => q.dag = Some(v.into()),
+                Some(("run", v)) if v.parse::<u64>().is_ok() => q.run = v.parse().ok(),
+                Some(("actor", v)) if !v.is_empty() => q.actor = Some(v.into()),
+                _ => q.words.push(word.to_lowercase()),
+            }
+        }
+        q
+    }
+
+    /// Whether an event has every plain word (in its reason, actor or
+    /// states).
+    pub fn matches(&self, e: &EventView) -> bool {
+        if self.words.is_empty() {
+            return true;
+        }
+        let text = format!(
+            "{} {} {} {}",
+            e.reason,
+            e.actor,
+            e.from.map_or("", |s| s.as_str()),
+            e.to.map_or("", |s| s.as_str())
+        )
+        .to_lowercase();
+        self.words.iter().all(|w| text.contains(w.as_str()))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +177,9 @@ pub const QUEUED: [RunState; 4] = [
     RunState::Running,
 ];
 
+/// How long an action's result stays on the status line.
+pub const SAY_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
 /// How many queue-depth samples the chart keeps (one per second).
 pub const HISTORY: usize = 180;
 
@@ -126,24 +189,46 @@ pub type Depth = [u64; 4];
 pub struct App {
     pub conn: Conn,
     pub status: Option<StatusView>,
+    /// When `status` arrived (its uptime counts on from there).
+    pub status_at: DateTime<Utc>,
     pub history: VecDeque<Depth>,
+    pub view: View,
     pub tab: usize,
-    pub filter: String,
+    /// The text filter of each view, by `View::index`.
+    pub filters: [String; 4],
+    /// The runs view shows one DAG's runs only (Enter in the DAGs view).
+    pub runs_dag: Option<String>,
     pub runs: Vec<RunView>,
     pub selected: usize,
+    pub dags: Vec<DagView>,
+    pub dag_selected: usize,
+    pub pool_selected: usize,
+    pub events: Vec<EventView>,
+    pub event_selected: usize,
+    /// The DAG lists or the events are out of date (refetched on the next
+    /// tick, at most once a second).
+    pub stale: bool,
     pub detail: Option<RunView>,
     pub log_tail: String,
     pub mode: Mode,
+    /// What `:` has typed so far.
+    pub command: String,
     pub focus: Pane,
     pub dag_run: Option<DagRunView>,
+    /// The DAG drawn from its definition (it has no DAG run).
+    pub dag_def: Option<DagView>,
     pub scroll: (u16, u16),
-    pub log: String,
+    pub log: LogBuf,
     pub log_run: Option<u64>,
-    pub log_offset: u64,
     pub log_eof: bool,
     pub follow: bool,
     pub status_line: Option<(String, bool)>,
+    /// When the status line was set: it clears itself after `SAY_FOR`.
+    pub said_at: DateTime<Utc>,
     pub now: DateTime<Utc>,
+    /// The local time zone's offset for shown times (`None`: the
+    /// machine's, looked up per instant).
+    pub local: Option<FixedOffset>,
     pub colour: bool,
     pub quit: bool,
     /// Rows the runs table can show (set by the renderer's caller).
@@ -155,24 +240,36 @@ impl App {
         App {
             conn: Conn::Connecting,
             status: None,
+            status_at: now,
             history: VecDeque::with_capacity(HISTORY),
+            view: View::Runs,
             tab: 0,
-            filter: String::new(),
+            filters: Default::default(),
+            runs_dag: None,
             runs: Vec::new(),
             selected: 0,
+            dags: Vec::new(),
+            dag_selected: 0,
+            pool_selected: 0,
+            events: Vec::new(),
+            event_selected: 0,
+            stale: false,
             detail: None,
             log_tail: String::new(),
             mode: Mode::Main,
+            command: String::new(),
             focus: Pane::Runs,
             dag_run: None,
+            dag_def: None,
             scroll: (0, 0),
-            log: String::new(),
+            log: LogBuf::default(),
             log_run: None,
-            log_offset: 0,
             log_eof: false,
             follow: true,
             status_line: None,
+            said_at: now,
             now,
+            local: None,
             colour,
             quit: false,
             window: 100,
@@ -183,23 +280,81 @@ impl App {
         self.runs.get(self.selected)
     }
 
-    fn window_command(&self) -> Command {
+    /// The DAGs the DAGs view lists (its filter applied).
+    pub fn shown_dags(&self) -> Vec<&DagView> {
+        let f = self.filters[View::Dags.index()].to_lowercase();
+        self.dags
+            .iter()
+            .filter(|d| f.is_empty() || d.name.to_lowercase().contains(&f))
+            .collect()
+    }
+
+    pub fn selected_dag(&self) -> Option<&DagView> {
+        self.shown_dags().get(self.dag_selected).copied()
+    }
+
+    /// The events the events view lists (newest first).
+    pub fn shown_events(&self) -> Vec<&EventView> {
+        let q = self.event_query();
+        self.events.iter().rev().filter(|e| q.matches(e)).collect()
+    }
+
+    pub fn event_query(&self) -> EventQuery {
+        EventQuery::parse(
+            &self.filters[View::Events.index()],
+            self.window.clamp(50, 1000),
+        )
+    }
+
+    /// The daemon's uptime now: as last reported, plus the time since.
+    pub fn uptime_s(&self) -> Option<i64> {
+        let s = self.status.as_ref()?;
+        Some(s.uptime_s as i64 + (self.now - self.status_at).num_seconds().max(0))
+    }
+
+    /// Job-file errors and store faults the daemon reports now.
+    pub fn fault_count(&self) -> (usize, bool) {
+        match &self.status {
+            Some(s) => (s.errors.len(), s.store_error.is_some()),
+            None => (0, false),
+        }
+    }
+
+    pub(super) fn window_command(&self) -> Command {
         Command::FetchWindow {
             states: TABS[self.tab].1.to_vec(),
-            filter: self.filter.clone(),
+            dag: self.runs_dag.clone(),
+            filter: self.filters[View::Runs.index()].clone(),
             limit: self.window.clamp(10, 1000),
         }
     }
 
-    fn detail_commands(&self) -> Vec<Command> {
+    /// What the list in front needs from the daemon (pools come with
+    /// every status).
+    pub(super) fn view_commands(&self) -> Vec<Command> {
+        match self.view {
+            View::Runs => vec![self.window_command()],
+            View::Dags => vec![Command::FetchDags],
+            View::Events => vec![Command::FetchEvents(self.event_query())],
+            View::Pools => vec![],
+        }
+    }
+
+    pub(super) fn detail_commands(&self) -> Vec<Command> {
         match self.selected_run() {
             Some(r) => vec![Command::FetchDetail(r.id)],
             None => vec![],
         }
     }
 
-    fn say(&mut self, text: impl Into<String>, error: bool) {
+    pub(super) fn say(&mut self, text: impl Into<String>, error: bool) {
         self.status_line = Some((text.into(), error));
+        self.said_at = self.now;
+    }
+
+    fn set_status(&mut self, s: StatusView) {
+        self.status = Some(s);
+        self.status_at = self.now;
     }
 
     /// Applies a daemon event; returns follow-up requests.
@@ -207,7 +362,10 @@ impl App {
         match ev {
             DaemonEvent::Connected { version } => {
                 self.conn = Conn::Connected { version };
-                let mut c = vec![self.window_command()];
+                let mut c = vec![self.window_command(), Command::FetchDags];
+                if self.view == View::Events {
+                    c.extend(self.view_commands());
+                }
                 c.extend(self.detail_commands());
                 c
             }
@@ -220,34 +378,28 @@ impl App {
                 runs_changed,
             } => {
                 if let Some(s) = status {
-                    self.status = Some(*s);
+                    self.set_status(*s);
                 }
+                self.stale = true;
                 let mut c = vec![self.window_command()];
                 if let Some(r) = self.selected_run()
                     && (runs_changed.is_empty() || runs_changed.contains(&r.id))
                 {
                     c.push(Command::FetchDetail(r.id));
                 }
-                if self.mode == Mode::Dag
-                    && let Some(dr) = self.dag_run.as_ref().map(|d| d.id)
-                {
-                    c.push(Command::FetchDagRun(dr));
-                }
-                if self.mode == Mode::Log
-                    && self.follow
-                    && let Some(run) = self.log_run
-                    && (runs_changed.is_empty() || runs_changed.contains(&run) || !self.log_eof)
-                {
-                    c.push(Command::FetchLog {
-                        run,
-                        attempt: None,
-                        offset: self.log_offset,
-                    });
+                if self.mode == Mode::Dag {
+                    match (&self.dag_run, &self.dag_def) {
+                        (Some(dr), _) => c.push(Command::FetchDagRun(dr.id)),
+                        // Drawn from its definition: a first DAG run may
+                        // have begun.
+                        (None, Some(d)) => c.push(Command::FetchLatestDagRun(d.name.clone())),
+                        (None, None) => {}
+                    }
                 }
                 c
             }
             DaemonEvent::Status(s) => {
-                self.status = Some(*s);
+                self.set_status(*s);
                 vec![]
             }
             DaemonEvent::Window(runs) => {
@@ -266,18 +418,32 @@ impl App {
             }
             DaemonEvent::Detail(r) => {
                 let run = r.id;
-                let attempt = r.attempts.len() as u32;
+                let attempts = r.attempts.len();
                 self.detail = Some(*r);
-                if attempt > 0 {
-                    vec![Command::FetchLog {
-                        run,
-                        attempt: Some(attempt),
-                        offset: u64::MAX,
-                    }]
+                if attempts > 0 {
+                    vec![Command::FetchLogTail(run)]
                 } else {
                     self.log_tail.clear();
                     vec![]
                 }
+            }
+            DaemonEvent::Dags(dags) => {
+                let keep = self.selected_dag().map(|d| d.name.clone());
+                self.dags = dags;
+                let names: Vec<String> = self.shown_dags().iter().map(|d| d.name.clone()).collect();
+                if let Some(name) = keep
+                    && let Some(i) = names.iter().position(|d| *d == name)
+                {
+                    self.dag_selected = i;
+                }
+                self.dag_selected = self.dag_selected.min(names.len().saturating_sub(1));
+                vec![]
+            }
+            DaemonEvent::Events(events) => {
+                self.events = events;
+                let n = self.shown_events().len();
+                self.event_selected = self.event_selected.min(n.saturating_sub(1));
+                vec![]
             }
             DaemonEvent::LogTail { run, text } => {
                 if self.detail.as_ref().map(|d| d.id) == Some(run) {
@@ -287,16 +453,26 @@ impl App {
             }
             DaemonEvent::Log {
                 run,
-                offset,
                 data,
+                gap,
+                restart,
                 eof,
             } => {
                 if self.log_run == Some(run) {
-                    self.log.push_str(&data);
-                    self.log_offset = offset;
+                    if restart {
+                        self.log.clear();
+                    }
+                    let before = self.log.received;
+                    if gap > 0 {
+                        self.log.gap(gap);
+                    }
+                    self.log.push(&data);
                     self.log_eof = eof;
-                    if self.follow {
-                        self.scroll.0 = u16::MAX;
+                    if !self.follow {
+                        // Paused: the lines shown stay where they are.
+                        let added = (self.log.received - before).min(u64::from(u16::MAX)) as u16;
+                        let held = self.log.len().min(usize::from(u16::MAX)) as u16;
+                        self.scroll.0 = self.scroll.0.saturating_add(added).min(held);
                     }
                 }
                 vec![]
@@ -307,14 +483,24 @@ impl App {
             }
             DaemonEvent::ActionResult { ok, message } => {
                 self.say(message, !ok);
-                vec![self.window_command()]
+                let mut c = vec![self.window_command()];
+                if self.view != View::Runs {
+                    c.extend(self.view_commands());
+                }
+                c
             }
         }
     }
 
-    /// A clock tick: time moves, the queue chart gets a sample.
+    /// A clock tick: time moves (ages, uptime and countdowns are computed
+    /// from `now` when drawn), the queue chart gets a sample, and a stale
+    /// DAG or event list is fetched again.
     pub fn on_tick(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.now = now;
+        // An answer stays while it is asked (y/n), else for SAY_FOR.
+        if !matches!(self.mode, Mode::ConfirmCancel(_)) && now - self.said_at > SAY_FOR {
+            self.status_line = None;
+        }
         if let Some(s) = &self.status {
             let n = |state: RunState| s.runs.get(state.as_str()).copied().unwrap_or(0);
             if self.history.len() == HISTORY {
@@ -322,246 +508,21 @@ impl App {
             }
             self.history.push_back(QUEUED.map(n));
         }
-        vec![]
-    }
-
-    /// Applies a user action; returns the requests it needs.
-    pub fn update(&mut self, action: Action) -> Vec<Command> {
-        match action {
-            Action::Quit => match self.mode {
-                Mode::Main => {
-                    self.quit = true;
-                    vec![Command::Quit]
-                }
-                _ => {
-                    self.mode = Mode::Main;
-                    vec![]
-                }
-            },
-            Action::Back => {
-                if self.mode == Mode::Main && !self.filter.is_empty() {
-                    self.filter.clear();
-                    return vec![self.window_command()];
-                }
-                self.mode = Mode::Main;
-                vec![]
-            }
-            Action::Help => {
-                self.mode = if self.mode == Mode::Help {
-                    Mode::Main
-                } else {
-                    Mode::Help
-                };
-                vec![]
-            }
-            Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
-                let step: i64 = match action {
-                    Action::Up => -1,
-                    Action::Down => 1,
-                    Action::PageUp => -10,
-                    _ => 10,
-                };
-                match self.mode {
-                    Mode::Dag | Mode::Log => {
-                        if self.mode == Mode::Log {
-                            self.follow = false;
-                        }
-                        let y = (i64::from(self.scroll.0.min(60_000)) + step).clamp(0, 60_000);
-                        self.scroll.0 = y as u16;
-                        vec![]
-                    }
-                    _ if self.focus == Pane::Detail => {
-                        let y = (i64::from(self.scroll.0.min(60_000)) + step).clamp(0, 60_000);
-                        self.scroll.0 = y as u16;
-                        vec![]
-                    }
-                    _ => {
-                        if self.runs.is_empty() {
-                            return vec![];
-                        }
-                        let max = self.runs.len() as i64 - 1;
-                        let next = (self.selected as i64 + step).clamp(0, max) as usize;
-                        if next == self.selected {
-                            return vec![];
-                        }
-                        self.selected = next;
-                        self.log_tail.clear();
-                        self.detail_commands()
-                    }
-                }
-            }
-            Action::Left | Action::Right => {
-                let dx: i32 = if action == Action::Left { -4 } else { 4 };
-                self.scroll.1 = (i32::from(self.scroll.1) + dx).clamp(0, 60_000) as u16;
-                vec![]
-            }
-            Action::Detail => {
-                self.focus = Pane::Detail;
-                self.scroll = (0, 0);
-                self.detail_commands()
-            }
-            Action::NextPane => {
-                self.focus = if self.focus == Pane::Runs {
-                    Pane::Detail
-                } else {
-                    Pane::Runs
-                };
-                self.scroll = (0, 0);
-                vec![]
-            }
-            Action::SelectTab(i) => {
-                self.tab = i.min(TABS.len() - 1);
-                self.selected = 0;
-                vec![self.window_command()]
-            }
-            Action::StartFilter => {
-                self.mode = Mode::Filter;
-                vec![]
-            }
-            Action::FilterInput(c) => {
-                self.filter.push(c);
-                self.selected = 0;
-                vec![self.window_command()]
-            }
-            Action::FilterBackspace => {
-                self.filter.pop();
-                vec![self.window_command()]
-            }
-            Action::FilterDone => {
-                self.mode = Mode::Main;
-                vec![]
-            }
-            Action::FilterCancel => {
-                self.mode = Mode::Main;
-                self.filter.clear();
-                vec![self.window_command()]
-            }
-            Action::AskCancel => match self.selected_run().cloned() {
-                Some(r) if !r.state.is_terminal() => {
-                    let id = r.id;
-                    self.mode = Mode::ConfirmCancel(CancelTarget::Run(id));
-                    self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
-                    vec![]
-                }
-                Some(r) => {
-                    let msg = format!("run {} already ended ({})", r.id, r.state);
-                    self.say(msg, true);
-                    vec![]
-                }
-                None => vec![],
-            },
-            // The daemon decides whether the DAG run has anything left to
-            // cancel: the selected run may have ended while others have not.
-            Action::AskCancelDagRun => match self.selected_run() {
-                Some(r) => {
-                    let (dag_run, dag) = (r.dag_run, r.dag.clone());
-                    self.mode = Mode::ConfirmCancel(CancelTarget::DagRun(dag_run));
-                    self.say(
-                        format!("cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"),
-                        false,
-                    );
-                    vec![]
-                }
-                None => vec![],
-            },
-            Action::Confirm(yes) => {
-                let Mode::ConfirmCancel(target) = self.mode else {
-                    return vec![];
-                };
-                self.mode = Mode::Main;
-                match (yes, target) {
-                    (false, _) => {
-                        self.say("not cancelled", false);
-                        vec![]
-                    }
-                    (true, CancelTarget::Run(id)) => {
-                        self.say(format!("cancelling run {id}…"), false);
-                        vec![Command::Cancel(id)]
-                    }
-                    (true, CancelTarget::DagRun(id)) => {
-                        self.say(format!("cancelling DAG run {id}…"), false);
-                        vec![Command::CancelDagRun(id)]
-                    }
-                }
-            }
-            Action::Retry => match self.selected_run() {
-                Some(r) => {
-                    let id = r.id;
-                    self.say(format!("retrying run {id}…"), false);
-                    vec![Command::Retry(id)]
-                }
-                None => vec![],
-            },
-            Action::Trigger => match self.selected_run() {
-                Some(r) => {
-                    let dag = r.dag.clone();
-                    self.say(format!("triggering {dag}…"), false);
-                    vec![Command::Trigger(dag)]
-                }
-                None => vec![],
-            },
-            Action::TogglePause => match self.selected_run() {
-                Some(r) => {
-                    let dag = r.dag.clone();
-                    let paused = r.why.as_deref() == Some("DAG paused");
-                    vec![Command::Pause {
-                        dag,
-                        pause: !paused,
-                    }]
-                }
-                None => vec![],
-            },
-            Action::OpenDag => match self.selected_run().map(|r| r.dag_run) {
-                Some(dag_run) => {
-                    self.mode = Mode::Dag;
-                    self.scroll = (0, 0);
-                    self.dag_run = None;
-                    vec![Command::FetchDagRun(dag_run)]
-                }
-                None => vec![],
-            },
-            Action::OpenLog => match self.selected_run().map(|r| r.id) {
-                Some(id) => {
-                    self.mode = Mode::Log;
-                    self.log.clear();
-                    self.log_offset = 0;
-                    self.log_eof = false;
-                    self.log_run = Some(id);
-                    self.follow = true;
-                    self.scroll = (u16::MAX, 0);
-                    vec![Command::FetchLog {
-                        run: id,
-                        attempt: None,
-                        offset: 0,
-                    }]
-                }
-                None => vec![],
-            },
-            Action::ToggleFollow => {
-                self.follow = !self.follow;
-                if self.follow {
-                    self.scroll.0 = u16::MAX;
-                    if let Some(run) = self.log_run {
-                        return vec![Command::FetchLog {
-                            run,
-                            attempt: None,
-                            offset: self.log_offset,
-                        }];
-                    }
-                }
-                vec![]
-            }
+        if self.stale && matches!(self.view, View::Dags | View::Events) {
+            self.stale = false;
+            return self.view_commands();
         }
+        vec![]
     }
 
     /// Routes any event; the run loop calls this.
     pub fn handle(&mut self, event: Event) -> Vec<Command> {
         match event {
-            Event::Key(k) => match super::keymap::action_for(&self.mode, k) {
+            Event::Key(k) => match super::keymap::action_for(&self.mode, self.view, k) {
                 Some(a) => self.update(a),
                 None => vec![],
             },
-            Event::Resize => vec![self.window_command()],
+            Event::Resize => self.view_commands(),
             Event::Tick(now) => self.on_tick(now),
             Event::Daemon(d) => self.on_daemon(d),
         }

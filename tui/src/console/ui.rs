@@ -1,7 +1,7 @@
-//! Rendering: a pure function of `&App` (and the frame size).
+//! Rendering: a pure function of `&App` (and the frame size). The frame
+//! (header, fault banner, pool gauges, queue chart, view bar, footer,
+//! pop-ups) is drawn here; each view's body in `views/`.
 
-use ax_shared::api::RunView;
-use ax_shared::dagdraw::{LEGEND, layout, nodes_of_dag_run, state_mark};
 use ax_shared::time::{Timestamp, elapsed};
 use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
@@ -9,14 +9,17 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Tabs, Wrap,
-};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Tabs, Wrap};
 
-use super::keymap::{KEYMAP, Scope, main_footer as main_footer_text};
-use super::state::{App, Conn, Mode, Pane, TABS};
+use super::columns::fit;
+use super::keymap::{KEYMAP, Scope, footer, scopes};
+use super::state::{App, Conn, Mode, TABS, View};
+use super::views;
 
-fn fg(app: &App, c: Color) -> Style {
+pub use super::views::runs::timeline;
+
+/// `c` as the foreground, unless colour is off (`NO_COLOR`).
+pub fn fg(app: &App, c: Color) -> Style {
     if app.colour {
         Style::default().fg(c)
     } else {
@@ -24,7 +27,7 @@ fn fg(app: &App, c: Color) -> Style {
     }
 }
 
-fn state_colour(state: RunState) -> Color {
+pub fn state_colour(state: RunState) -> Color {
     match state {
         RunState::Success => Color::Green,
         RunState::Failed | RunState::TimedOut => Color::Red,
@@ -37,7 +40,7 @@ fn state_colour(state: RunState) -> Color {
 }
 
 /// `None`: the attempt runs.
-fn outcome_colour(outcome: Option<Outcome>) -> Color {
+pub fn outcome_colour(outcome: Option<Outcome>) -> Color {
     match outcome {
         Some(Outcome::Success) => Color::Green,
         Some(Outcome::Failed | Outcome::SpawnError) => Color::Red,
@@ -48,15 +51,26 @@ fn outcome_colour(outcome: Option<Outcome>) -> Color {
     }
 }
 
-fn parse(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
+pub fn parse(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
     t.and_then(Timestamp::to_datetime)
+}
+
+/// An instant in the console's local time zone, formatted.
+pub fn local(app: &App, t: DateTime<Utc>, format: &str) -> String {
+    match app.local {
+        Some(offset) => t.with_timezone(&offset).format(format).to_string(),
+        None => t.with_timezone(&chrono::Local).format(format).to_string(),
+    }
 }
 
 /// Draws the whole screen.
 pub fn render(f: &mut Frame, app: &App) {
     let area = f.area();
-    let [header, pools, chart, tabs, body, status] = Layout::vertical([
+    let (errors, store_fault) = app.fault_count();
+    let banner = errors > 0 || store_fault;
+    let [header, banner_row, pools, chart, bar, body, status] = Layout::vertical([
         Constraint::Length(1),
+        Constraint::Length(u16::from(banner)),
         Constraint::Length(1),
         Constraint::Length(3),
         Constraint::Length(1),
@@ -65,27 +79,21 @@ pub fn render(f: &mut Frame, app: &App) {
     ])
     .areas(area);
     render_header(f, app, header);
+    if banner {
+        render_banner(f, app, banner_row, errors);
+    }
     render_pools(f, app, pools);
     render_chart(f, app, chart);
-    render_tabs(f, app, tabs);
+    render_bar(f, app, bar);
     match app.mode {
-        Mode::Dag => render_dag(f, app, body),
-        Mode::Log => render_log(f, app, body),
-        _ => {
-            if body.width >= 140 {
-                let [left, right] =
-                    Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-                        .areas(body);
-                render_runs(f, app, left);
-                render_detail(f, app, right);
-            } else {
-                let [top, bottom] =
-                    Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
-                        .areas(body);
-                render_runs(f, app, top);
-                render_detail(f, app, bottom);
-            }
-        }
+        Mode::Dag => views::graph::render_dag(f, app, body),
+        Mode::Log => views::graph::render_log(f, app, body),
+        _ => match app.view {
+            View::Runs => views::runs::render(f, app, body),
+            View::Dags => views::dags::render(f, app, body),
+            View::Pools => views::pools::render(f, app, body),
+            View::Events => views::events::render(f, app, body),
+        },
     }
     render_status(f, app, status);
     if app.mode == Mode::Help {
@@ -122,9 +130,9 @@ fn render_header(f: &mut Frame, app: &App, area: Rect) {
         Conn::Connected { .. } => Span::styled("connected", fg(app, Color::Green)),
         Conn::Disconnected { .. } => Span::styled("disconnected — retrying", fg(app, Color::Red)),
     };
-    let version = match (&app.conn, &app.status) {
-        (_, Some(s)) => format!("axd {} · up {}", s.version, elapsed(s.uptime_s as i64)),
-        (Conn::Connected { version }, None) => format!("axd {version}"),
+    let version = match (&app.conn, &app.status, app.uptime_s()) {
+        (_, Some(s), Some(up)) => format!("axd {} · up {}", s.version, elapsed(up)),
+        (Conn::Connected { version }, _, _) => format!("axd {version}"),
         _ => "axd".into(),
     };
     let line = Line::from(vec![
@@ -140,12 +148,37 @@ fn render_header(f: &mut Frame, app: &App, area: Rect) {
         ),
         Span::raw(format!(" {version} · ")),
         conn,
-        Span::raw(format!(" · {}", app.now.format("%H:%M:%S UTC"))),
+        Span::raw(format!(" · {}", local(app, app.now, "%H:%M:%S"))),
     ]);
     f.render_widget(Paragraph::new(line), area);
 }
 
-fn gauge(used: u32, total: u32, width: usize) -> String {
+/// The fault banner: shown while the daemon reports job-file errors or a
+/// store fault.
+fn render_banner(f: &mut Frame, app: &App, area: Rect, errors: usize) {
+    let mut parts = Vec::new();
+    if errors > 0 {
+        parts.push(format!(
+            "{errors} job-file error{}",
+            if errors == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(e) = app.status.as_ref().and_then(|s| s.store_error.as_ref()) {
+        parts.push(format!("store fault: {e}"));
+    }
+    let text = format!(" ⚠ {} — d: DAGs view ", parts.join(" · "));
+    let style = if app.colour {
+        Style::default().fg(Color::White).bg(Color::Red)
+    } else {
+        Style::default().add_modifier(Modifier::REVERSED)
+    };
+    f.render_widget(
+        Paragraph::new(fit(&text, area.width as usize)).style(style.add_modifier(Modifier::BOLD)),
+        area,
+    );
+}
+
+pub fn gauge(used: u32, total: u32, width: usize) -> String {
     let filled = if total == 0 {
         0
     } else {
@@ -229,397 +262,140 @@ fn render_chart(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn render_tabs(f: &mut Frame, app: &App, area: Rect) {
-    let counts = |states: &[RunState]| -> Option<u64> {
-        let s = app.status.as_ref()?;
-        Some(if states.is_empty() {
-            s.runs.values().sum()
-        } else {
-            states
-                .iter()
-                .map(|k| s.runs.get(k.as_str()).copied().unwrap_or(0))
-                .sum()
-        })
-    };
-    let titles: Vec<Line> = TABS
-        .iter()
-        .enumerate()
-        .map(|(i, (name, states))| {
-            Line::from(format!(
-                "{} {name} {}",
-                i + 1,
-                counts(states).map(|c| c.to_string()).unwrap_or_default()
-            ))
-        })
-        .collect();
-    let filter = match (&app.mode, app.filter.is_empty()) {
-        (Mode::Filter, _) => format!("  /{}▏", app.filter),
-        (_, false) => format!("  /{}", app.filter),
+/// The line above the body: the state tabs in the runs view, the view
+/// names elsewhere; then the filter.
+fn render_bar(f: &mut Frame, app: &App, area: Rect) {
+    let highlight = fg(app, Color::Yellow).add_modifier(Modifier::BOLD | Modifier::REVERSED);
+    let filter_text = &app.filters[app.view.index()];
+    let mut filter = match (&app.mode, filter_text.is_empty()) {
+        (Mode::Filter, _) => format!("  /{filter_text}▏"),
+        (_, false) => format!("  /{filter_text}"),
         _ => String::new(),
     };
+    if app.view == View::Runs
+        && let Some(d) = &app.runs_dag
+    {
+        filter = format!("  DAG {d} (Esc: all){filter}");
+    }
     let [t, fl] = Layout::horizontal([
         Constraint::Min(10),
         Constraint::Length(filter.chars().count() as u16),
     ])
     .areas(area);
-    f.render_widget(
-        Tabs::new(titles)
-            .select(app.tab)
-            .highlight_style(
-                fg(app, Color::Yellow).add_modifier(Modifier::BOLD | Modifier::REVERSED),
-            )
-            .divider("│"),
-        t,
-    );
+    let tabs = if app.view == View::Runs {
+        let counts = |states: &[RunState]| -> Option<u64> {
+            let s = app.status.as_ref()?;
+            Some(if states.is_empty() {
+                s.runs.values().sum()
+            } else {
+                states
+                    .iter()
+                    .map(|k| s.runs.get(k.as_str()).copied().unwrap_or(0))
+                    .sum()
+            })
+        };
+        let titles: Vec<Line> = TABS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, states))| {
+                Line::from(format!(
+                    "{} {name} {}",
+                    i + 1,
+                    counts(states).map(|c| c.to_string()).unwrap_or_default()
+                ))
+            })
+            .collect();
+        Tabs::new(titles).select(app.tab)
+    } else {
+        let titles: Vec<Line> = View::ALL
+            .iter()
+            .map(|v| Line::from(format!(":{}", v.name())))
+            .collect();
+        Tabs::new(titles).select(app.view.index())
+    };
+    f.render_widget(tabs.highlight_style(highlight).divider("│"), t);
     f.render_widget(Paragraph::new(filter).style(fg(app, Color::Yellow)), fl);
 }
 
-fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
-    if let Some(why) = &r.why {
-        return why.clone();
-    }
-    if let Some(m) = &r.message {
-        return match r.progress {
-            Some(p) => format!("{:.0}% {m}", p * 100.0),
-            None => m.clone(),
-        };
-    }
-    if r.state == RunState::Running
-        && let Some(s) = parse(r.started_at)
-    {
-        return format!("running for {}", elapsed((now - s).num_seconds()));
-    }
-    r.reason.clone().unwrap_or_default()
-}
-
-fn render_runs(f: &mut Frame, app: &App, area: Rect) {
-    let header = Row::new([
-        "ID",
-        "DAG/JOB",
-        "STATE",
-        "PRIO",
-        "TRY",
-        "POOL",
-        "AGE",
-        "WHY / MESSAGE",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
-    let rows: Vec<Row> = app
-        .runs
-        .iter()
-        .map(|r| {
-            let age = parse(r.finished_at)
-                .zip(parse(r.started_at))
-                .map(|(e, s)| elapsed((e - s).num_seconds()))
-                .or_else(|| parse(r.created_at).map(|c| elapsed((app.now - c).num_seconds())))
-                .unwrap_or_default();
-            Row::new(vec![
-                Cell::from(r.id.to_string()),
-                Cell::from(format!("{}/{}", r.dag, r.job)),
-                Cell::from(r.state.as_str()).style(fg(app, state_colour(r.state))),
-                Cell::from(if r.effective_priority != r.priority {
-                    format!("{}↑{}", r.priority, r.effective_priority)
-                } else {
-                    r.priority.to_string()
-                }),
-                Cell::from(format!("{}/{}", r.attempts.len(), r.retries + 1)),
-                Cell::from(r.pool.clone()),
-                Cell::from(age),
-                Cell::from(run_detail_text(r, app.now)),
-            ])
-        })
-        .collect();
-    let widths = [
-        Constraint::Length(6),
-        Constraint::Fill(2),
-        Constraint::Length(9),
-        Constraint::Length(5),
-        Constraint::Length(4),
-        Constraint::Length(7),
-        Constraint::Length(5),
-        Constraint::Fill(3),
-    ];
-    let focused = app.focus == Pane::Runs;
-    let table = Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(format!(" runs ({}) ", app.runs.len()))
-                .border_style(if focused {
-                    fg(app, Color::Cyan)
-                } else {
-                    Style::default()
-                }),
-        );
-    let mut state = TableState::default();
-    if !app.runs.is_empty() {
-        state.select(Some(app.selected));
-    }
-    f.render_stateful_widget(table, area, &mut state);
-}
-
-/// The retry timeline: each attempt a bar on a time axis coloured by its
-/// outcome, gaps (backoff) as dots, then the countdown to the next retry.
-pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
-    let mut lines = Vec::new();
-    let starts: Vec<Option<DateTime<Utc>>> =
-        r.attempts.iter().map(|a| parse(a.started_at)).collect();
-    let Some(t0) = starts.iter().flatten().min().copied() else {
-        lines.push(Line::from("no attempts yet"));
-        return lines;
-    };
-    let next = parse(r.next_at);
-    let end = r
-        .attempts
-        .iter()
-        .map(|a| parse(a.finished_at).unwrap_or(app.now))
-        .chain(next)
-        .max()
-        .unwrap_or(app.now)
-        .max(t0 + chrono::Duration::milliseconds(1));
-    let span_ms = (end - t0).num_milliseconds().max(1) as f64;
-    let width = width.max(10);
-    let col = |t: DateTime<Utc>| {
-        (((t - t0).num_milliseconds() as f64 / span_ms) * (width - 1) as f64).round() as usize
-    };
-    let mut cells: Vec<(char, Color)> = vec![('·', Color::DarkGray); width];
-    for a in &r.attempts {
-        let Some(s) = parse(a.started_at) else {
-            continue;
-        };
-        let e = parse(a.finished_at).unwrap_or(app.now);
-        let (c0, c1) = (col(s), col(e).max(col(s)));
-        for c in cells.iter_mut().take(c1 + 1).skip(c0) {
-            *c = ('█', outcome_colour(a.outcome));
-        }
-    }
-    if let Some(n) = next {
-        let c = col(n).min(width - 1);
-        cells[c] = ('▷', Color::Yellow);
-    }
-    let bar: Vec<Span> = cells
-        .into_iter()
-        .map(|(ch, c)| Span::styled(ch.to_string(), fg(app, c)))
-        .collect();
-    lines.push(Line::from(bar));
-    let mut legend: Vec<Span> = Vec::new();
-    for a in &r.attempts {
-        let dur = parse(a.started_at)
-            .map(|s| elapsed((parse(a.finished_at).unwrap_or(app.now) - s).num_seconds()))
-            .unwrap_or_default();
-        legend.push(Span::styled(
-            format!(
-                "#{} {} {dur}",
-                a.n,
-                a.outcome.map_or("running", |o| o.as_str())
-            ),
-            fg(app, outcome_colour(a.outcome)),
-        ));
-        legend.push(Span::raw("  "));
-    }
-    if let Some(n) = next {
-        legend.push(Span::styled(
-            format!("next retry in {}", elapsed((n - app.now).num_seconds())),
-            fg(app, Color::Yellow),
-        ));
-    }
-    lines.push(Line::from(legend));
-    lines
-}
-
-fn render_detail(f: &mut Frame, app: &App, area: Rect) {
-    let focused = app.focus == Pane::Detail;
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(" detail ")
-        .border_style(if focused {
-            fg(app, Color::Cyan)
-        } else {
-            Style::default()
-        });
-    let Some(r) = app
-        .detail
-        .as_ref()
-        .filter(|d| Some(d.id) == app.selected_run().map(|r| r.id))
-    else {
-        f.render_widget(Paragraph::new("select a run").block(block), area);
-        return;
-    };
-    let inner_w = area.width.saturating_sub(2) as usize;
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled(
-                format!("run {} ", r.id),
-                Style::default().add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(format!("{}/{} · DAG run {} · ", r.dag, r.job, r.dag_run)),
-            Span::styled(r.state.as_str(), fg(app, state_colour(r.state))),
-        ]),
-        Line::from(format!(
-            "priority {} (effective {}) · pool {} · attempts {}/{}",
-            r.priority,
-            r.effective_priority,
-            r.pool,
-            r.attempts.len(),
-            r.retries + 1
-        )),
-        Line::from(run_detail_text(r, app.now)),
-    ];
-    lines.extend(timeline(app, r, inner_w));
-    lines.push(Line::from(Span::styled(
-        "── log tail ──",
-        fg(app, Color::DarkGray),
-    )));
-    let tail: Vec<&str> = app.log_tail.lines().collect();
-    let room = (area.height as usize).saturating_sub(lines.len() + 2);
-    for l in &tail[tail.len().saturating_sub(room)..] {
-        lines.push(Line::from(l.to_string()));
-    }
-    f.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .scroll((if focused { app.scroll.0.min(1000) } else { 0 }, 0)),
-        area,
-    );
-}
-
-fn render_dag(f: &mut Frame, app: &App, area: Rect) {
-    let Some(v) = &app.dag_run else {
-        f.render_widget(
-            Paragraph::new("loading the DAG run…")
-                .block(Block::default().borders(Borders::ALL).title(" DAG ")),
-            area,
-        );
-        return;
-    };
-    let (nodes, states) = nodes_of_dag_run(v);
-    let grid = layout(&nodes, &|i| state_mark(states[i]));
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(format!(" DAG {} · run {} · {} ", v.dag, v.id, v.state));
-    let inner = block.inner(area);
-    f.render_widget(block, area);
-    let [canvas, legend] =
-        Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
-    let max_y = grid.height.saturating_sub(canvas.height as usize);
-    let max_x = grid.width.saturating_sub(canvas.width as usize);
-    let (sy, sx) = (
-        (app.scroll.0 as usize).min(max_y),
-        (app.scroll.1 as usize).min(max_x),
-    );
-    let buf = f.buffer_mut();
-    for y in 0..canvas.height as usize {
-        for x in 0..canvas.width as usize {
-            let (gx, gy) = (x + sx, y + sy);
-            if gx >= grid.width || gy >= grid.height {
-                continue;
-            }
-            let ch = grid.at(gx, gy);
-            if ch == ' ' {
-                continue;
-            }
-            let style = match grid.owner_at(gx, gy) {
-                Some(i) => fg(app, state_colour(states[i].unwrap_or(RunState::Waiting)))
-                    .add_modifier(Modifier::BOLD),
-                None => fg(app, Color::DarkGray),
-            };
-            if let Some(cell) = buf.cell_mut((canvas.x + x as u16, canvas.y + y as u16)) {
-                cell.set_char(ch).set_style(style);
-            }
-        }
-    }
-    let more = if max_x > 0 || max_y > 0 {
-        "  (scroll: arrows / hjkl)"
-    } else {
-        ""
-    };
-    f.render_widget(
-        Paragraph::new(format!("{LEGEND}{more}")).style(fg(app, Color::DarkGray)),
-        legend,
-    );
-}
-
-fn render_log(f: &mut Frame, app: &App, area: Rect) {
-    let title = format!(
-        " log of run {} {} ",
-        app.log_run.map(|r| r.to_string()).unwrap_or_default(),
-        if app.log_eof {
-            "(ended)"
-        } else if app.follow {
-            "(following — f to stop)"
-        } else {
-            "(paused — f to follow)"
-        }
-    );
-    let block = Block::default().borders(Borders::ALL).title(title);
-    let lines: Vec<&str> = app.log.lines().collect();
-    let height = area.height.saturating_sub(2) as usize;
-    let max = lines.len().saturating_sub(height);
-    let top = (app.scroll.0 as usize).min(max);
-    let text: Vec<Line> = lines[top..]
-        .iter()
-        .take(height)
-        .map(|l| Line::from(l.to_string()))
-        .collect();
-    f.render_widget(Paragraph::new(text).block(block), area);
-}
-
 fn render_status(f: &mut Frame, app: &App, area: Rect) {
-    let main_footer;
-    let line = match &app.status_line {
-        Some((text, error)) => Line::from(Span::styled(
-            text.clone(),
-            fg(app, if *error { Color::Red } else { Color::Green }),
-        )),
-        None => Line::from(Span::styled(
-            match app.mode {
-                Mode::Dag => "arrows/hjkl scroll · q/Esc back · ? help",
-                Mode::Log => "↑↓ scroll · f follow · q/Esc back · ? help",
-                _ => {
-                    main_footer = main_footer_text();
-                    main_footer.as_str()
-                }
-            },
-            fg(app, Color::DarkGray),
-        )),
+    let width = area.width as usize;
+    let line = if app.mode == Mode::Command {
+        let options = app.completions();
+        Line::from(vec![
+            Span::styled(format!(":{}▏", app.command), fg(app, Color::Yellow)),
+            Span::styled(
+                format!(
+                    "  {}",
+                    if options.is_empty() {
+                        "no such view".to_string()
+                    } else {
+                        options.join(" ")
+                    }
+                ),
+                fg(app, Color::DarkGray),
+            ),
+        ])
+    } else {
+        match &app.status_line {
+            // The mark tells ok from error without colour.
+            Some((text, error)) => Line::from(Span::styled(
+                fit(&format!("{} {text}", if *error { "✗" } else { "✓" }), width),
+                fg(app, if *error { Color::Red } else { Color::Green }),
+            )),
+            None => Line::from(Span::styled(
+                fit(&footer(&app.mode, app.view), width),
+                fg(app, Color::DarkGray),
+            )),
+        }
     };
     f.render_widget(Paragraph::new(line), area);
 }
 
+/// The help: every binding from the keymap, those of the view in front
+/// first; ↑↓ scroll it when it is taller than the screen.
 fn render_help(f: &mut Frame, app: &App, area: Rect) {
-    let w = 66.min(area.width);
-    let h = (KEYMAP.len() as u16 + 4).min(area.height);
+    let w = 78.min(area.width);
+    let h = (KEYMAP.len() as u16 + 6).min(area.height);
     let popup = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
         width: w,
         height: h,
     };
-    let mut lines: Vec<Line> = KEYMAP
-        .iter()
-        .map(|b| {
-            let scope = match b.scope {
-                Scope::Main => "",
-                Scope::Dag => " (DAG view)",
-                Scope::Log => " (log view)",
-                Scope::Global => "",
-            };
-            Line::from(vec![
-                Span::styled(format!("{:>7}  ", b.label), fg(app, Color::Yellow)),
-                Span::raw(format!("{}{scope}", b.help)),
-            ])
-        })
-        .collect();
+    let here = scopes(&Mode::Main, app.view);
+    let line = |b: &super::keymap::Binding| {
+        let scope = match b.scope {
+            Scope::Global => String::new(),
+            s => format!(" ({})", s.label()),
+        };
+        Line::from(vec![
+            Span::styled(format!("{:>7}  ", b.label), fg(app, Color::Yellow)),
+            Span::raw(format!("{}{scope}", b.help)),
+        ])
+    };
+    let mut lines: Vec<Line> = vec![Line::from(Span::styled(
+        format!("── the {} view ──", app.view.name()),
+        fg(app, Color::DarkGray),
+    ))];
+    lines.extend(KEYMAP.iter().filter(|b| here.contains(&b.scope)).map(line));
+    lines.push(Line::from(Span::styled(
+        "── elsewhere ──",
+        fg(app, Color::DarkGray),
+    )));
+    lines.extend(KEYMAP.iter().filter(|b| !here.contains(&b.scope)).map(line));
     lines.push(Line::from(Span::styled(
         "  y/n answers the cancel question; Esc closes this help",
         fg(app, Color::DarkGray),
     )));
     f.render_widget(Clear, popup);
     f.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
+        Paragraph::new(lines)
+            .scroll((app.scroll.0.min(KEYMAP.len() as u16), 0))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" keys (↑↓ scroll) "),
+            ),
         popup,
     );
 }

@@ -14,6 +14,8 @@
 //!    and every edge can be followed by eye; lines are joined with box
 //!    drawing characters (`│ ─ ┌ ┐ └ ┘ ├ ┤ ┬ ┴ ┼`) and enter a node with `▼`.
 
+mod route;
+
 use std::collections::HashMap;
 
 use crate::RunState;
@@ -37,6 +39,8 @@ pub struct Grid {
     pub boxes: Vec<(usize, usize, usize)>,
     /// Layer of each node, by node index.
     pub layers: Vec<usize>,
+    /// Places where two edges cross: zero unless the graph forces them.
+    pub crossings: usize,
 }
 
 impl Grid {
@@ -57,6 +61,17 @@ impl Grid {
             })
             .collect()
     }
+}
+
+/// Nodes of a DAG's definition (a `get_dag` answer), in file order.
+pub fn nodes_of_dag(v: &crate::api::DagView) -> Vec<DagNode> {
+    v.jobs
+        .iter()
+        .map(|j| DagNode {
+            id: j.clone(),
+            deps: v.deps.get(j).cloned().unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// Nodes and run states from a `get_dag_run` answer.
@@ -229,7 +244,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
     let margin = v_width.iter().copied().max().unwrap_or(0);
     let mut vx = vec![0usize; nv];
     for (l, row) in rows.iter().enumerate() {
-        let mut next_free = margin;
+        let mut next_free = if l == 0 { margin } else { 0 };
         for &v in row {
             let desired = if l == 0 || ups[v].is_empty() {
                 next_free
@@ -245,6 +260,29 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
             next_free = vx[v] + v_width[v] + 2;
         }
     }
+    // A parent moves right to sit over the middle of its children (a
+    // fan-out opens below it), when its right neighbour leaves room.
+    for l in (0..depth.saturating_sub(1)).rev() {
+        let row = &rows[l];
+        for k in (0..row.len()).rev() {
+            let v = row[k];
+            if downs[v].is_empty() {
+                continue;
+            }
+            let mid = downs[v]
+                .iter()
+                .map(|c| vx[*c] + v_width[*c] / 2)
+                .sum::<usize>()
+                / downs[v].len();
+            let want = mid.saturating_sub(v_width[v] / 2);
+            let limit = row
+                .get(k + 1)
+                .map_or(usize::MAX, |r| vx[*r].saturating_sub(v_width[v] + 2));
+            if want > vx[v] {
+                vx[v] = want.min(limit).max(vx[v]);
+            }
+        }
+    }
     let left = vx.iter().copied().min().unwrap_or(0);
     for x in &mut vx {
         *x -= left;
@@ -256,43 +294,18 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
         .max(1);
     let center = |v: usize| vx[v] + v_width[v] / 2;
 
-    // 5. tracks per gap, then rows
-    let mut gap_tracks: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); depth.saturating_sub(1)];
-    let mut gap_height = vec![2usize; depth.saturating_sub(1)];
-    for (l, gap) in gap_tracks.iter_mut().enumerate() {
-        // Edges into one target share a track (they merge into it); other
-        // overlapping spans get tracks of their own.
-        let mut by_target: Vec<(usize, usize, usize)> = Vec::new(); // (lo, hi, target)
-        for &(a, b) in edges.iter().filter(|(a, _)| v_layer[*a] == l) {
-            if center(a) == center(b) {
-                continue;
-            }
-            let (lo, hi) = (center(a).min(center(b)), center(a).max(center(b)));
-            match by_target.iter_mut().find(|g| g.2 == b) {
-                Some(g) => {
-                    g.0 = g.0.min(lo);
-                    g.1 = g.1.max(hi);
-                }
-                None => by_target.push((lo, hi, b)),
-            }
-        }
-        by_target.sort();
-        let mut track_end: Vec<usize> = Vec::new(); // rightmost x used per track
-        for (lo, hi, b) in by_target {
-            let t = match track_end.iter().position(|end| *end + 1 < lo) {
-                Some(t) => t,
-                None => {
-                    track_end.push(0);
-                    track_end.len() - 1
-                }
-            };
-            track_end[t] = hi;
-            for &(a, bb) in edges.iter().filter(|(a, bb)| v_layer[*a] == l && *bb == b) {
-                gap.push((a, bb, t));
-            }
-        }
-        gap_height[l] = 2 + track_end.len();
+    // 5. tracks per gap (see `route`), then rows
+    let mut gaps: Vec<route::Gap> = Vec::with_capacity(depth.saturating_sub(1));
+    for l in 0..depth.saturating_sub(1) {
+        let in_gap: Vec<(usize, usize)> = edges
+            .iter()
+            .copied()
+            .filter(|(a, _)| v_layer[*a] == l)
+            .collect();
+        gaps.push(route::route_gap(&in_gap, &center));
     }
+    let gap_height: Vec<usize> = gaps.iter().map(|g| 2 + g.tracks).collect();
+    let crossings = gaps.iter().map(|g| g.crossings).sum();
     let mut row_y = vec![0usize; depth];
     for l in 1..depth {
         row_y[l] = row_y[l - 1] + 1 + gap_height[l - 1];
@@ -326,11 +339,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
             vline(sx, top, bottom, &mut bits);
             set_bits(sx, top, UP, &mut bits);
         } else {
-            let t = gap_tracks[l]
-                .iter()
-                .find(|(x, y, _)| *x == a && *y == b)
-                .map(|g| g.2)
-                .unwrap_or(0);
+            let t = gaps[l].track.get(&(a, b)).copied().unwrap_or(0);
             let ty = top + 1 + t;
             vline(sx, top, ty, &mut bits);
             set_bits(sx, top, UP, &mut bits);
@@ -383,6 +392,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
         owner,
         boxes,
         layers: layer,
+        crossings,
     }
 }
 

@@ -1,0 +1,215 @@
+//! The DAGs view: every DAG of the jobs folder with its schedule, next
+//! fire (local time), paused state, last DAG run and its file's error; the
+//! selected DAG's file and whole error below.
+
+use ax_shared::api::{DagRunState, DagView};
+use ax_shared::time::elapsed_coarse;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::{List, Styled, list_table, plain};
+use crate::console::columns::{Kind, col};
+use crate::console::state::App;
+use crate::console::ui::{fg, local, parse};
+
+/// A DAG run state as a mark and its name.
+pub fn dag_run_text(s: DagRunState) -> String {
+    let mark = match s {
+        DagRunState::Active => '▶',
+        DagRunState::Success => '✓',
+        DagRunState::Failed => '✗',
+        DagRunState::Cancelled => '⊘',
+        DagRunState::Finished => '·',
+    };
+    format!("{mark} {}", s.as_str())
+}
+
+fn dag_run_colour(s: DagRunState) -> Color {
+    match s {
+        DagRunState::Active => Color::Cyan,
+        DagRunState::Success => Color::Green,
+        DagRunState::Failed => Color::Red,
+        DagRunState::Cancelled | DagRunState::Finished => Color::DarkGray,
+    }
+}
+
+/// The error of a DAG's file, located (`line 3:5: …`).
+pub fn located(d: &DagView) -> Option<String> {
+    let e = d.error.as_ref()?;
+    Some(match (e.line, e.column) {
+        (Some(l), Some(c)) => format!("line {l}:{c}: {}", e.message),
+        (Some(l), None) => format!("line {l}: {}", e.message),
+        _ => e.message.clone(),
+    })
+}
+
+fn next_fire(app: &App, d: &DagView) -> String {
+    match parse(d.next_fire) {
+        Some(t) => format!(
+            "{} (in {})",
+            local(app, t, "%a %H:%M"),
+            elapsed_coarse((t - app.now).num_seconds())
+        ),
+        None => "—".into(),
+    }
+}
+
+fn last_run(app: &App, d: &DagView) -> String {
+    match d.last_run_state {
+        None => "never ran".into(),
+        Some(s) => match parse(d.last_run_at) {
+            Some(t) => format!(
+                "{} {} ago",
+                dag_run_text(s),
+                elapsed_coarse((app.now - t).num_seconds())
+            ),
+            None => dag_run_text(s),
+        },
+    }
+}
+
+/// Faults that belong to no listed DAG: the store's, and job-file errors
+/// of files the list does not show.
+fn other_faults(app: &App) -> Vec<String> {
+    let Some(s) = &app.status else {
+        return vec![];
+    };
+    let mut out: Vec<String> = s
+        .store_error
+        .iter()
+        .map(|e| format!("✗ store fault: {e} (new writes are refused until it recovers)"))
+        .collect();
+    out.extend(
+        s.errors
+            .iter()
+            .filter(|e| !app.dags.iter().any(|d| d.file == e.file))
+            .map(|e| format!("✗ {e}")),
+    );
+    out
+}
+
+pub fn render(f: &mut Frame, app: &App, area: Rect) {
+    let faults = other_faults(app);
+    let [top, middle, bottom] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length((faults.len() as u16).min(4)),
+        Constraint::Length(6),
+    ])
+    .areas(area);
+    f.render_widget(
+        Paragraph::new(
+            faults
+                .into_iter()
+                .map(|t| Line::from(Span::styled(t, fg(app, Color::Red))))
+                .collect::<Vec<_>>(),
+        ),
+        middle,
+    );
+    let cols = [
+        col("NAME", Kind::Name),
+        col("SCHEDULE", Kind::Optional(2)),
+        col("NEXT FIRE", Kind::Optional(1)),
+        col("PAUSED", Kind::Fixed),
+        col("LAST RUN", Kind::Fixed),
+        col("JOBS", Kind::Optional(3)),
+        col("ERROR", Kind::Rest),
+    ];
+    let shown = app.shown_dags();
+    let red = fg(app, Color::Red);
+    let rows: Vec<Vec<Styled>> = shown
+        .iter()
+        .map(|d| {
+            vec![
+                (
+                    d.name.clone(),
+                    if d.error.is_some() {
+                        red
+                    } else {
+                        Style::default()
+                    },
+                ),
+                plain(d.schedule.clone().unwrap_or_else(|| "—".into())),
+                plain(next_fire(app, d)),
+                if d.paused {
+                    ("⏸ paused".into(), fg(app, Color::Yellow))
+                } else {
+                    plain("no")
+                },
+                match d.last_run_state {
+                    Some(s) => (last_run(app, d), fg(app, dag_run_colour(s))),
+                    None => plain(last_run(app, d)),
+                },
+                plain(d.jobs.len().to_string()),
+                match located(d) {
+                    Some(e) => (format!("✗ {e}"), red),
+                    None => plain(""),
+                },
+            ]
+        })
+        .collect();
+    let errors = app.dags.iter().filter(|d| d.error.is_some()).count();
+    let title = if errors > 0 {
+        format!(" DAGs ({}, {errors} with errors) ", app.dags.len())
+    } else {
+        format!(" DAGs ({}) ", app.dags.len())
+    };
+    let selected = (!shown.is_empty()).then_some(app.dag_selected);
+    list_table(
+        f,
+        app,
+        top,
+        List {
+            title,
+            cols: &cols,
+            rows,
+            selected,
+            focused: true,
+        },
+    );
+    render_selected(f, app, bottom);
+}
+
+/// The selected DAG: its file, schedule and the whole error.
+fn render_selected(f: &mut Frame, app: &App, area: Rect) {
+    let block = Block::default().borders(Borders::ALL).title(" DAG ");
+    let Some(d) = app.selected_dag() else {
+        f.render_widget(
+            Paragraph::new("no DAGs in the jobs folder").block(block),
+            area,
+        );
+        return;
+    };
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled(
+                format!("{} ", d.name),
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(format!("· {}", d.file)),
+        ]),
+        Line::from(format!(
+            "schedule {} {} · next {} · {} · last run {}",
+            d.schedule.as_deref().unwrap_or("none"),
+            d.timezone.as_deref().unwrap_or(""),
+            next_fire(app, d),
+            if d.paused { "paused" } else { "not paused" },
+            last_run(app, d)
+        )),
+    ];
+    match (&d.error, located(d)) {
+        (Some(e), Some(text)) => lines.push(Line::from(Span::styled(
+            format!("✗ {}: {text}", e.file),
+            fg(app, Color::Red),
+        ))),
+        _ => lines.push(Line::from(format!("jobs: {}", d.jobs.join(", ")))),
+    }
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block),
+        area,
+    );
+}
