@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ax_shared::api::NodeView;
 use ax_shared::time::Timestamp;
 
+use crate::store::StoreError;
 use crate::store::postgres::{NodeInfo, NodeRow, PgStore};
 
 /// A node is dead once its last beat is older than this many intervals.
@@ -77,22 +78,19 @@ impl Registry {
     }
 }
 
-/// Nodes do not share work yet: each one's engine runs every unfinished
-/// run it loaded and numbers new runs from its own counter, so two live
-/// nodes on one database would run the same runs and overwrite each
-/// other's rows. Said loudly at start, once.
-fn warn_of_others(me: &NodeInfo, rows: &[NodeRow]) {
-    let others: Vec<&str> = rows
-        .iter()
-        .filter(|r| r.id != me.id && alive(r.age_ms, r.heartbeat_ms))
-        .map(|r| r.id.as_str())
-        .collect();
-    if !others.is_empty() {
-        tracing::warn!(
-            "other axd nodes are alive on this database ({}): nodes do not share work yet (no claiming), so two nodes that both run jobs would run the same runs and reuse run ids; run jobs on one node per database",
-            others.join(", ")
-        );
-    }
+/// How axd exits once fenced.
+pub const FENCED_EXIT: i32 = 1;
+
+/// Another node declared this one dead and handed its DAG runs to the
+/// cluster (its epoch moved on): whatever this node still runs, another
+/// may be running too. It stops at once, its jobs dying with it (each
+/// job's process gets SIGKILL when axd's spawner thread ends), and exits
+/// non-zero so that systemd restarts it under a new epoch.
+pub fn fenced(id: &str) -> ! {
+    tracing::error!(
+        "node {id} was declared dead by another node and its work handed to others: exiting now, its jobs with it"
+    );
+    std::process::exit(FENCED_EXIT)
 }
 
 /// Alive while the last beat is at most `GRACE` intervals old.
@@ -130,8 +128,10 @@ pub fn host_name() -> String {
 }
 
 /// The heartbeat thread's body: beats every `interval` until `stop` is
-/// dropped, then removes this node's row. A failed beat is logged once
-/// per outage and tried again at the next interval.
+/// dropped, then hands this node's unfinished DAG runs back and removes
+/// its row. After each beat it declares dead the nodes whose beats
+/// stopped (`PgStore::release_dead`). A failed beat is logged once per
+/// outage and tried again at the next interval; a fenced node exits.
 pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<()>) {
     let interval = Duration::from_millis(me.heartbeat_ms);
     let mut first = true;
@@ -142,13 +142,20 @@ pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<
                 if failing {
                     tracing::info!("node heartbeat written again");
                 }
-                if first {
-                    warn_of_others(&me, &rows);
-                }
                 first = false;
                 failing = false;
                 registry.publish(rows);
+                match store.release_dead() {
+                    Ok(dead) if !dead.is_empty() => tracing::warn!(
+                        "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
+                        dead.join(", ")
+                    ),
+                    Ok(_) => {}
+                    Err(StoreError::Fenced(id)) => fenced(&id),
+                    Err(e) => tracing::warn!("cannot look for dead nodes: {e}"),
+                }
             }
+            Err(StoreError::Fenced(id)) => fenced(&id),
             Err(e) => {
                 if !failing {
                     tracing::warn!("node heartbeat failed: {e}");
@@ -162,6 +169,9 @@ pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<
         }
     }
     if let Err(e) = store.leave(&me.id) {
+        if let StoreError::Fenced(id) = e {
+            fenced(&id);
+        }
         tracing::warn!("cannot remove node {} from the registry: {e}", me.id);
     }
 }

@@ -77,10 +77,21 @@ impl Engine {
     pub fn restore(
         &mut self,
         now: Millis,
-        mut dag_runs: Vec<RestoredDagRun>,
+        dag_runs: Vec<RestoredDagRun>,
         next_run: u64,
         next_dag_run: u64,
     ) -> Vec<Effect> {
+        self.take_in(now, dag_runs);
+        self.next_run = self.next_run.max(self.ids.counter_from(next_run));
+        self.next_dag_run = self.next_dag_run.max(self.ids.counter_from(next_dag_run));
+        self.fire_timers(now);
+        self.dispatch(now);
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Takes stored DAG runs into the engine (at start-up, or claimed in a
+    /// cluster) and places each unfinished run where its state says.
+    pub(super) fn take_in(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>) {
         dag_runs.sort_by_key(|d| d.id);
         let mut all = Vec::new();
         for d in dag_runs {
@@ -128,6 +139,7 @@ impl Engine {
                     trigger: d.trigger,
                     unique_key: d.unique_key,
                     unfinished,
+                    offered: false,
                 },
             );
         }
@@ -180,10 +192,5 @@ impl Engine {
                 _ => {}
             }
         }
-        self.next_run = self.next_run.max(next_run);
-        self.next_dag_run = self.next_dag_run.max(next_dag_run);
-        self.fire_timers(now);
-        self.dispatch(now);
-        std::mem::take(&mut self.effects)
     }
 }

@@ -158,6 +158,9 @@ pub struct DagRun {
     pub trigger: String,
     pub unique_key: Option<String>,
     pub(super) unfinished: usize,
+    /// Offered to the cluster: stored without an owner for any node to
+    /// claim (see `Engine::set_offering`).
+    pub offered: bool,
 }
 
 impl DagRun {
@@ -176,6 +179,7 @@ impl DagRun {
             trigger: self.trigger.clone(),
             unique_key: self.unique_key.clone(),
             unfinished: self.unfinished,
+            offered: self.offered,
         }
     }
 }

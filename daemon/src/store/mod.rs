@@ -31,6 +31,10 @@ pub enum StoreError {
     /// error has no `source` of its own: the chain is not printed twice.
     #[error("store: PostgreSQL: {0}")]
     Postgres(String),
+    /// Another node declared this one dead and handed its work to others:
+    /// nothing more may be written by it (its epoch moved on).
+    #[error("store: node {0} was declared dead by another node (fenced)")]
+    Fenced(String),
 }
 
 impl From<tokio_postgres::Error> for StoreError {

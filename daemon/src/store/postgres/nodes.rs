@@ -6,7 +6,7 @@ use super::{PgStore, int, on_client};
 use crate::store::StoreError;
 
 /// The server's clock in ms.
-const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+pub(super) const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// What a node says of itself in each beat.
 #[derive(Clone, Debug)]
@@ -42,15 +42,20 @@ impl PgStore {
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
                slots = excluded.slots, heartbeat_ms = excluded.heartbeat_ms,
                started_at = CASE WHEN $6 THEN excluded.started_at ELSE nodes.started_at END,
-               last_beat = excluded.last_beat"
+               last_beat = excluded.last_beat, released = false"
         );
         let read = format!(
             "SELECT id, host, version, slots, heartbeat_ms, started_at, last_beat,
                     GREATEST({SERVER_NOW} - last_beat, 0)
              FROM nodes ORDER BY id"
         );
+        let registered = self.shared.node.get().cloned();
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
+            // A node declared dead must not beat as if alive.
+            if let Some(me) = &registered {
+                super::cluster::check_epoch(&tx, me).await?;
+            }
             let statement = tx.prepare_cached(&upsert).await?;
             tx.execute(
                 &statement,
@@ -81,16 +86,6 @@ impl PgStore {
                     })
                 })
                 .collect()
-        })
-    }
-
-    /// Removes this node's row: it stopped cleanly, it is not dead.
-    pub fn leave(&mut self, id: &str) -> Result<(), StoreError> {
-        on_client!(self, |client| async {
-            client
-                .execute("DELETE FROM nodes WHERE id = $1", &[&id])
-                .await?;
-            Ok(())
         })
     }
 }

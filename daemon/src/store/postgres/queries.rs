@@ -272,11 +272,16 @@ impl Store for PgStore {
         self.write(c)
     }
 
+    /// A registered node loads only the DAG runs it owns.
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        on_client!(self, |client| super::load::load_where(
-            &client,
-            "d.state = 'active'"
-        ))
+        let filter = match self.shared.node.get() {
+            Some(me) => format!(
+                "d.state = 'active' AND d.owner = {}",
+                super::cluster::quote(&me.id)
+            ),
+            None => "d.state = 'active'".to_string(),
+        };
+        on_client!(self, |client| super::load::load_where(&client, &filter))
     }
 
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
