@@ -118,3 +118,112 @@ async fn three_nodes_run_every_submitted_run_exactly_once() {
         "every DAG run was claimed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_s_runs_finish_elsewhere_and_it_rejoins() {
+    let Some(db) = TestDb::create("pg_share_dead") else {
+        return;
+    };
+    let mut nodes = cluster(&db, "300ms", &[]);
+    let victim = node_id(&nodes[1]);
+    let mut c = nodes[0].client().await;
+    const RUNS: usize = 30;
+    let mut ids = Vec::new();
+    for _ in 0..RUNS {
+        ids.extend(submit(&mut c, json!({"command": "sleep 2", "name": "slow"})).await);
+    }
+    let running_on_victim = format!(
+        "SELECT count(*) FROM attempts WHERE node = '{victim}' AND outcome IS NULL AND pid IS NOT NULL"
+    );
+    wait_count(&db, &running_on_victim, 30, |n| n > 0);
+    nodes[1].kill9();
+
+    wait_count(
+        &db,
+        "SELECT count(*) FROM runs WHERE state = 'success'",
+        60,
+        |n| n == RUNS as u64,
+    );
+    // The victim's attempts ended `interrupted`, its runs retried elsewhere
+    // without using a retry (they have none).
+    let interrupted = db
+        .query("SELECT node, count(*) FROM attempts WHERE outcome = 'interrupted' GROUP BY node")
+        .unwrap();
+    assert_eq!(interrupted.len(), 1, "{interrupted:?}");
+    assert_eq!(interrupted[0][0], victim, "{interrupted:?}");
+    let again = db
+        .query(&format!(
+            "SELECT count(*) FROM attempts a JOIN attempts b ON b.run = a.run AND b.n = a.n + 1
+             WHERE a.outcome = 'interrupted' AND b.outcome = 'success' AND b.node <> '{victim}'"
+        ))
+        .unwrap();
+    assert_eq!(
+        again[0][0], interrupted[0][1],
+        "each finished on a survivor"
+    );
+    assert!(nodes[0].log().contains(&victim) || nodes[2].log().contains(&victim));
+
+    // Restarted, the node registers with a new epoch and takes work again.
+    nodes[1].spawn();
+    let mut more = Vec::new();
+    for _ in 0..40 {
+        more.extend(submit(&mut c, json!({"command": "sleep 0.3", "name": "more"})).await);
+    }
+    wait_count(
+        &db,
+        "SELECT count(*) FROM runs WHERE state = 'success'",
+        60,
+        |n| n == (RUNS + 40) as u64,
+    );
+    let rejoined = db
+        .query(&format!(
+            "SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run
+             WHERE a.node = '{victim}' AND a.outcome = 'success' AND r.job = 'more'"
+        ))
+        .unwrap();
+    assert_ne!(rejoined[0][0], "0", "the restarted node ran none");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_fires_each_slot_once_across_a_leader_s_death() {
+    let Some(db) = TestDb::create("pg_share_cron") else {
+        return;
+    };
+    let tick = "schedule = \"* * * * * *\"\ncatchup = \"all\"\noverlap = \"allow\"\n\n[[job]]\nid = \"t\"\ncommand = \"true\"\n";
+    let mut nodes = cluster(&db, "300ms", &[("tick.toml", tick)]);
+    let fired = "SELECT count(*) FROM dag_runs WHERE dag = 'tick'";
+    wait_count(&db, fired, 30, |n| n >= 4);
+    let leader = nodes
+        .iter()
+        .position(|d| d.log().contains("cron leader"))
+        .expect("a leader");
+    assert_eq!(
+        nodes
+            .iter()
+            .filter(|d| d.log().contains("now the cluster's cron leader"))
+            .count(),
+        1,
+        "one leader"
+    );
+    let before: u64 = db.query(fired).unwrap()[0][0].parse().unwrap();
+    nodes[leader].kill9();
+    wait_count(&db, fired, 30, |n| n >= before + 4);
+    // Every slot from the first to the last fired exactly once, the ones
+    // due while no node led included (catchup = "all").
+    let keys: Vec<String> = db
+        .query("SELECT unique_key FROM dag_runs WHERE dag = 'tick' ORDER BY unique_key")
+        .unwrap()
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let slots: Vec<i64> = keys
+        .iter()
+        .map(|k| {
+            let t = k.strip_prefix("tick@").unwrap();
+            chrono::DateTime::parse_from_rfc3339(t).unwrap().timestamp()
+        })
+        .collect();
+    for w in slots.windows(2) {
+        assert_eq!(w[1] - w[0], 1, "slots fired twice or missed: {keys:?}");
+    }
+}

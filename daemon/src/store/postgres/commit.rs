@@ -49,7 +49,7 @@ const ATTEMPTS: &str = "INSERT INTO attempts (run, n, started_at, finished_at, o
      ON CONFLICT (run, n) DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at,
        outcome = excluded.outcome, exit_code = excluded.exit_code, signal = excluded.signal, pid = excluded.pid,
        pid_start = excluded.pid_start, slot = excluded.slot, error = excluded.error,
-       node = COALESCE(excluded.node, attempts.node)";
+       node = COALESCE(attempts.node, excluded.node)";
 const PAUSE: &str =
     "INSERT INTO paused (dag) SELECT * FROM UNNEST($1::text[]) ON CONFLICT (dag) DO NOTHING";
 const UNPAUSE: &str = "DELETE FROM paused WHERE dag = ANY($1)";
