@@ -227,3 +227,42 @@ async fn cron_fires_each_slot_once_across_a_leader_s_death() {
         assert_eq!(w[1] - w[0], 1, "slots fired twice or missed: {keys:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
+    let Some(db) = TestDb::create("pg_share_cancel") else {
+        return;
+    };
+    let nodes = cluster(&db, "300ms", &[]);
+    let mut c0 = nodes[0].client().await;
+    let id = submit(&mut c0, json!({"command": "sleep 30", "name": "long"})).await[0];
+    let owner_sql = format!("SELECT count(*) FROM attempts WHERE run = {id} AND pid IS NOT NULL");
+    wait_count(&db, &owner_sql, 30, |n| n == 1);
+    let owner = db
+        .query(&format!("SELECT node FROM attempts WHERE run = {id}"))
+        .unwrap()[0][0]
+        .clone();
+    let at = nodes.iter().position(|d| node_id(d) == owner).unwrap();
+    let other = (at + 1) % 3;
+    let mut elsewhere = nodes[other].client().await;
+    let err = elsewhere
+        .call("cancel", json!({"id": id}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&format!("node {owner} is running")), "{err}");
+    let mut home = nodes[at].client().await;
+    home.call("cancel", json!({"id": id})).await.unwrap();
+    wait_state(&mut home, id, "cancelled", 20).await;
+    // Finished, it may be retried through any node, which then runs it.
+    elsewhere.call("retry", json!({"id": id})).await.unwrap();
+    wait_state(&mut elsewhere, id, "running", 20).await;
+    wait_count(&db, &owner_sql, 20, |n| n == 2);
+    let nodes_of = db
+        .query(&format!(
+            "SELECT node FROM attempts WHERE run = {id} ORDER BY n"
+        ))
+        .unwrap();
+    assert_eq!(nodes_of.len(), 2, "{nodes_of:?}");
+    assert_eq!(nodes_of[1][0], node_id(&nodes[other]));
+}

@@ -288,7 +288,14 @@ impl Scheduler {
                 let mut seen = BTreeSet::new();
                 ids.into_iter().filter(|id| seen.insert(*id)).collect()
             }
-            (None, Some(id)) => vec![id],
+            (None, Some(id)) => {
+                // In a cluster the run may wait to be claimed, or have
+                // been run by another node.
+                if self.claimer.is_some() {
+                    self.hold_dag_run_of(now, id, effects)?;
+                }
+                vec![id]
+            }
             (None, None) => return Err(bad("`id` must be a run id (a positive integer)")),
         };
         for id in ids {
@@ -306,6 +313,44 @@ impl Scheduler {
             self.apply(now, input, effects)?;
         }
         Ok(Done::OK)
+    }
+
+    /// Makes sure the engine holds the DAG run of run `id`: one it let go
+    /// of (finished, or in a cluster offered or run by another node) is
+    /// loaded back from the store, once this node owns it. A DAG run
+    /// another live node is running stays there: the error names it.
+    fn hold_dag_run_of(
+        &mut self,
+        now: Millis,
+        id: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), RpcError> {
+        if self.engine.run(RunId(id)).is_some() {
+            return Ok(());
+        }
+        let view = self
+            .store
+            .get_run(id)
+            .map_err(store_err)?
+            .ok_or_else(|| not_found(format!("run {id}")))?;
+        if let Err(owner) = self.store.take_dag_run(view.dag_run).map_err(store_err)? {
+            return Err(RpcError::new(
+                codes::INVALID_STATE,
+                format!(
+                    "run {id} belongs to DAG run {} that node {owner} is running: ask that node",
+                    view.dag_run
+                ),
+            ));
+        }
+        self.pin(view.dag_run);
+        let dr = self
+            .store
+            .load_dag_run(view.dag_run)
+            .map_err(store_err)?
+            .ok_or_else(|| not_found(format!("DAG run {}", view.dag_run)))?;
+        effects.extend(self.engine.restore(now, vec![dr], 0, 0));
+        self.refresh_counts();
+        Ok(())
     }
 
     fn cancel_dag_run(
@@ -331,23 +376,7 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
         let id = p.id;
-        if self.engine.run(RunId(id)).is_none() {
-            // A finished run the engine let go of: load its DAG run back
-            // from the store, then retry it like any other.
-            let view = self
-                .store
-                .get_run(id)
-                .map_err(store_err)?
-                .ok_or_else(|| not_found(format!("run {id}")))?;
-            self.pin(view.dag_run);
-            let dr = self
-                .store
-                .load_dag_run(view.dag_run)
-                .map_err(store_err)?
-                .ok_or_else(|| not_found(format!("DAG run {}", view.dag_run)))?;
-            effects.extend(self.engine.restore(now, vec![dr], 0, 0));
-            self.refresh_counts();
-        }
+        self.hold_dag_run_of(now, id, effects)?;
         let input = Input::Retry {
             run: RunId(id),
             actor: peer.actor.clone(),

@@ -166,6 +166,40 @@ impl PgStore {
         })
     }
 
+    /// `Store::take_dag_run`: this node owns the DAG run if it is offered
+    /// or finished (whoever ran it), in one conditional update; else the
+    /// node running it is the answer.
+    pub(super) fn take(&mut self, dag_run: u64) -> Result<Result<(), String>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Ok(()));
+        };
+        let id = dag_run as i64;
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let taken = tx
+                .execute(
+                    "UPDATE dag_runs SET owner = $1
+                     WHERE id = $2 AND (owner IS NULL OR owner = $1 OR state <> 'active')",
+                    &[&me.id, &id],
+                )
+                .await?;
+            let answer = if taken > 0 {
+                Ok(())
+            } else {
+                let owner = tx
+                    .query_opt("SELECT owner FROM dag_runs WHERE id = $1", &[&id])
+                    .await?;
+                Err(match owner {
+                    Some(r) => r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    None => String::new(),
+                })
+            };
+            tx.commit().await?;
+            Ok(answer)
+        })
+    }
+
     /// Declares dead every other node whose last beat is older than 1.5 ×
     /// its interval (server clock) and not yet handled: raises its epoch
     /// (its later writes fail) and hands its unfinished DAG runs back to

@@ -272,6 +272,10 @@ impl Store for PgStore {
         self.write(c)
     }
 
+    fn take_dag_run(&mut self, dag_run: u64) -> Result<Result<(), String>, StoreError> {
+        self.take(dag_run)
+    }
+
     /// A registered node loads only the DAG runs it owns.
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let filter = match self.shared.node.get() {
