@@ -132,13 +132,34 @@ pub fn host_name() -> String {
 /// its row. After each beat it declares dead the nodes whose beats
 /// stopped (`PgStore::release_dead`). A failed beat is logged once per
 /// outage and tried again at the next interval; a fenced node exits.
-pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<()>) {
+///
+/// A DAG paused or resumed through another node is paused or resumed
+/// here too: each beat reads the stored set, and what changed since the
+/// last beat goes to the scheduler (`Msg::Paused`).
+pub fn run(
+    mut store: PgStore,
+    me: NodeInfo,
+    registry: Registry,
+    scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
+    stop: Receiver<()>,
+) {
     let interval = Duration::from_millis(me.heartbeat_ms);
     let mut first = true;
     let mut failing = false;
+    let mut paused: Option<Vec<String>> = None;
     loop {
         match store.beat(&me, first) {
-            Ok(rows) => {
+            Ok(beat) => {
+                let rows = beat.nodes;
+                if let Some(before) = &paused
+                    && *before != beat.paused
+                {
+                    let _ = scheduler.send(crate::scheduler::Msg::Paused {
+                        before: before.clone(),
+                        now: beat.paused.clone(),
+                    });
+                }
+                paused = Some(beat.paused);
                 if failing {
                     tracing::info!("node heartbeat written again");
                 }

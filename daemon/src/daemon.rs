@@ -242,10 +242,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                     .context("cannot start the claimer thread")?
             };
             let thread = {
-                let registry = registry.clone();
+                let (registry, tx) = (registry.clone(), tx.clone());
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || crate::cluster::run(store, info, registry, heartbeat_stopped))
+                    .spawn(move || {
+                        crate::cluster::run(store, info, registry, tx, heartbeat_stopped)
+                    })
                     .context("cannot start the heartbeat thread")?
             };
             (

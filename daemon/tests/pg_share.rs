@@ -59,7 +59,7 @@ async fn three_nodes_run_every_submitted_run_exactly_once() {
     let Some(db) = TestDb::create("pg_share_once") else {
         return;
     };
-    let nodes = cluster(&db, "500ms", &[]);
+    let nodes = cluster(&db, "1s", &[]);
     let ledger = nodes[0].path("ledger");
     let command = format!("echo $AX_RUN_ID >> {}", ledger.display());
     const TOTAL: usize = 5000;
@@ -124,7 +124,7 @@ async fn a_killed_node_s_runs_finish_elsewhere_and_it_rejoins() {
     let Some(db) = TestDb::create("pg_share_dead") else {
         return;
     };
-    let mut nodes = cluster(&db, "300ms", &[]);
+    let mut nodes = cluster(&db, "500ms", &[]);
     let victim = node_id(&nodes[1]);
     let mut c = nodes[0].client().await;
     const RUNS: usize = 30;
@@ -190,7 +190,7 @@ async fn cron_fires_each_slot_once_across_a_leader_s_death() {
         return;
     };
     let tick = "schedule = \"* * * * * *\"\ncatchup = \"all\"\noverlap = \"allow\"\n\n[[job]]\nid = \"t\"\ncommand = \"true\"\n";
-    let mut nodes = cluster(&db, "300ms", &[("tick.toml", tick)]);
+    let mut nodes = cluster(&db, "500ms", &[("tick.toml", tick)]);
     let fired = "SELECT count(*) FROM dag_runs WHERE dag = 'tick'";
     wait_count(&db, fired, 30, |n| n >= 4);
     let leader = nodes
@@ -233,7 +233,7 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     let Some(db) = TestDb::create("pg_share_cancel") else {
         return;
     };
-    let nodes = cluster(&db, "300ms", &[]);
+    let nodes = cluster(&db, "1s", &[]);
     let mut c0 = nodes[0].client().await;
     let id = submit(&mut c0, json!({"command": "sleep 30", "name": "long"})).await[0];
     let owner_sql = format!("SELECT count(*) FROM attempts WHERE run = {id} AND pid IS NOT NULL");
@@ -265,4 +265,29 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
         .unwrap();
     assert_eq!(nodes_of.len(), 2, "{nodes_of:?}");
     assert_eq!(nodes_of[1][0], node_id(&nodes[other]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_through_one_node_holds_on_every_node() {
+    let Some(db) = TestDb::create("pg_share_pause") else {
+        return;
+    };
+    let job = "[[job]]\nid = \"j\"\ncommand = \"true\"\n";
+    let nodes = cluster(&db, "300ms", &[("held.toml", job)]);
+    let mut c0 = nodes[0].client().await;
+    c0.call("pause", json!({"dag": "held"})).await.unwrap();
+    let paused_on = |v: serde_json::Value| v["paused"].as_bool().unwrap();
+    for (want, method) in [(true, "pause"), (false, "resume")] {
+        if !want {
+            c0.call(method, json!({"dag": "held"})).await.unwrap();
+        }
+        for d in &nodes[1..] {
+            let mut c = d.client().await;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while paused_on(c.call("get_dag", json!({"name": "held"})).await.unwrap()) != want {
+                assert!(Instant::now() < deadline, "{method} never reached a node");
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+    }
 }

@@ -413,6 +413,35 @@ impl Scheduler {
         })
     }
 
+    /// Pauses and resumes here what another node paused or resumed: the
+    /// DAGs that entered or left the stored set between two beats.
+    pub(super) fn follow_paused(
+        &mut self,
+        now: Millis,
+        before: &[String],
+        after: &[String],
+        effects: &mut Vec<Effect>,
+    ) {
+        let entered = after
+            .iter()
+            .filter(|d| !before.contains(d))
+            .map(|d| (d, true));
+        let left = before
+            .iter()
+            .filter(|d| !after.contains(d))
+            .map(|d| (d, false));
+        for (dag, paused) in entered.chain(left) {
+            if self.registry.get(dag).is_none() || self.engine.is_paused(dag) == paused {
+                continue;
+            }
+            let target = DagTarget {
+                all: false,
+                dag: Some(dag.clone()),
+            };
+            let _ = self.pause(now, target, paused, effects);
+        }
+    }
+
     /// `reload`: `axd.toml` and the jobs folder, read again.
     fn reload_request(
         &mut self,

@@ -65,6 +65,12 @@ pub enum Msg {
         claimed: crate::store::postgres::Claimed,
         done: Sender<()>,
     },
+    /// The stored set of paused DAGs changed (another node paused or
+    /// resumed some): what it was at the last beat, and now.
+    Paused {
+        before: Vec<String>,
+        now: Vec<String>,
+    },
     /// This node became the cron leader, with the stored cron marks, or
     /// stopped being it.
     Lead {
@@ -386,6 +392,12 @@ impl Scheduler {
                     };
                     effects.extend(self.engine.handle(now, input).effects);
                     adopted.push(done);
+                }
+                Msg::Paused {
+                    before,
+                    now: paused,
+                } => {
+                    self.follow_paused(now, &before, &paused, effects);
                 }
                 Msg::Lead { leader, marks } => {
                     if leader {

@@ -115,6 +115,14 @@ impl PgStore {
                 )
                 .await?
                 .try_get(0)?;
+            // A node restarting within its grace is alive again from now:
+            // its row of the last life must not get it declared dead (and
+            // fenced) before its first beat.
+            tx.execute(
+                &format!("UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"),
+                &[&id],
+            )
+            .await?;
             tx.commit().await?;
             Ok(Me {
                 id: id.to_string(),
@@ -217,6 +225,7 @@ impl PgStore {
         );
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
             let dead: Vec<String> = tx
                 .query(&dead_sql, &[&me.id])
                 .await?

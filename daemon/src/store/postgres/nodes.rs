@@ -32,10 +32,19 @@ pub struct NodeRow {
     pub age_ms: u64,
 }
 
+/// What one beat read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Beat {
+    pub nodes: Vec<NodeRow>,
+    /// The paused DAGs, as any node last set them.
+    pub paused: Vec<String>,
+}
+
 impl PgStore {
     /// Writes this node's beat (the first of a life also sets
-    /// `started_at`) and reads every node back, in one transaction.
-    pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Vec<NodeRow>, StoreError> {
+    /// `started_at`) and reads every node and the paused DAGs back, in one
+    /// transaction.
+    pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Beat, StoreError> {
         let upsert = format!(
             "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
              VALUES ($1, $2, $3, $4, $5, {SERVER_NOW}, {SERVER_NOW})
@@ -71,8 +80,18 @@ impl PgStore {
             .await?;
             let statement = tx.prepare_cached(&read).await?;
             let rows = tx.query(&statement, &[]).await?;
+            let statement = tx
+                .prepare_cached("SELECT dag FROM paused ORDER BY dag")
+                .await?;
+            let paused = tx
+                .query(&statement, &[])
+                .await?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
             tx.commit().await?;
-            rows.iter()
+            let nodes = rows
+                .iter()
                 .map(|r| {
                     Ok(NodeRow {
                         id: r.try_get(0)?,
@@ -85,7 +104,8 @@ impl PgStore {
                         age_ms: int(r.try_get(7)?, "age")?,
                     })
                 })
-                .collect()
+                .collect::<Result<_, StoreError>>()?;
+            Ok(Beat { nodes, paused })
         })
     }
 }
