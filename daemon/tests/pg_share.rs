@@ -235,7 +235,8 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     };
     let nodes = cluster(&db, "1s", &[]);
     let mut c0 = nodes[0].client().await;
-    let id = submit(&mut c0, json!({"command": "sleep 30", "name": "long"})).await[0];
+    let long = json!({"command": "sleep 30", "name": "long", "unique": "once"});
+    let id = submit(&mut c0, long.clone()).await[0];
     let owner_sql = format!("SELECT count(*) FROM attempts WHERE run = {id} AND pid IS NOT NULL");
     wait_count(&db, &owner_sql, 30, |n| n == 1);
     let owner = db
@@ -245,6 +246,10 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     let at = nodes.iter().position(|d| node_id(d) == owner).unwrap();
     let other = (at + 1) % 3;
     let mut elsewhere = nodes[other].client().await;
+    // A unique key held by another node's DAG run deduplicates here too.
+    let again = elsewhere.call("submit", long).await.unwrap();
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(run_ids(&again), vec![id]);
     let err = elsewhere
         .call("cancel", json!({"id": id}))
         .await

@@ -119,7 +119,9 @@ impl PgStore {
             // its row of the last life must not get it declared dead (and
             // fenced) before its first beat.
             tx.execute(
-                &format!("UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"),
+                &format!(
+                    "UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"
+                ),
                 &[&id],
             )
             .await?;

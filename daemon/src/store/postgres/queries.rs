@@ -244,7 +244,8 @@ async fn newest_with_unique_key(
 ) -> Result<Option<UniqueHolder>, StoreError> {
     let statement = client
         .prepare_cached(
-            "SELECT id, created_at FROM dag_runs WHERE unique_key = $1 ORDER BY id DESC LIMIT 1",
+            "SELECT id, created_at FROM dag_runs WHERE unique_key = $1
+             ORDER BY created_at DESC, id DESC LIMIT 1",
         )
         .await?;
     let Some(head) = client.query_opt(&statement, &[&key]).await? else {
