@@ -10,12 +10,21 @@
 //! notification (a DAG run was offered or handed back), by the scheduler
 //! when its load falls, and at every heartbeat interval, since
 //! notifications sent while the LISTEN connection was down are lost.
+//!
+//! Pool slots: a pool's `slots` is the total over the cluster. Its slot
+//! numbers are rows of `pool_slots`, leased to one node at a time; the
+//! claimer leases free ones for pools where ready runs wait, tells the
+//! engine which slot numbers it may use (`Input::Leases`), and gives back
+//! slots that stayed idle for a heartbeat interval once the engine no
+//! longer holds them (taking a slot away never stops a running attempt).
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use crate::engine::PoolLease;
 use crate::scheduler::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
@@ -29,6 +38,10 @@ pub struct Link {
     capacity: u32,
     load: Arc<AtomicU32>,
     wake: Sender<()>,
+    /// Each pool as of the scheduler's last step.
+    pools: Arc<Mutex<Vec<PoolLease>>>,
+    /// Some pool has ready runs and no free leased slot.
+    wanting: Arc<AtomicBool>,
 }
 
 impl Link {
@@ -39,6 +52,8 @@ impl Link {
             capacity,
             load: Arc::new(AtomicU32::new(0)),
             wake,
+            pools: Arc::default(),
+            wanting: Arc::default(),
         };
         (link, woken)
     }
@@ -51,11 +66,15 @@ impl Link {
         }
     }
 
-    /// The scheduler's load after a step: runs running or ready. Falling
-    /// below the capacity wakes the claimer.
-    pub fn publish(&self, load: u32) {
+    /// The scheduler's state after a step: its load (runs running or
+    /// ready) and its pools. A load falling below the capacity wakes the
+    /// claimer, and so does a pool starting to want a slot.
+    pub fn publish(&self, load: u32, pools: Vec<PoolLease>) {
         let old = self.load.swap(load, Ordering::SeqCst);
-        if load < old && load < self.capacity {
+        let wanting = pools.iter().any(wants_slots);
+        let was_wanting = self.wanting.swap(wanting, Ordering::SeqCst);
+        *self.pools.lock().unwrap_or_else(|e| e.into_inner()) = pools;
+        if (load < old && load < self.capacity) || (wanting && !was_wanting) {
             let _ = self.wake.send(());
         }
     }
@@ -77,6 +96,92 @@ impl Link {
     }
 }
 
+/// Ready runs wait and no leased slot is free.
+fn wants_slots(p: &PoolLease) -> bool {
+    p.queued > 0 && p.leased.difference(&p.held).next().is_none()
+}
+
+/// The pool slots this node has leased in the database, and since when
+/// each pool has had leased slots idle with nothing waiting.
+#[derive(Default)]
+struct Leases {
+    stored: HashMap<String, BTreeSet<u32>>,
+    idle_since: HashMap<String, Instant>,
+    /// The size each pool's rows were last made for.
+    ensured: HashMap<String, u32>,
+}
+
+impl Leases {
+    /// One pass over the pools: gives back slots the engine no longer
+    /// uses, takes slots away from the engine that stayed idle for an
+    /// `interval`, and leases more where ready runs wait. Each change of
+    /// what the engine may use goes to the scheduler, and is awaited.
+    fn pass(
+        &mut self,
+        store: &mut PgStore,
+        link: &Link,
+        scheduler: &Sender<Msg>,
+        interval: Duration,
+    ) -> Result<bool, StoreError> {
+        let pools = link.pools.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for p in pools {
+            // A pool new or grown since (a reload) gets its slot rows.
+            if self.ensured.get(&p.pool) != Some(&p.slots) {
+                store.ensure_pool_slots(&[(p.pool.clone(), p.slots)])?;
+                self.ensured.insert(p.pool.clone(), p.slots);
+            }
+            let stored = self.stored.entry(p.pool.clone()).or_default();
+            let stale: Vec<u32> = stored
+                .iter()
+                .filter(|s| !p.leased.contains(s) && !p.held.contains(s))
+                .copied()
+                .collect();
+            if !stale.is_empty() {
+                store.unlease(&p.pool, &stale)?;
+                for s in &stale {
+                    stored.remove(s);
+                }
+            }
+            let idle: BTreeSet<u32> = p.leased.difference(&p.held).copied().collect();
+            let mut leased = p.leased.clone();
+            if p.queued as usize > idle.len() {
+                self.idle_since.remove(&p.pool);
+                let want = p.queued - idle.len() as u32;
+                let got = store.lease(&p.pool, p.slots, want)?;
+                if got.is_empty() {
+                    continue;
+                }
+                stored.extend(&got);
+                leased.extend(got);
+            } else if p.queued == 0 && !idle.is_empty() {
+                let since = *self
+                    .idle_since
+                    .entry(p.pool.clone())
+                    .or_insert_with(Instant::now);
+                if since.elapsed() < interval {
+                    continue;
+                }
+                self.idle_since.remove(&p.pool);
+                leased.retain(|s| !idle.contains(s));
+            } else {
+                self.idle_since.remove(&p.pool);
+                continue;
+            }
+            let (done, applied) = std::sync::mpsc::channel();
+            let msg = Msg::Leases {
+                pool: p.pool.clone(),
+                slots: leased.into_iter().collect(),
+                done,
+            };
+            if scheduler.send(msg).is_err() {
+                return Ok(false);
+            }
+            let _ = applied.recv();
+        }
+        Ok(true)
+    }
+}
+
 /// The thread body: claims while there is room, else sleeps until woken
 /// or `interval` passes; ends once `stop` is set (and it is woken) or the
 /// scheduler is gone.
@@ -89,7 +194,19 @@ pub fn run(
     stop: Arc<AtomicBool>,
 ) {
     let mut failing = false;
+    let mut leases = Leases::default();
     while !stop.load(Ordering::SeqCst) {
+        match leases.pass(&mut store, &link, &scheduler, interval) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("cannot lease pool slots: {e}");
+                }
+                failing = true;
+            }
+        }
         let room = link.room();
         if room > 0 {
             match store.claim(room) {

@@ -136,6 +136,11 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let me = store
                 .register(&id)
                 .with_context(|| format!("cannot register node {id} in {db}"))?;
+            let pools: Vec<(String, u32)> =
+                cfg.pools.iter().map(|(n, s)| (n.clone(), *s)).collect();
+            store
+                .ensure_pool_slots(&pools)
+                .with_context(|| format!("cannot write the pool slots in {db}"))?;
             tracing::info!(
                 "node {} (number {}, epoch {}) registers in {db}",
                 me.id,
@@ -465,6 +470,7 @@ fn restore(
         });
         engine.set_offering(true);
         engine.set_cron_leader(false);
+        engine.set_leasing();
     }
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);

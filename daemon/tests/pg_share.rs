@@ -18,8 +18,11 @@ use support::*;
 /// Three nodes on `db`, beating every `beat`, with `jobs` in each one's
 /// jobs folder.
 fn cluster(db: &TestDb, beat: &str, jobs: &[(&str, &str)]) -> Vec<Daemon> {
+    // A pool's slots are the cluster's: room for every node in `default`.
+    let base = BASE_CONFIG.replace("[pools.default]\nslots = 8", "[pools.default]\nslots = 24");
+    assert_ne!(base, BASE_CONFIG);
     let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n",
+        "store = \"{}\"\n{base}\n[cluster]\nheartbeat = \"{beat}\"\n",
         db.url
     );
     (0..3).map(|_| Daemon::start_with(&config, jobs)).collect()
@@ -295,4 +298,58 @@ async fn a_pause_through_one_node_holds_on_every_node() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_s_slots_hold_across_the_cluster() {
+    let Some(db) = TestDb::create("pg_share_pool") else {
+        return;
+    };
+    let nodes = cluster(&db, "300ms", &[]);
+    // Each job counts the pool's jobs running at once, on any node, by
+    // the files present in a shared folder while it runs.
+    let dir = nodes[0].path("two");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = nodes[0].path("two.log");
+    let command = format!(
+        "touch {d}/$AX_RUN_ID; echo $(ls {d} | wc -l) $AX_SLOT >> {l}; sleep 0.2; rm {d}/$AX_RUN_ID",
+        d = dir.display(),
+        l = log.display()
+    );
+    const RUNS: usize = 24;
+    for i in 0..RUNS {
+        let mut c = nodes[i % 3].client().await;
+        submit(
+            &mut c,
+            json!({"command": command, "name": "two", "pool": "two"}),
+        )
+        .await;
+    }
+    wait_count(
+        &db,
+        "SELECT count(*) FROM runs WHERE state = 'success'",
+        60,
+        |n| n == RUNS as u64,
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let samples: Vec<(u32, u32)> = text
+        .lines()
+        .map(|l| {
+            let (n, slot) = l.trim().split_once(' ').unwrap();
+            (n.parse().unwrap(), slot.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(samples.len(), RUNS);
+    assert!(
+        samples.iter().all(|(n, _)| *n <= 2),
+        "over 2 at once: {samples:?}"
+    );
+    assert!(
+        samples.iter().all(|(_, s)| *s < 2),
+        "AX_SLOT beyond the pool: {samples:?}"
+    );
+    let ran_on = db
+        .query("SELECT count(DISTINCT node) FROM attempts")
+        .unwrap();
+    assert_ne!(ran_on[0][0], "1", "the slots moved between nodes");
 }

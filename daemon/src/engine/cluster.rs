@@ -38,6 +38,19 @@ impl IdScheme {
     }
 }
 
+/// A pool of this node as seen by the claimer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolLease {
+    pub pool: String,
+    pub slots: u32,
+    /// Ready runs waiting for a slot.
+    pub queued: u32,
+    /// Slots running attempts hold.
+    pub held: BTreeSet<u32>,
+    /// Slots this node may use.
+    pub leased: BTreeSet<u32>,
+}
+
 impl Engine {
     /// Numbers new ids by `ids` from now on, after every id already
     /// handed out (call before `restore`, which moves past stored ids).
@@ -57,6 +70,30 @@ impl Engine {
     /// so the DAG's overlap policy sees them.
     pub fn set_offering(&mut self, offering: bool) {
         self.offering = offering;
+    }
+
+    /// From now on this node may use only the pool slots leased to it
+    /// (`Input::Leases`), none at first: pool sizes hold across the
+    /// cluster.
+    pub fn set_leasing(&mut self) {
+        self.leasing = true;
+        for pool in self.pools.values_mut() {
+            pool.set_leased(BTreeSet::new());
+        }
+    }
+
+    /// Each pool as the claimer leases for it.
+    pub fn pool_leases(&self) -> Vec<PoolLease> {
+        self.pools
+            .iter()
+            .map(|(name, p)| PoolLease {
+                pool: name.clone(),
+                slots: p.slots,
+                queued: p.queue.len() as u32,
+                held: p.held.iter().copied().collect(),
+                leased: p.leased.iter().flatten().copied().collect(),
+            })
+            .collect()
     }
 
     /// Whether this engine fires cron slots (one node alone: always; in a

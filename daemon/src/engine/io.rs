@@ -148,6 +148,13 @@ pub enum Input {
         leader: bool,
         marks: HashMap<String, Millis>,
     },
+    /// The slot numbers of `pool` this node may use from now on, leased
+    /// from the cluster; a slot taken away stays with its running attempt
+    /// until it ends.
+    Leases {
+        pool: String,
+        slots: Vec<u32>,
+    },
     /// Time passed; fire due timers.
     Tick,
 }

@@ -51,7 +51,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-pub use cluster::IdScheme;
+pub use cluster::{IdScheme, PoolLease};
 pub use io::{
     Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, Step, Submit, Unique,
     UniqueHolder,
@@ -187,6 +187,8 @@ pub struct Engine {
     offered: Vec<DagRunId>,
     /// Cron slots are fired here (false on a cluster's followers).
     cron_leader: bool,
+    /// Pools' slots are leased from the cluster (`Input::Leases`).
+    leasing: bool,
 }
 
 fn state_index(s: RunState) -> usize {
@@ -247,6 +249,7 @@ impl Engine {
             offering: false,
             offered: Vec::new(),
             cron_leader: true,
+            leasing: false,
         }
     }
 
@@ -519,6 +522,12 @@ impl Engine {
                 Ok(Reply::Done)
             }
             Input::Adopt { dag_runs, external } => self.adopt(now, dag_runs, external),
+            Input::Leases { pool, slots } => {
+                if let Some(p) = self.pools.get_mut(&pool) {
+                    p.set_leased(slots.into_iter().collect());
+                }
+                Ok(Reply::Done)
+            }
             Input::Lead { leader, marks } => {
                 self.lead(now, leader, marks);
                 Ok(Reply::Done)

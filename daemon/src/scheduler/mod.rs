@@ -65,6 +65,13 @@ pub enum Msg {
         claimed: crate::store::postgres::Claimed,
         done: Sender<()>,
     },
+    /// The pool slots this node may use from now on (a cluster); `done`
+    /// is dropped once applied and the new state published.
+    Leases {
+        pool: String,
+        slots: Vec<u32>,
+        done: Sender<()>,
+    },
     /// The stored set of paused DAGs changed (another node paused or
     /// resumed some): what it was at the last beat, and now.
     Paused {
@@ -393,6 +400,11 @@ impl Scheduler {
                     effects.extend(self.engine.handle(now, input).effects);
                     adopted.push(done);
                 }
+                Msg::Leases { pool, slots, done } => {
+                    let input = Input::Leases { pool, slots };
+                    effects.extend(self.engine.handle(now, input).effects);
+                    adopted.push(done);
+                }
                 Msg::Paused {
                     before,
                     now: paused,
@@ -441,7 +453,8 @@ impl Scheduler {
                 claimer.close();
             } else {
                 let queued: u32 = self.engine.pool_queued().iter().map(|(_, n)| n).sum();
-                claimer.publish(self.engine.running_total() + queued);
+                let pools = self.engine.pool_leases();
+                claimer.publish(self.engine.running_total() + queued, pools);
             }
         }
         drop(adopted);

@@ -115,6 +115,9 @@ impl PgStore {
                 )
                 .await?
                 .try_get(0)?;
+            // Slots leased in an earlier life: its engine starts with none.
+            tx.execute("UPDATE pool_slots SET node = NULL WHERE node = $1", &[&id])
+                .await?;
             // A node restarting within its grace is alive again from now:
             // its row of the last life must not get it declared dead (and
             // fenced) before its first beat.
@@ -207,6 +210,74 @@ impl PgStore {
             };
             tx.commit().await?;
             Ok(answer)
+        })
+    }
+
+    /// Makes sure `pool` has rows for slots `0..slots` (nodes with a
+    /// smaller `slots` lease only below theirs).
+    pub fn ensure_pool_slots(&mut self, pools: &[(String, u32)]) -> Result<(), StoreError> {
+        on_client!(self, |client| async {
+            for (pool, slots) in pools {
+                client
+                    .execute(
+                        "INSERT INTO pool_slots (pool, slot)
+                         SELECT $1, g FROM generate_series(0::int8, $2::int8 - 1) g
+                         ON CONFLICT DO NOTHING",
+                        &[pool, &i64::from(*slots)],
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Leases up to `want` free slots of `pool` below `slots` to this
+    /// node; returns their numbers.
+    pub fn lease(&mut self, pool: &str, slots: u32, want: u32) -> Result<Vec<u32>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Vec::new());
+        };
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let statement = tx
+                .prepare_cached(
+                    "WITH c AS (
+                       SELECT slot FROM pool_slots WHERE pool = $1 AND node IS NULL AND slot < $2
+                       ORDER BY slot LIMIT $3 FOR UPDATE SKIP LOCKED)
+                     UPDATE pool_slots p SET node = $4 FROM c
+                     WHERE p.pool = $1 AND p.slot = c.slot RETURNING p.slot",
+                )
+                .await?;
+            let rows = tx
+                .query(
+                    &statement,
+                    &[&pool, &i64::from(slots), &i64::from(want), &me.id],
+                )
+                .await?;
+            tx.commit().await?;
+            rows.iter().map(|r| int(r.try_get(0)?, "slot")).collect()
+        })
+    }
+
+    /// Gives leased slots of `pool` back, and wakes every claimer.
+    pub fn unlease(&mut self, pool: &str, slots: &[u32]) -> Result<(), StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(());
+        };
+        let slots: Vec<i64> = slots.iter().map(|s| i64::from(*s)).collect();
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            tx.execute(
+                "UPDATE pool_slots SET node = NULL WHERE pool = $1 AND slot = ANY($2) AND node = $3",
+                &[&pool, &slots, &me.id],
+            )
+            .await?;
+            tx.execute("SELECT pg_notify($1, '')", &[&WORK_CHANNEL])
+                .await?;
+            tx.commit().await?;
+            Ok(())
         })
     }
 
@@ -385,7 +456,13 @@ async fn hand_back(
             &[&nodes],
         )
         .await?;
-    if n > 0 {
+    let freed = tx
+        .execute(
+            "UPDATE pool_slots SET node = NULL WHERE node = ANY($1)",
+            &[&nodes],
+        )
+        .await?;
+    if n + freed > 0 {
         tx.execute("SELECT pg_notify($1, '')", &[&WORK_CHANNEL])
             .await?;
     }

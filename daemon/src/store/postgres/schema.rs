@@ -75,6 +75,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX dag_runs_owner ON dag_runs(owner) WHERE state = 'active';
     ALTER TABLE attempts ADD COLUMN node TEXT;
     "#,
+    // 7: pool slots leased to nodes (NULL: free), so that a pool's
+    // `slots` hold across the cluster
+    r#"
+    CREATE TABLE pool_slots (pool TEXT NOT NULL, slot BIGINT NOT NULL, node TEXT, PRIMARY KEY (pool, slot));
+    CREATE INDEX pool_slots_node ON pool_slots(node) WHERE node IS NOT NULL;
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").
