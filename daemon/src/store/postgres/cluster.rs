@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::load::{DagRuns, dag_runs_where};
@@ -30,6 +31,21 @@ const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
 pub const WORK_CHANNEL: &str = "ax_work";
 /// How long a lost LISTEN or leader connection waits before reconnecting.
 const RECONNECT: Duration = Duration::from_secs(1);
+
+/// Claims offered DAG runs for node `$2`, at most `$1`.
+const CLAIM: &str = "WITH c AS (
+       SELECT id FROM dag_runs WHERE owner IS NULL AND state = 'active'
+       ORDER BY priority DESC, created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+     UPDATE dag_runs d SET owner = $2 FROM c WHERE d.id = c.id RETURNING d.id";
+/// Leases to node `$4` at most `$3` free slots of pool `$1` below `$2`.
+const LEASE: &str = "WITH c AS (
+       SELECT slot FROM pool_slots WHERE pool = $1 AND node IS NULL AND slot < $2
+       ORDER BY slot LIMIT $3 FOR UPDATE SKIP LOCKED)
+     UPDATE pool_slots p SET node = $4 FROM c WHERE p.pool = $1 AND p.slot = c.slot RETURNING p.slot";
+/// Node `$3` gives back slots `$2` of pool `$1`; claimers are woken.
+const UNLEASE: &str = "WITH u AS (
+       UPDATE pool_slots SET node = NULL WHERE pool = $1 AND slot = ANY($2) AND node = $3 RETURNING 1)
+     SELECT pg_notify('ax_work', '') FROM u LIMIT 1";
 
 /// This node as registered: its id, number (the offset of its ids) and
 /// the epoch its writes are checked against.
@@ -148,34 +164,43 @@ impl PgStore {
     /// oldest first) in one transaction that skips rows other claimers
     /// hold, and reads them back.
     pub fn claim(&mut self, limit: u32) -> Result<Claimed, StoreError> {
-        let Some(me) = self.shared.node.get().cloned() else {
+        let rows = self.as_node(CLAIM, &[&i64::from(limit)])?;
+        if rows.is_empty() {
             return Ok(Claimed::default());
-        };
+        }
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
+            .collect::<Result<_, _>>()?;
+        let filter = format!("d.id IN ({})", ids.join(", "));
         on_client!(self, |client| async {
-            let tx = client.transaction().await?;
-            check_epoch(&tx, &me).await?;
-            let statement = tx
-                .prepare_cached(
-                    "WITH c AS (
-                       SELECT id FROM dag_runs WHERE owner IS NULL AND state = 'active'
-                       ORDER BY priority DESC, created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-                     UPDATE dag_runs d SET owner = $1 FROM c WHERE d.id = c.id RETURNING d.id",
-                )
-                .await?;
-            let rows = tx.query(&statement, &[&me.id, &i64::from(limit)]).await?;
-            tx.commit().await?;
-            if rows.is_empty() {
-                return Ok(Claimed::default());
-            }
-            let ids: Vec<String> = rows
-                .iter()
-                .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
-                .collect::<Result<_, _>>()?;
-            let filter = format!("d.id IN ({})", ids.join(", "));
             let DagRuns {
                 dag_runs, external, ..
             } = dag_runs_where(&client, &filter).await?;
             Ok(Claimed { dag_runs, external })
+        })
+    }
+
+    /// Runs `sql` as this node, whose id is its last parameter after
+    /// `params`, in a transaction checked against its epoch; returns its
+    /// rows (none before the node registered).
+    fn as_node(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Vec::new());
+        };
+        let mut all = params.to_vec();
+        all.push(&me.id);
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let statement = tx.prepare_cached(sql).await?;
+            let rows = tx.query(&statement, &all).await?;
+            tx.commit().await?;
+            Ok(rows)
         })
     }
 
@@ -234,51 +259,15 @@ impl PgStore {
     /// Leases up to `want` free slots of `pool` below `slots` to this
     /// node; returns their numbers.
     pub fn lease(&mut self, pool: &str, slots: u32, want: u32) -> Result<Vec<u32>, StoreError> {
-        let Some(me) = self.shared.node.get().cloned() else {
-            return Ok(Vec::new());
-        };
-        on_client!(self, |client| async {
-            let tx = client.transaction().await?;
-            check_epoch(&tx, &me).await?;
-            let statement = tx
-                .prepare_cached(
-                    "WITH c AS (
-                       SELECT slot FROM pool_slots WHERE pool = $1 AND node IS NULL AND slot < $2
-                       ORDER BY slot LIMIT $3 FOR UPDATE SKIP LOCKED)
-                     UPDATE pool_slots p SET node = $4 FROM c
-                     WHERE p.pool = $1 AND p.slot = c.slot RETURNING p.slot",
-                )
-                .await?;
-            let rows = tx
-                .query(
-                    &statement,
-                    &[&pool, &i64::from(slots), &i64::from(want), &me.id],
-                )
-                .await?;
-            tx.commit().await?;
-            rows.iter().map(|r| int(r.try_get(0)?, "slot")).collect()
-        })
+        let rows = self.as_node(LEASE, &[&pool, &i64::from(slots), &i64::from(want)])?;
+        rows.iter().map(|r| int(r.try_get(0)?, "slot")).collect()
     }
 
     /// Gives leased slots of `pool` back, and wakes every claimer.
     pub fn unlease(&mut self, pool: &str, slots: &[u32]) -> Result<(), StoreError> {
-        let Some(me) = self.shared.node.get().cloned() else {
-            return Ok(());
-        };
         let slots: Vec<i64> = slots.iter().map(|s| i64::from(*s)).collect();
-        on_client!(self, |client| async {
-            let tx = client.transaction().await?;
-            check_epoch(&tx, &me).await?;
-            tx.execute(
-                "UPDATE pool_slots SET node = NULL WHERE pool = $1 AND slot = ANY($2) AND node = $3",
-                &[&pool, &slots, &me.id],
-            )
-            .await?;
-            tx.execute("SELECT pg_notify($1, '')", &[&WORK_CHANNEL])
-                .await?;
-            tx.commit().await?;
-            Ok(())
-        })
+        self.as_node(UNLEASE, &[&pool, &slots])?;
+        Ok(())
     }
 
     /// Declares dead every other node whose last beat is older than 1.5 ×
