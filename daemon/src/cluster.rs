@@ -83,12 +83,13 @@ pub const FENCED_EXIT: i32 = 1;
 
 /// Another node declared this one dead and handed its DAG runs to the
 /// cluster (its epoch moved on): whatever this node still runs, another
-/// may be running too. It stops at once, its jobs dying with it (each
-/// job's process gets SIGKILL when axd's spawner thread ends), and exits
-/// non-zero so that systemd restarts it under a new epoch.
+/// may be running too. It kills the process group of every job it runs
+/// and exits at once, non-zero, so that systemd restarts it under a new
+/// epoch.
 pub fn fenced(id: &str) -> ! {
+    let killed = crate::executor::kill_all();
     tracing::error!(
-        "node {id} was declared dead by another node and its work handed to others: exiting now, its jobs with it"
+        "node {id} was declared dead by another node and its work handed to others: killed {killed} job(s), exiting"
     );
     std::process::exit(FENCED_EXIT)
 }

@@ -353,3 +353,51 @@ async fn a_pool_s_slots_hold_across_the_cluster() {
         .unwrap();
     assert_ne!(ran_on[0][0], "1", "the slots moved between nodes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_frozen_past_its_grace_is_fenced_and_kills_its_jobs() {
+    let Some(db) = TestDb::create("pg_share_fence") else {
+        return;
+    };
+    let mut nodes = cluster(&db, "300ms", &[]);
+    let frozen = node_id(&nodes[1]);
+    let mut c = nodes[0].client().await;
+    for _ in 0..30 {
+        submit(&mut c, json!({"command": "sleep 60", "name": "held"})).await;
+    }
+    let on_frozen = format!(
+        "SELECT count(*) FROM attempts WHERE node = '{frozen}' AND outcome IS NULL AND pid IS NOT NULL"
+    );
+    wait_count(&db, &on_frozen, 30, |n| n > 0);
+    let job: i32 = db
+        .query(&format!(
+            "SELECT pid FROM attempts WHERE node = '{frozen}' AND outcome IS NULL AND pid IS NOT NULL LIMIT 1"
+        ))
+        .unwrap()[0][0]
+        .parse()
+        .unwrap();
+    assert!(pid_alive(job));
+    let axd = nix::unistd::Pid::from_raw(nodes[1].pid() as i32);
+    nix::sys::signal::kill(axd, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let released = format!("SELECT count(*) FROM nodes WHERE id = '{frozen}' AND released");
+    wait_count(&db, &released, 30, |n| n == 1);
+    nix::sys::signal::kill(axd, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !nodes[1].log().contains("was declared dead by another node") {
+        assert!(
+            Instant::now() < deadline,
+            "never fenced:\n{}",
+            nodes[1].log()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert_eq!(nodes[1].term(), Some(1), "a fenced node exits non-zero");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pid_alive(job) {
+        assert!(
+            Instant::now() < deadline,
+            "job {job} outlived its fenced node"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
