@@ -471,6 +471,7 @@ fn restore(
         engine.set_offering(true);
         engine.set_cron_leader(false);
         engine.set_leasing();
+        engine.set_node(&me.id);
     }
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);

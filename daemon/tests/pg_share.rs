@@ -273,6 +273,13 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
         .unwrap();
     assert_eq!(nodes_of.len(), 2, "{nodes_of:?}");
     assert_eq!(nodes_of[1][0], node_id(&nodes[other]));
+    // `ax show` says where each attempt ran.
+    let view = get_run(&mut elsewhere, id).await;
+    let shown: Vec<Option<String>> = view.attempts.iter().map(|a| a.node.clone()).collect();
+    assert_eq!(
+        shown,
+        vec![Some(owner.clone()), Some(node_id(&nodes[other]))]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

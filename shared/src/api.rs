@@ -19,6 +19,9 @@ pub struct AttemptView {
     pub outcome: Option<Outcome>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The cluster node that ran it (PostgreSQL store only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

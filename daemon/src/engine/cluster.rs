@@ -96,6 +96,11 @@ impl Engine {
             .collect()
     }
 
+    /// This node's id, recorded on each attempt it starts.
+    pub fn set_node(&mut self, id: &str) {
+        self.node = Some(id.to_string());
+    }
+
     /// Whether this engine fires cron slots (one node alone: always; in a
     /// cluster: only the leader).
     pub fn is_cron_leader(&self) -> bool {

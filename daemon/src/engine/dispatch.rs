@@ -71,6 +71,7 @@ impl Engine {
             pid_start: None,
             slot,
             error: None,
+            node: self.node.clone(),
         });
         let timeout = match r.job().timeout {
             Timeout::Default => default_timeout,

@@ -189,6 +189,8 @@ pub struct Engine {
     cron_leader: bool,
     /// Pools' slots are leased from the cluster (`Input::Leases`).
     leasing: bool,
+    /// This node's id in a cluster, recorded on each attempt it starts.
+    node: Option<String>,
 }
 
 fn state_index(s: RunState) -> usize {
@@ -250,6 +252,7 @@ impl Engine {
             offered: Vec::new(),
             cron_leader: true,
             leasing: false,
+            node: None,
         }
     }
 

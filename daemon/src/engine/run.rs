@@ -17,6 +17,9 @@ pub struct Attempt {
     pub pid_start: Option<u64>,
     pub slot: u32,
     pub error: Option<String>,
+    /// The cluster node that ran it (`None` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// What a delayed run waits for.

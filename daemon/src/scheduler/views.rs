@@ -157,6 +157,7 @@ impl Scheduler {
                     outcome: a.outcome,
                     exit_code: a.exit_code,
                     signal: a.signal,
+                    node: a.node.clone(),
                 })
                 .collect(),
             retries: r.job().retries,

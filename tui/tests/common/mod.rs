@@ -46,6 +46,7 @@ pub fn flaky() -> RunView {
         outcome: Outcome::parse(outcome),
         exit_code: if outcome == "failed" { Some(1) } else { None },
         signal: None,
+        node: None,
     };
     RunView {
         attempts: vec![
@@ -131,6 +132,7 @@ pub fn app() -> App {
         outcome: Some(Outcome::Success),
         exit_code: Some(0),
         signal: None,
+        node: None,
     }];
     runs.push(r);
     let mut w = run(5, "weekly-report", "email", "waiting");
