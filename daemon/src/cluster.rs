@@ -31,6 +31,7 @@ pub struct Registry {
 struct Snapshot {
     taken: Instant,
     rows: Vec<NodeRow>,
+    pool_running: Vec<(String, u32)>,
 }
 
 impl Registry {
@@ -41,11 +42,25 @@ impl Registry {
         }
     }
 
-    fn publish(&self, rows: Vec<NodeRow>) {
+    fn publish(&self, rows: Vec<NodeRow>, pool_running: Vec<(String, u32)>) {
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(Snapshot {
             taken: Instant::now(),
             rows,
+            pool_running,
         });
+    }
+
+    /// Runs running in `pool` on every node, as of the last beat.
+    pub fn pool_running(&self, pool: &str) -> Option<u32> {
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = guard.as_ref()?;
+        Some(
+            snapshot
+                .pool_running
+                .iter()
+                .find(|(p, _)| p == pool)
+                .map_or(0, |(_, n)| *n),
+        )
     }
 
     /// The nodes as of the last beat, aged to now; `None` before the
@@ -166,7 +181,7 @@ pub fn run(
                 }
                 first = false;
                 failing = false;
-                registry.publish(rows);
+                registry.publish(rows, beat.pool_running);
                 match store.release_dead() {
                     Ok(dead) if !dead.is_empty() => tracing::warn!(
                         "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
@@ -233,7 +248,12 @@ mod tests {
             last_beat: 0,
             age_ms,
         };
-        r.publish(vec![row("me", 10), row("other", 1600)]);
+        r.publish(
+            vec![row("me", 10), row("other", 1600)],
+            vec![("io".into(), 3)],
+        );
+        assert_eq!(r.pool_running("io"), Some(3));
+        assert_eq!(r.pool_running("default"), Some(0));
         let v = r.view().unwrap();
         assert!(v[0].this && v[0].alive);
         assert!(!v[1].this && !v[1].alive);

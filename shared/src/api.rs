@@ -72,6 +72,10 @@ pub struct PoolView {
     /// daemons that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued: Option<u32>,
+    /// Running on every node of the cluster, as of this node's last
+    /// heartbeat (PostgreSQL store only; `slots` is the cluster's total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_running: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -105,6 +105,7 @@ impl Scheduler {
                 .into_iter()
                 .map(|(name, slots, running)| PoolView {
                     queued: Some(queued.get(&name).copied().unwrap_or(0)),
+                    cluster_running: self.nodes.as_ref().and_then(|n| n.pool_running(&name)),
                     name,
                     slots,
                     running,

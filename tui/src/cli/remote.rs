@@ -330,11 +330,19 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     .queued
                     .map(|q| format!(", {q} queued"))
                     .unwrap_or_default();
-                let _ = writeln!(
-                    o.out,
-                    "  {:<12} {:>4}/{:<4} running{queued}",
-                    p.name, p.running, p.slots
-                );
+                match p.cluster_running {
+                    Some(all) => writeln!(
+                        o.out,
+                        "  {:<12} {:>4}/{:<4} running in the cluster ({} here){queued}",
+                        p.name, all, p.slots, p.running
+                    ),
+                    None => writeln!(
+                        o.out,
+                        "  {:<12} {:>4}/{:<4} running{queued}",
+                        p.name, p.running, p.slots
+                    ),
+                }
+                .ok();
             }
             let _ = writeln!(o.out, "runs:");
             for (state, n) in &s.runs {

@@ -38,6 +38,8 @@ pub struct Beat {
     pub nodes: Vec<NodeRow>,
     /// The paused DAGs, as any node last set them.
     pub paused: Vec<String>,
+    /// Runs running per pool, on every node.
+    pub pool_running: Vec<(String, u32)>,
 }
 
 impl PgStore {
@@ -89,6 +91,15 @@ impl PgStore {
                 .iter()
                 .map(|r| r.try_get(0))
                 .collect::<Result<_, _>>()?;
+            let statement = tx
+                .prepare_cached(
+                    "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
+                )
+                .await?;
+            let mut pool_running = Vec::new();
+            for r in tx.query(&statement, &[]).await? {
+                pool_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
+            }
             tx.commit().await?;
             let nodes = rows
                 .iter()
@@ -105,7 +116,11 @@ impl PgStore {
                     })
                 })
                 .collect::<Result<_, StoreError>>()?;
-            Ok(Beat { nodes, paused })
+            Ok(Beat {
+                nodes,
+                paused,
+                pool_running,
+            })
         })
     }
 }
