@@ -36,6 +36,10 @@ const MAX_CLAIM: u32 = 64;
 #[derive(Clone)]
 pub struct Link {
     capacity: u32,
+    /// Slots leased over all pools at most: what could run at once
+    /// (`max_concurrency` and burst), so that a node holding more ready
+    /// runs than it can start does not keep slots from the others.
+    slot_cap: u32,
     load: Arc<AtomicU32>,
     wake: Sender<()>,
     /// Each pool as of the scheduler's last step.
@@ -46,10 +50,11 @@ pub struct Link {
 
 impl Link {
     /// The link, and the receiving end of its wake-ups (for `run`).
-    pub fn new(capacity: u32) -> (Link, Receiver<()>) {
+    pub fn new(capacity: u32, burst: u32) -> (Link, Receiver<()>) {
         let (wake, woken) = std::sync::mpsc::channel();
         let link = Link {
             capacity,
+            slot_cap: capacity + burst,
             load: Arc::new(AtomicU32::new(0)),
             wake,
             pools: Arc::default(),
@@ -124,6 +129,7 @@ impl Leases {
         interval: Duration,
     ) -> Result<bool, StoreError> {
         let pools = link.pools.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut leased_total: u32 = pools.iter().map(|p| p.leased.len() as u32).sum();
         for p in pools {
             // A pool new or grown since (a reload) gets its slot rows.
             if self.ensured.get(&p.pool) != Some(&p.slots) {
@@ -146,11 +152,16 @@ impl Leases {
             let mut leased = p.leased.clone();
             if p.queued as usize > idle.len() {
                 self.idle_since.remove(&p.pool);
-                let want = p.queued - idle.len() as u32;
+                let want = (p.queued - idle.len() as u32)
+                    .min(link.slot_cap.saturating_sub(leased_total));
+                if want == 0 {
+                    continue;
+                }
                 let got = store.lease(&p.pool, p.slots, want)?;
                 if got.is_empty() {
                     continue;
                 }
+                leased_total += got.len() as u32;
                 stored.extend(&got);
                 leased.extend(got);
             } else if p.queued == 0 && !idle.is_empty() {

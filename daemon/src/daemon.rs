@@ -230,7 +230,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 slots: cfg.max_concurrency,
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
             };
-            let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency);
+            let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             store.listen(link.waker());
             {
                 let tx = tx.clone();
