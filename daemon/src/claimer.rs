@@ -152,8 +152,8 @@ impl Leases {
             let mut leased = p.leased.clone();
             if p.queued as usize > idle.len() {
                 self.idle_since.remove(&p.pool);
-                let want = (p.queued - idle.len() as u32)
-                    .min(link.slot_cap.saturating_sub(leased_total));
+                let want =
+                    (p.queued - idle.len() as u32).min(link.slot_cap.saturating_sub(leased_total));
                 if want == 0 {
                     continue;
                 }

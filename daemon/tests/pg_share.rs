@@ -253,6 +253,17 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     let again = elsewhere.call("submit", long).await.unwrap();
     assert_eq!(again["deduplicated"], true, "{again}");
     assert_eq!(run_ids(&again), vec![id]);
+    // `--after` a run another node is running is refused here, not left
+    // waiting for an end this node would never see.
+    let err = elsewhere
+        .call("submit", json!({"command": "true", "after": [id]}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("submit through the node that runs it"),
+        "{err}"
+    );
     let err = elsewhere
         .call("cancel", json!({"id": id}))
         .await

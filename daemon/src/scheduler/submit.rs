@@ -31,6 +31,16 @@ impl Scheduler {
         for a in &after {
             if self.engine.run(*a).is_none() {
                 match self.store.run_state(a.0).map_err(store_err)? {
+                    // In a cluster only this node would see a run it does
+                    // not hold end: the new DAG run would wait for ever.
+                    Some(s) if !s.is_terminal() && self.claimer.is_some() => {
+                        return Err(RpcError::new(
+                            codes::INVALID_STATE,
+                            format!(
+                                "--after: run {a} is {s} on another node (or waits to be claimed): submit through the node that runs it"
+                            ),
+                        ));
+                    }
                     Some(s) => self.engine.note_external(*a, s),
                     None => {
                         return Err(RpcError::new(
