@@ -291,6 +291,27 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
         shown,
         vec![Some(owner.clone()), Some(node_id(&nodes[other]))]
     );
+    // The first node still remembers the run as it cancelled it: a retry
+    // there now is refused, the run being another node's again.
+    let err = home
+        .call("retry", json!({"id": id}))
+        .await
+        .unwrap_err()
+        .to_string();
+    let runner = format!("node {} is running", node_id(&nodes[other]));
+    assert!(err.contains(&runner), "{err}");
+    let err = home
+        .call("cancel_dag_run", json!({"id": view.dag_run}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&runner), "{err}");
+    // Through its node, the whole DAG run is cancelled.
+    elsewhere
+        .call("cancel_dag_run", json!({"id": view.dag_run}))
+        .await
+        .unwrap();
+    wait_state(&mut elsewhere, id, "cancelled", 20).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

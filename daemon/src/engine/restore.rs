@@ -28,7 +28,32 @@ impl Engine {
             if dr.state == DagRunState::Active || dr.finished_at != Some(at) {
                 continue;
             }
-            let dr = self.dag_runs.remove(&id).expect("checked");
+            self.remove_finished(id);
+            evicted += 1;
+        }
+        evicted
+    }
+
+    /// Forgets one finished DAG run now (a cluster: another node may have
+    /// retried it since, so the store's copy is the one to read). `false`
+    /// if it is not held or not finished.
+    pub fn release_finished(&mut self, id: DagRunId) -> bool {
+        if self
+            .dag_runs
+            .get(&id)
+            .is_none_or(|dr| dr.state == DagRunState::Active)
+        {
+            return false;
+        }
+        self.remove_finished(id);
+        true
+    }
+
+    /// Removes a finished DAG run and its runs from memory (see
+    /// `evict_finished` for what stays).
+    fn remove_finished(&mut self, id: DagRunId) {
+        {
+            let dr = self.dag_runs.remove(&id).expect("checked by the caller");
             for r in &dr.runs {
                 let Some(run) = self.runs.remove(r) else {
                     continue;
@@ -51,9 +76,7 @@ impl Engine {
             {
                 self.unique.remove(k);
             }
-            evicted += 1;
         }
-        evicted
     }
 
     /// Finished runs evicted from memory during this life, by state (the

@@ -333,21 +333,30 @@ impl Scheduler {
             .get_run(id)
             .map_err(store_err)?
             .ok_or_else(|| not_found(format!("run {id}")))?;
-        if let Err(owner) = self.store.take_dag_run(view.dag_run).map_err(store_err)? {
-            return Err(RpcError::new(
-                codes::INVALID_STATE,
-                format!(
-                    "run {id} belongs to DAG run {} that node {owner} is running: ask that node",
-                    view.dag_run
-                ),
-            ));
+        self.hold_dag_run(now, view.dag_run, effects)
+            .map_err(|e| e.about(&format!("run {id} belongs to ")))
+    }
+
+    /// Loads DAG run `id` back from the store into the engine, once this
+    /// node owns it (see `hold_dag_run_of`).
+    fn hold_dag_run(
+        &mut self,
+        now: Millis,
+        id: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), HeldElsewhere> {
+        if let Err(owner) = self.store.take_dag_run(id).map_err(store_err)? {
+            return Err(HeldElsewhere::Node {
+                what: format!("DAG run {id}"),
+                owner,
+            });
         }
-        self.pin(view.dag_run);
+        self.pin(id);
         let dr = self
             .store
-            .load_dag_run(view.dag_run)
+            .load_dag_run(id)
             .map_err(store_err)?
-            .ok_or_else(|| not_found(format!("DAG run {}", view.dag_run)))?;
+            .ok_or_else(|| not_found(format!("DAG run {id}")))?;
         effects.extend(self.engine.restore(now, vec![dr], 0, 0));
         self.refresh_counts();
         Ok(())
@@ -360,6 +369,12 @@ impl Scheduler {
         p: CancelDagRun,
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
+        // In a cluster the DAG run may wait to be claimed, or have been
+        // run by another node.
+        if self.claimer.is_some() && self.engine.dag_run(DagRunId(p.id)).is_none() {
+            self.hold_dag_run(now, p.id, effects)
+                .map_err(|e| e.about("cannot cancel here "))?;
+        }
         let input = Input::CancelDagRun {
             dag_run: DagRunId(p.id),
             actor: peer.actor.clone(),
@@ -376,6 +391,15 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
         let id = p.id;
+        // In a cluster a finished DAG run held here may have been retried
+        // through another node since: the store's copy is the one to use,
+        // once this node owns it.
+        if self.claimer.is_some()
+            && let Some(dr) = self.engine.run(RunId(id)).map(|r| r.dag_run)
+            && self.engine.release_finished(dr)
+        {
+            self.refresh_counts();
+        }
         self.hold_dag_run_of(now, id, effects)?;
         let input = Input::Retry {
             run: RunId(id),
@@ -521,5 +545,34 @@ fn submitted(reply: Reply) -> Result<SubmitResult, RpcError> {
             codes::INTERNAL,
             format!("submit gave no ids: {other:?}"),
         )),
+    }
+}
+
+/// Why a DAG run could not be loaded here.
+enum HeldElsewhere {
+    /// Another live node is running it.
+    Node {
+        what: String,
+        owner: String,
+    },
+    Rpc(RpcError),
+}
+
+impl From<RpcError> for HeldElsewhere {
+    fn from(e: RpcError) -> HeldElsewhere {
+        HeldElsewhere::Rpc(e)
+    }
+}
+
+impl HeldElsewhere {
+    /// The error for the client, `prefix` naming what was asked for.
+    fn about(self, prefix: &str) -> RpcError {
+        match self {
+            HeldElsewhere::Node { what, owner } => RpcError::new(
+                codes::INVALID_STATE,
+                format!("{prefix}{what}, which node {owner} is running: ask that node"),
+            ),
+            HeldElsewhere::Rpc(e) => e,
+        }
     }
 }
