@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ax_shared::api::NodeView;
 use ax_shared::time::Timestamp;
 
+use crate::store::StoreError;
 use crate::store::postgres::{NodeInfo, NodeRow, PgStore};
 
 /// A node is dead once its last beat is older than this many intervals.
@@ -30,6 +31,7 @@ pub struct Registry {
 struct Snapshot {
     taken: Instant,
     rows: Vec<NodeRow>,
+    pool_running: Vec<(String, u32)>,
 }
 
 impl Registry {
@@ -40,11 +42,25 @@ impl Registry {
         }
     }
 
-    fn publish(&self, rows: Vec<NodeRow>) {
+    fn publish(&self, rows: Vec<NodeRow>, pool_running: Vec<(String, u32)>) {
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(Snapshot {
             taken: Instant::now(),
             rows,
+            pool_running,
         });
+    }
+
+    /// Runs running in `pool` on every node, as of the last beat.
+    pub fn pool_running(&self, pool: &str) -> Option<u32> {
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = guard.as_ref()?;
+        Some(
+            snapshot
+                .pool_running
+                .iter()
+                .find(|(p, _)| p == pool)
+                .map_or(0, |(_, n)| *n),
+        )
     }
 
     /// The nodes as of the last beat, aged to now; `None` before the
@@ -77,22 +93,20 @@ impl Registry {
     }
 }
 
-/// Nodes do not share work yet: each one's engine runs every unfinished
-/// run it loaded and numbers new runs from its own counter, so two live
-/// nodes on one database would run the same runs and overwrite each
-/// other's rows. Said loudly at start, once.
-fn warn_of_others(me: &NodeInfo, rows: &[NodeRow]) {
-    let others: Vec<&str> = rows
-        .iter()
-        .filter(|r| r.id != me.id && alive(r.age_ms, r.heartbeat_ms))
-        .map(|r| r.id.as_str())
-        .collect();
-    if !others.is_empty() {
-        tracing::warn!(
-            "other axd nodes are alive on this database ({}): nodes do not share work yet (no claiming), so two nodes that both run jobs would run the same runs and reuse run ids; run jobs on one node per database",
-            others.join(", ")
-        );
-    }
+/// How axd exits once fenced.
+pub const FENCED_EXIT: i32 = 1;
+
+/// Another node declared this one dead and handed its DAG runs to the
+/// cluster (its epoch moved on): whatever this node still runs, another
+/// may be running too. It kills the process group of every job it runs
+/// and exits at once, non-zero, so that systemd restarts it under a new
+/// epoch.
+pub fn fenced(id: &str) -> ! {
+    let killed = crate::executor::kill_all();
+    tracing::error!(
+        "node {id} was declared dead by another node and its work handed to others: killed {killed} job(s), exiting"
+    );
+    std::process::exit(FENCED_EXIT)
 }
 
 /// Alive while the last beat is at most `GRACE` intervals old.
@@ -130,25 +144,55 @@ pub fn host_name() -> String {
 }
 
 /// The heartbeat thread's body: beats every `interval` until `stop` is
-/// dropped, then removes this node's row. A failed beat is logged once
-/// per outage and tried again at the next interval.
-pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<()>) {
+/// dropped, then hands this node's unfinished DAG runs back and removes
+/// its row. After each beat it declares dead the nodes whose beats
+/// stopped (`PgStore::release_dead`). A failed beat is logged once per
+/// outage and tried again at the next interval; a fenced node exits.
+///
+/// A DAG paused or resumed through another node is paused or resumed
+/// here too: each beat reads the stored set, and what changed since the
+/// last beat goes to the scheduler (`Msg::Paused`).
+pub fn run(
+    mut store: PgStore,
+    me: NodeInfo,
+    registry: Registry,
+    scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
+    stop: Receiver<()>,
+) {
     let interval = Duration::from_millis(me.heartbeat_ms);
     let mut first = true;
     let mut failing = false;
+    let mut paused: Option<Vec<String>> = None;
     loop {
         match store.beat(&me, first) {
-            Ok(rows) => {
+            Ok(beat) => {
+                let rows = beat.nodes;
+                if let Some(before) = &paused
+                    && *before != beat.paused
+                {
+                    let _ = scheduler.send(crate::scheduler::Msg::Paused {
+                        before: before.clone(),
+                        now: beat.paused.clone(),
+                    });
+                }
+                paused = Some(beat.paused);
                 if failing {
                     tracing::info!("node heartbeat written again");
                 }
-                if first {
-                    warn_of_others(&me, &rows);
-                }
                 first = false;
                 failing = false;
-                registry.publish(rows);
+                registry.publish(rows, beat.pool_running);
+                match store.release_dead() {
+                    Ok(dead) if !dead.is_empty() => tracing::warn!(
+                        "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
+                        dead.join(", ")
+                    ),
+                    Ok(_) => {}
+                    Err(StoreError::Fenced(id)) => fenced(&id),
+                    Err(e) => tracing::warn!("cannot look for dead nodes: {e}"),
+                }
             }
+            Err(StoreError::Fenced(id)) => fenced(&id),
             Err(e) => {
                 if !failing {
                     tracing::warn!("node heartbeat failed: {e}");
@@ -162,6 +206,9 @@ pub fn run(mut store: PgStore, me: NodeInfo, registry: Registry, stop: Receiver<
         }
     }
     if let Err(e) = store.leave(&me.id) {
+        if let StoreError::Fenced(id) = e {
+            fenced(&id);
+        }
         tracing::warn!("cannot remove node {} from the registry: {e}", me.id);
     }
 }
@@ -201,7 +248,12 @@ mod tests {
             last_beat: 0,
             age_ms,
         };
-        r.publish(vec![row("me", 10), row("other", 1600)]);
+        r.publish(
+            vec![row("me", 10), row("other", 1600)],
+            vec![("io".into(), 3)],
+        );
+        assert_eq!(r.pool_running("io"), Some(3));
+        assert_eq!(r.pool_running("default"), Some(0));
         let v = r.view().unwrap();
         assert!(v[0].this && v[0].alive);
         assert!(!v[1].this && !v[1].alive);

@@ -122,16 +122,42 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         mut main,
         writer: writer_store,
         pruner: pruner_store,
-        heartbeat: heartbeat_store,
+        heartbeat: mut heartbeat_store,
         name: db,
     } = open_stores(&cfg)?;
+    // On PostgreSQL this node registers first: its number decides its
+    // ids, and it loads only the DAG runs it owns.
+    let me = match &mut heartbeat_store {
+        Some(store) => {
+            let host = crate::cluster::host_name();
+            let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
+                format!("cannot write {}", cfg.state_dir.join("node-id").display())
+            })?;
+            let me = store
+                .register(&id)
+                .with_context(|| format!("cannot register node {id} in {db}"))?;
+            let pools: Vec<(String, u32)> =
+                cfg.pools.iter().map(|(n, s)| (n.clone(), *s)).collect();
+            store
+                .ensure_pool_slots(&pools)
+                .with_context(|| format!("cannot write the pool slots in {db}"))?;
+            tracing::info!(
+                "node {} (number {}, epoch {}) registers in {db}",
+                me.id,
+                me.no,
+                me.epoch
+            );
+            Some((me, host))
+        }
+        None => None,
+    };
     let Restored {
         now,
         engine,
         mut initial,
         stored_terminal,
         cron_marks,
-    } = restore(&cfg, &mut *main, &db)?;
+    } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
     // switch survives restarts.
@@ -190,34 +216,55 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         .name("ax-pruner".into())
         .spawn(move || pruner.run(orders))
         .context("cannot start the pruner thread")?;
-    // The node registry: its own thread and store handle.
+    // The node registry and the claimer: threads and store handles of
+    // their own.
     let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
-    let (nodes, heartbeat_thread) = match heartbeat_store {
-        Some(store) => {
-            let host = crate::cluster::host_name();
-            let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
-                format!("cannot write {}", cfg.state_dir.join("node-id").display())
-            })?;
-            let registry = crate::cluster::Registry::new(&id);
-            let me = crate::store::postgres::NodeInfo {
-                id,
+    let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
+        (Some(store), Some((me, host))) => {
+            let registry = crate::cluster::Registry::new(&me.id);
+            let info = crate::store::postgres::NodeInfo {
+                id: me.id.clone(),
                 host,
                 version: env!("CARGO_PKG_VERSION").into(),
                 slots: cfg.max_concurrency,
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
             };
-            tracing::info!("node {} registers in {db}", me.id);
+            let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
+            store.listen(link.waker());
+            {
+                let tx = tx.clone();
+                store.lead(cfg.heartbeat, move |leader, marks| {
+                    let _ = tx.send(Msg::Lead { leader, marks });
+                });
+            }
+            let claimer_thread = {
+                let (store, link, tx) = (store.another(), link.clone(), tx.clone());
+                let (interval, stop) = (cfg.heartbeat, claimer_stop.clone());
+                std::thread::Builder::new()
+                    .name("ax-claimer".into())
+                    .spawn(move || crate::claimer::run(store, link, woken, tx, interval, stop))
+                    .context("cannot start the claimer thread")?
+            };
             let thread = {
-                let registry = registry.clone();
+                let (registry, tx) = (registry.clone(), tx.clone());
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || crate::cluster::run(store, me, registry, heartbeat_stopped))
+                    .spawn(move || {
+                        crate::cluster::run(store, info, registry, tx, heartbeat_stopped)
+                    })
                     .context("cannot start the heartbeat thread")?
             };
-            (Some(registry), Some(thread))
+            (
+                Some(registry),
+                Some(thread),
+                Some(link),
+                Some(claimer_thread),
+            )
         }
-        None => (None, None),
+        _ => (None, None, None, None),
     };
+    let claimer_nudge = claimer.clone();
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -233,6 +280,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         own_queue: tx.clone(),
         metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
         nodes,
+        claimer,
     });
     let watcher: Arc<str> = Arc::from("watcher");
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
@@ -328,6 +376,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         writer: writer_thread,
         pruner: pruner_thread,
         heartbeat: heartbeat_thread.map(|t| (heartbeat_stop, t)),
+        claimer: claimer_thread.map(|t| (claimer_stop, claimer_nudge, t)),
     };
     let code = serve_until_stopped(&shutdown, &tx, threads).await?;
     let _ = server.await;
@@ -390,9 +439,14 @@ struct Restored {
     cron_marks: HashMap<String, i64>,
 }
 
-/// Loads unfinished runs into a new engine; processes of an earlier life
-/// die first.
-fn restore(cfg: &Config, store: &mut dyn Store, db: &str) -> anyhow::Result<Restored> {
+/// Loads unfinished runs into a new engine (a node of a cluster: the
+/// ones it owns); processes of an earlier life die first.
+fn restore(
+    cfg: &Config,
+    store: &mut dyn Store,
+    db: &str,
+    me: Option<&crate::store::postgres::Me>,
+) -> anyhow::Result<Restored> {
     let t_load = crate::time::monotonic();
     let loaded = store.load()?;
     tracing::debug!("store load took {:?}", t_load.elapsed());
@@ -407,6 +461,18 @@ fn restore(cfg: &Config, store: &mut dyn Store, db: &str) -> anyhow::Result<Rest
     let now = now_ms();
     let seed = now as u64 ^ u64::from(std::process::id());
     let mut engine = Engine::new(cfg.engine_config(), seed);
+    if let Some(me) = me {
+        // Ids unique across nodes; submissions offered to every node;
+        // cron only once this node holds the leader's lock.
+        engine.set_ids(crate::engine::IdScheme {
+            stride: crate::store::postgres::STRIDE,
+            offset: me.no,
+        });
+        engine.set_offering(true);
+        engine.set_cron_leader(false);
+        engine.set_leasing();
+        engine.set_node(&me.id);
+    }
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);
     }
@@ -452,6 +518,12 @@ struct Threads {
     /// The heartbeat thread and what stops it (dropped: it leaves the
     /// registry and ends).
     heartbeat: Option<(Sender<()>, JoinHandle<()>)>,
+    /// The claimer thread and its stop flag.
+    claimer: Option<(
+        Arc<std::sync::atomic::AtomicBool>,
+        Option<crate::claimer::Link>,
+        JoinHandle<()>,
+    )>,
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or
@@ -467,6 +539,7 @@ async fn serve_until_stopped(
         writer: writer_thread,
         pruner: pruner_thread,
         heartbeat,
+        claimer,
     } = threads;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -490,7 +563,19 @@ async fn serve_until_stopped(
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
     let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
-    // The heartbeat thread removes this node's row and ends.
+    // The claimer stops claiming (the scheduler that adopted is gone).
+    let claimer_ended = match claimer {
+        Some((stop, link, thread)) => {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(link) = link {
+                link.nudge();
+            }
+            tokio::task::spawn_blocking(move || thread.join()).await
+        }
+        None => Ok(Ok(())),
+    };
+    // The heartbeat thread hands back this node's unfinished DAG runs,
+    // removes its row and ends.
     let heartbeat_ended = match heartbeat {
         Some((stop, thread)) => {
             drop(stop);
@@ -512,6 +597,10 @@ async fn serve_until_stopped(
         (
             "heartbeat",
             heartbeat_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+        (
+            "claimer",
+            claimer_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
     ]))
 }

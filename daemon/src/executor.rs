@@ -414,6 +414,42 @@ pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
     }
 }
 
+/// The process groups of attempts being supervised, for `kill_all`.
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// A supervised group, listed in `LIVE_GROUPS` while it lives.
+struct LiveGroup(i32);
+
+impl LiveGroup {
+    fn enter(pgid: i32) -> LiveGroup {
+        LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pgid);
+        LiveGroup(pgid)
+    }
+}
+
+impl Drop for LiveGroup {
+    fn drop(&mut self) {
+        LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|g| *g != self.0);
+    }
+}
+
+/// SIGKILL to the process group of every attempt still supervised: axd
+/// is about to exit without a shutdown (a fenced cluster node), and no
+/// job of it may run on.
+pub fn kill_all() -> usize {
+    let groups = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    for pgid in groups.iter() {
+        let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);
+    }
+    groups.len()
+}
+
 async fn supervise(
     cfg: ExecConfig,
     order: SpawnOrder,
@@ -425,6 +461,7 @@ async fn supervise(
 ) {
     let (run, attempt) = (order.run, order.attempt);
     let pgid = child.pid as i32;
+    let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
     // together with `Exited` if it ends sooner: a short job then wakes the
     // scheduler once rather than twice, and its row is written once.

@@ -1,6 +1,7 @@
 //! The ax daemon: the scheduling engine and the runtime around it (store,
 //! executor, socket server, jobs-folder watcher).
 
+pub mod claimer;
 pub mod cluster;
 pub mod config;
 pub mod daemon;

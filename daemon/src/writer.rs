@@ -141,6 +141,7 @@ pub fn run(
                     announce(&notify, &step.events, &step.progress, step.status, seqs);
                 }
             }
+            Err(crate::store::StoreError::Fenced(id)) => crate::cluster::fenced(&id),
             Err(e) => {
                 let error = e.to_string();
                 {

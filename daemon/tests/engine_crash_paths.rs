@@ -98,6 +98,7 @@ fn restored_runs_of_a_removed_pool_end_with_a_reason() {
         pid_start: None,
         slot: 0,
         error: None,
+        node: None,
     };
     let mut delayed = restored_dag_run(
         3,

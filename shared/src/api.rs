@@ -19,6 +19,9 @@ pub struct AttemptView {
     pub outcome: Option<Outcome>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
+    /// The cluster node that ran it (PostgreSQL store only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -69,6 +72,10 @@ pub struct PoolView {
     /// daemons that predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued: Option<u32>,
+    /// Running on every node of the cluster, as of this node's last
+    /// heartbeat (PostgreSQL store only; `slots` is the cluster's total).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_running: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ impl Engine {
             };
             let mut best: Option<(Candidate, &str)> = None;
             for (name, pool) in &self.pools {
-                if pool.running >= pool.slots || pool.queue.is_empty() {
+                if !pool.usable() || pool.queue.is_empty() {
                     continue;
                 }
                 if let Some(c) = pool.queue.best(now, self.cfg.aging, min_priority)
@@ -37,10 +37,7 @@ impl Engine {
     pub(super) fn start(&mut self, now: Millis, c: Candidate, pool_name: &str) {
         let pool = self.pools.get_mut(pool_name).expect("pool");
         pool.queue.remove(c.priority, c.ready_at, c.run);
-        let slot = pool
-            .free
-            .pop_first()
-            .expect("running < slots ⇒ a free slot");
+        let slot = pool.take().expect("usable ⇒ a free slot");
         pool.running += 1;
         self.running_total += 1;
         let burst = self.running_total > self.cfg.max_concurrency;
@@ -74,6 +71,7 @@ impl Engine {
             pid_start: None,
             slot,
             error: None,
+            node: self.node.clone(),
         });
         let timeout = match r.job().timeout {
             Timeout::Default => default_timeout,
@@ -116,7 +114,7 @@ impl Engine {
             let Some(head) = pool.queue.best(now, self.cfg.aging, urgent) else {
                 continue;
             };
-            let pool_full = pool.running >= pool.slots;
+            let pool_full = !pool.usable();
             let victim = if pool_full {
                 if pool.preempting > 0 {
                     continue;

@@ -57,6 +57,14 @@ impl Engine {
                         pool.slots
                     ));
                 }
+                if !pool.usable() {
+                    return Some(format!(
+                        "pool {} has no free slot leased to this node ({} running here, {} in the cluster)",
+                        run.pool(),
+                        pool.running,
+                        pool.slots
+                    ));
+                }
                 let max = self.cfg.max_concurrency;
                 if self.running_total >= max {
                     if run.priority() >= self.cfg.burst_priority {

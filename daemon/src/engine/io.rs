@@ -135,6 +135,26 @@ pub enum Input {
     TriggerDurable {
         dag_runs: Vec<DagRunId>,
     },
+    /// DAG runs this node claimed from the store (a cluster): taken in
+    /// as at start-up. `external`: final states of runs outside them that
+    /// they depend on.
+    Adopt {
+        dag_runs: Vec<RestoredDagRun>,
+        external: Vec<(RunId, RunState)>,
+    },
+    /// This node became the cluster's cron leader, with every DAG's last
+    /// fired slot as the store says (`marks`), or stopped being it.
+    Lead {
+        leader: bool,
+        marks: HashMap<String, Millis>,
+    },
+    /// The slot numbers of `pool` this node may use from now on, leased
+    /// from the cluster; a slot taken away stays with its running attempt
+    /// until it ends.
+    Leases {
+        pool: String,
+        slots: Vec<u32>,
+    },
     /// Time passed; fire due timers.
     Tick,
 }

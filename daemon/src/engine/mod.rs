@@ -28,6 +28,7 @@
 //! `triggers` (cron and `after`), and the data structures `queue` and `table`.
 
 mod attempts;
+mod cluster;
 mod dispatch;
 mod explain;
 mod io;
@@ -50,6 +51,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+pub use cluster::{IdScheme, PoolLease};
 pub use io::{
     Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, Step, Submit, Unique,
     UniqueHolder,
@@ -177,6 +179,18 @@ pub struct Engine {
     /// DAG runs in the order they finished, for eviction.
     finished_order: VecDeque<(Millis, DagRunId)>,
     evicted_counts: [u64; 8],
+    /// How `next_run` and `next_dag_run` (counters) become ids.
+    ids: IdScheme,
+    /// Submitted DAG runs are offered to the cluster (`cluster`).
+    offering: bool,
+    /// DAG runs offered in this step, forgotten by `forget_offered`.
+    offered: Vec<DagRunId>,
+    /// Cron slots are fired here (false on a cluster's followers).
+    cron_leader: bool,
+    /// Pools' slots are leased from the cluster (`Input::Leases`).
+    leasing: bool,
+    /// This node's id in a cluster, recorded on each attempt it starts.
+    node: Option<String>,
 }
 
 fn state_index(s: RunState) -> usize {
@@ -233,6 +247,12 @@ impl Engine {
             stored_queues: HashMap::new(),
             finished_order: VecDeque::new(),
             evicted_counts: [0; 8],
+            ids: IdScheme::default(),
+            offering: false,
+            offered: Vec::new(),
+            cron_leader: true,
+            leasing: false,
+            node: None,
         }
     }
 
@@ -502,6 +522,17 @@ impl Engine {
                         }
                     }
                 }
+                Ok(Reply::Done)
+            }
+            Input::Adopt { dag_runs, external } => self.adopt(now, dag_runs, external),
+            Input::Leases { pool, slots } => {
+                if let Some(p) = self.pools.get_mut(&pool) {
+                    p.set_leased(slots.into_iter().collect());
+                }
+                Ok(Reply::Done)
+            }
+            Input::Lead { leader, marks } => {
+                self.lead(now, leader, marks);
                 Ok(Reply::Done)
             }
             Input::Tick => Ok(Reply::Done),

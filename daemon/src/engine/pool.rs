@@ -13,6 +13,12 @@ pub(super) struct Pool {
     pub(super) victims: BTreeSet<(u8, std::cmp::Reverse<Millis>, RunId)>,
     /// Preemption kills issued for this pool and not yet reaped.
     pub(super) preempting: u32,
+    /// The slot numbers this node may use, leased from the cluster
+    /// (`None`: one node alone, all of them). Invariant with `held`:
+    /// `free = {i < slots : i leased (or None), i not held}`.
+    pub(super) leased: Option<BTreeSet<u32>>,
+    /// Slot numbers running attempts hold.
+    pub(super) held: BTreeSet<u32>,
 }
 
 impl Pool {
@@ -24,13 +30,44 @@ impl Pool {
             queue: ReadyQueue::default(),
             victims: BTreeSet::new(),
             preempting: 0,
+            leased: None,
+            held: BTreeSet::new(),
         }
+    }
+
+    /// A run may start here now: under the pool's size, on a free slot
+    /// (alone, the first implies the second; in a cluster the slot must
+    /// also be leased).
+    pub(super) fn usable(&self) -> bool {
+        self.running < self.slots && !self.free.is_empty()
+    }
+
+    /// Whether slot `i` exists and is this node's to use.
+    fn mine(&self, i: u32) -> bool {
+        i < self.slots && self.leased.as_ref().is_none_or(|l| l.contains(&i))
+    }
+
+    /// Takes the lowest free slot for a starting attempt.
+    pub(super) fn take(&mut self) -> Option<u32> {
+        let slot = self.free.pop_first()?;
+        self.held.insert(slot);
+        Some(slot)
+    }
+
+    /// The slot numbers this node may use from now on (a cluster). A
+    /// slot taken away while held stays with its attempt until it ends.
+    pub(super) fn set_leased(&mut self, leased: BTreeSet<u32>) {
+        self.leased = Some(leased);
+        self.free = (0..self.slots)
+            .filter(|i| self.mine(*i) && !self.held.contains(i))
+            .collect();
     }
 
     /// Gives back a slot index at an attempt's end. An index at or above
     /// `slots` was held across a shrink and no longer exists.
     pub(super) fn release(&mut self, slot: u32) {
-        if slot < self.slots {
+        self.held.remove(&slot);
+        if self.mine(slot) {
             self.free.insert(slot);
         }
     }
@@ -40,7 +77,10 @@ impl Pool {
     /// `running < slots` still implies a free slot after a shrink.
     pub(super) fn resize(&mut self, slots: u32, held: &[u32]) {
         self.slots = slots;
-        self.free = (0..slots).filter(|i| !held.contains(i)).collect();
+        self.held = held.iter().copied().collect();
+        self.free = (0..slots)
+            .filter(|i| self.mine(*i) && !held.contains(i))
+            .collect();
     }
 
     /// Queues a ready run under its priority at its `ready_at`.

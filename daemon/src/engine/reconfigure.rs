@@ -40,7 +40,11 @@ impl Engine {
                     pool.resize(slots, &held);
                 }
                 None => {
-                    self.pools.insert(name.clone(), Pool::new(slots));
+                    let mut pool = Pool::new(slots);
+                    if self.leasing {
+                        pool.set_leased(BTreeSet::new());
+                    }
+                    self.pools.insert(name.clone(), pool);
                 }
             }
         }

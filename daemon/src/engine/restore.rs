@@ -28,7 +28,32 @@ impl Engine {
             if dr.state == DagRunState::Active || dr.finished_at != Some(at) {
                 continue;
             }
-            let dr = self.dag_runs.remove(&id).expect("checked");
+            self.remove_finished(id);
+            evicted += 1;
+        }
+        evicted
+    }
+
+    /// Forgets one finished DAG run now (a cluster: another node may have
+    /// retried it since, so the store's copy is the one to read). `false`
+    /// if it is not held or not finished.
+    pub fn release_finished(&mut self, id: DagRunId) -> bool {
+        if self
+            .dag_runs
+            .get(&id)
+            .is_none_or(|dr| dr.state == DagRunState::Active)
+        {
+            return false;
+        }
+        self.remove_finished(id);
+        true
+    }
+
+    /// Removes a finished DAG run and its runs from memory (see
+    /// `evict_finished` for what stays).
+    fn remove_finished(&mut self, id: DagRunId) {
+        {
+            let dr = self.dag_runs.remove(&id).expect("checked by the caller");
             for r in &dr.runs {
                 let Some(run) = self.runs.remove(r) else {
                     continue;
@@ -51,9 +76,7 @@ impl Engine {
             {
                 self.unique.remove(k);
             }
-            evicted += 1;
         }
-        evicted
     }
 
     /// Finished runs evicted from memory during this life, by state (the
@@ -77,10 +100,21 @@ impl Engine {
     pub fn restore(
         &mut self,
         now: Millis,
-        mut dag_runs: Vec<RestoredDagRun>,
+        dag_runs: Vec<RestoredDagRun>,
         next_run: u64,
         next_dag_run: u64,
     ) -> Vec<Effect> {
+        self.take_in(now, dag_runs);
+        self.next_run = self.next_run.max(self.ids.counter_from(next_run));
+        self.next_dag_run = self.next_dag_run.max(self.ids.counter_from(next_dag_run));
+        self.fire_timers(now);
+        self.dispatch(now);
+        std::mem::take(&mut self.effects)
+    }
+
+    /// Takes stored DAG runs into the engine (at start-up, or claimed in a
+    /// cluster) and places each unfinished run where its state says.
+    pub(super) fn take_in(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>) {
         dag_runs.sort_by_key(|d| d.id);
         let mut all = Vec::new();
         for d in dag_runs {
@@ -128,6 +162,7 @@ impl Engine {
                     trigger: d.trigger,
                     unique_key: d.unique_key,
                     unfinished,
+                    offered: false,
                 },
             );
         }
@@ -180,10 +215,5 @@ impl Engine {
                 _ => {}
             }
         }
-        self.next_run = self.next_run.max(next_run);
-        self.next_dag_run = self.next_dag_run.max(next_dag_run);
-        self.fire_timers(now);
-        self.dispatch(now);
-        std::mem::take(&mut self.effects)
     }
 }

@@ -17,6 +17,9 @@ pub struct Attempt {
     pub pid_start: Option<u64>,
     pub slot: u32,
     pub error: Option<String>,
+    /// The cluster node that ran it (`None` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// What a delayed run waits for.
@@ -158,6 +161,9 @@ pub struct DagRun {
     pub trigger: String,
     pub unique_key: Option<String>,
     pub(super) unfinished: usize,
+    /// Offered to the cluster: stored without an owner for any node to
+    /// claim (see `Engine::set_offering`).
+    pub offered: bool,
 }
 
 impl DagRun {
@@ -176,6 +182,7 @@ impl DagRun {
             trigger: self.trigger.clone(),
             unique_key: self.unique_key.clone(),
             unfinished: self.unfinished,
+            offered: self.offered,
         }
     }
 }

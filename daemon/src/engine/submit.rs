@@ -57,11 +57,12 @@ impl Engine {
             });
         }
 
-        let dag_run = DagRunId(self.next_dag_run);
+        let offer = !by_trigger && self.may_offer(&s.after);
+        let dag_run = DagRunId(self.ids.id(self.next_dag_run));
         self.next_dag_run += 1;
         let dag: Arc<str> = Arc::from(spec.name.as_str());
         let ids: Vec<RunId> = (0..spec.jobs.len())
-            .map(|i| RunId(self.next_run + i as u64))
+            .map(|i| RunId(self.ids.id(self.next_run + i as u64)))
             .collect();
         self.next_run += spec.jobs.len() as u64;
         for (i, job) in spec.jobs.iter().enumerate() {
@@ -80,7 +81,9 @@ impl Engine {
                 upstream,
             );
             run.reason = format!("created by {}", s.trigger);
-            run.awaits_commit = by_trigger;
+            // An offered run is never queued here: the node that claims
+            // its DAG run queues it.
+            run.awaits_commit = by_trigger || offer;
             self.counts[state_index(RunState::Waiting)] += 1;
             self.runs.insert(run.id, run);
             self.active_by_dag
@@ -102,6 +105,7 @@ impl Engine {
                 trigger: s.trigger.clone(),
                 unique_key: s.unique.as_ref().map(|u| u.key.clone()),
                 unfinished: ids.len(),
+                offered: offer,
             },
         );
         if let Some(u) = &s.unique {
@@ -137,6 +141,15 @@ impl Engine {
         }
         if by_trigger {
             self.effects.push(Effect::Triggered { dag_run });
+        }
+        if offer {
+            if self.dag_runs[&dag_run].state == DagRunState::Active {
+                self.offered.push(dag_run);
+            } else if let Some(dr) = self.dag_runs.get_mut(&dag_run) {
+                // Ended at once (an `--after` run had failed): nothing to
+                // offer, it is stored as this node's.
+                dr.offered = false;
+            }
         }
         Ok(Reply::Submitted {
             dag_run,

@@ -204,7 +204,7 @@ impl Engine {
             self.timers.remove(&(old, Timer::Cron(def.key)));
         }
         def.next_fire = None;
-        if !def.spec.enabled || self.paused.contains(dag) {
+        if !def.spec.enabled || self.paused.contains(dag) || !self.cron_leader {
             return;
         }
         let Some(schedule) = &def.schedule else {
@@ -227,7 +227,7 @@ impl Engine {
         let Some(def) = self.dags.get(dag) else {
             return;
         };
-        if !def.spec.enabled || self.paused.contains(dag) {
+        if !def.spec.enabled || self.paused.contains(dag) || !self.cron_leader {
             return;
         }
         let Some(schedule) = def.schedule.clone() else {

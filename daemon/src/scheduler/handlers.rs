@@ -288,7 +288,14 @@ impl Scheduler {
                 let mut seen = BTreeSet::new();
                 ids.into_iter().filter(|id| seen.insert(*id)).collect()
             }
-            (None, Some(id)) => vec![id],
+            (None, Some(id)) => {
+                // In a cluster the run may wait to be claimed, or have
+                // been run by another node.
+                if self.claimer.is_some() {
+                    self.hold_dag_run_of(now, id, effects)?;
+                }
+                vec![id]
+            }
             (None, None) => return Err(bad("`id` must be a run id (a positive integer)")),
         };
         for id in ids {
@@ -308,6 +315,53 @@ impl Scheduler {
         Ok(Done::OK)
     }
 
+    /// Makes sure the engine holds the DAG run of run `id`: one it let go
+    /// of (finished, or in a cluster offered or run by another node) is
+    /// loaded back from the store, once this node owns it. A DAG run
+    /// another live node is running stays there: the error names it.
+    fn hold_dag_run_of(
+        &mut self,
+        now: Millis,
+        id: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), RpcError> {
+        if self.engine.run(RunId(id)).is_some() {
+            return Ok(());
+        }
+        let view = self
+            .store
+            .get_run(id)
+            .map_err(store_err)?
+            .ok_or_else(|| not_found(format!("run {id}")))?;
+        self.hold_dag_run(now, view.dag_run, effects)
+            .map_err(|e| e.about(&format!("run {id} belongs to ")))
+    }
+
+    /// Loads DAG run `id` back from the store into the engine, once this
+    /// node owns it (see `hold_dag_run_of`).
+    fn hold_dag_run(
+        &mut self,
+        now: Millis,
+        id: u64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), HeldElsewhere> {
+        if let Err(owner) = self.store.take_dag_run(id).map_err(store_err)? {
+            return Err(HeldElsewhere::Node {
+                what: format!("DAG run {id}"),
+                owner,
+            });
+        }
+        self.pin(id);
+        let dr = self
+            .store
+            .load_dag_run(id)
+            .map_err(store_err)?
+            .ok_or_else(|| not_found(format!("DAG run {id}")))?;
+        effects.extend(self.engine.restore(now, vec![dr], 0, 0));
+        self.refresh_counts();
+        Ok(())
+    }
+
     fn cancel_dag_run(
         &mut self,
         now: Millis,
@@ -315,6 +369,12 @@ impl Scheduler {
         p: CancelDagRun,
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
+        // In a cluster the DAG run may wait to be claimed, or have been
+        // run by another node.
+        if self.claimer.is_some() && self.engine.dag_run(DagRunId(p.id)).is_none() {
+            self.hold_dag_run(now, p.id, effects)
+                .map_err(|e| e.about("cannot cancel here "))?;
+        }
         let input = Input::CancelDagRun {
             dag_run: DagRunId(p.id),
             actor: peer.actor.clone(),
@@ -331,23 +391,16 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<Done, RpcError> {
         let id = p.id;
-        if self.engine.run(RunId(id)).is_none() {
-            // A finished run the engine let go of: load its DAG run back
-            // from the store, then retry it like any other.
-            let view = self
-                .store
-                .get_run(id)
-                .map_err(store_err)?
-                .ok_or_else(|| not_found(format!("run {id}")))?;
-            self.pin(view.dag_run);
-            let dr = self
-                .store
-                .load_dag_run(view.dag_run)
-                .map_err(store_err)?
-                .ok_or_else(|| not_found(format!("DAG run {}", view.dag_run)))?;
-            effects.extend(self.engine.restore(now, vec![dr], 0, 0));
+        // In a cluster a finished DAG run held here may have been retried
+        // through another node since: the store's copy is the one to use,
+        // once this node owns it.
+        if self.claimer.is_some()
+            && let Some(dr) = self.engine.run(RunId(id)).map(|r| r.dag_run)
+            && self.engine.release_finished(dr)
+        {
             self.refresh_counts();
         }
+        self.hold_dag_run_of(now, id, effects)?;
         let input = Input::Retry {
             run: RunId(id),
             actor: peer.actor.clone(),
@@ -382,6 +435,35 @@ impl Scheduler {
             ok: true,
             dags: names,
         })
+    }
+
+    /// Pauses and resumes here what another node paused or resumed: the
+    /// DAGs that entered or left the stored set between two beats.
+    pub(super) fn follow_paused(
+        &mut self,
+        now: Millis,
+        before: &[String],
+        after: &[String],
+        effects: &mut Vec<Effect>,
+    ) {
+        let entered = after
+            .iter()
+            .filter(|d| !before.contains(d))
+            .map(|d| (d, true));
+        let left = before
+            .iter()
+            .filter(|d| !after.contains(d))
+            .map(|d| (d, false));
+        for (dag, paused) in entered.chain(left) {
+            if self.registry.get(dag).is_none() || self.engine.is_paused(dag) == paused {
+                continue;
+            }
+            let target = DagTarget {
+                all: false,
+                dag: Some(dag.clone()),
+            };
+            let _ = self.pause(now, target, paused, effects);
+        }
     }
 
     /// `reload`: `axd.toml` and the jobs folder, read again.
@@ -463,5 +545,34 @@ fn submitted(reply: Reply) -> Result<SubmitResult, RpcError> {
             codes::INTERNAL,
             format!("submit gave no ids: {other:?}"),
         )),
+    }
+}
+
+/// Why a DAG run could not be loaded here.
+enum HeldElsewhere {
+    /// Another live node is running it.
+    Node {
+        what: String,
+        owner: String,
+    },
+    Rpc(RpcError),
+}
+
+impl From<RpcError> for HeldElsewhere {
+    fn from(e: RpcError) -> HeldElsewhere {
+        HeldElsewhere::Rpc(e)
+    }
+}
+
+impl HeldElsewhere {
+    /// The error for the client, `prefix` naming what was asked for.
+    fn about(self, prefix: &str) -> RpcError {
+        match self {
+            HeldElsewhere::Node { what, owner } => RpcError::new(
+                codes::INVALID_STATE,
+                format!("{prefix}{what}, which node {owner} is running: ask that node"),
+            ),
+            HeldElsewhere::Rpc(e) => e,
+        }
     }
 }

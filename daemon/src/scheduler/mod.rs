@@ -59,6 +59,31 @@ pub enum Msg {
     /// The writer committed the step that created these triggered DAG
     /// runs: they may start.
     TriggersDurable(Vec<DagRunId>),
+    /// The claimer claimed these DAG runs for this node (a cluster);
+    /// `done` is dropped once they are adopted and the new load published.
+    Adopt {
+        claimed: crate::store::postgres::Claimed,
+        done: Sender<()>,
+    },
+    /// The pool slots this node may use from now on (a cluster); `done`
+    /// is dropped once applied and the new state published.
+    Leases {
+        pool: String,
+        slots: Vec<u32>,
+        done: Sender<()>,
+    },
+    /// The stored set of paused DAGs changed (another node paused or
+    /// resumed some): what it was at the last beat, and now.
+    Paused {
+        before: Vec<String>,
+        now: Vec<String>,
+    },
+    /// This node became the cron leader, with the stored cron marks, or
+    /// stopped being it.
+    Lead {
+        leader: bool,
+        marks: HashMap<String, Millis>,
+    },
 }
 
 /// What the socket server needs to talk to the scheduler.
@@ -167,6 +192,8 @@ pub struct Parts {
     pub metrics: crate::metrics::Metrics,
     /// The node registry's last snapshot (PostgreSQL store only).
     pub nodes: Option<crate::cluster::Registry>,
+    /// What the claimer thread is told of this node's load (a cluster).
+    pub claimer: Option<crate::claimer::Link>,
 }
 
 pub struct Scheduler {
@@ -196,6 +223,7 @@ pub struct Scheduler {
     /// `status` subtracts them.
     pruned: BTreeMap<RunState, u64>,
     nodes: Option<crate::cluster::Registry>,
+    claimer: Option<crate::claimer::Link>,
 }
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
@@ -224,6 +252,7 @@ impl Scheduler {
             retention: parts.retention,
             pruned: BTreeMap::new(),
             nodes: parts.nodes,
+            claimer: parts.claimer,
         }
     }
 
@@ -327,6 +356,8 @@ impl Scheduler {
         // for the store; the others are sent once written.
         let mut durable: Answers = Vec::new();
         let mut immediate: Answers = Vec::new();
+        // Claims adopted in this step: told once the new load is known.
+        let mut adopted: Vec<Sender<()>> = Vec::new();
         effects.extend(self.engine.handle(now, Input::Tick).effects);
         self.obey_shutdown(now, effects);
         for msg in batch {
@@ -361,6 +392,36 @@ impl Scheduler {
                     let actor: Arc<str> = Arc::from("watcher");
                     effects.extend(self.rescan_jobs(now, &actor));
                 }
+                Msg::Adopt { claimed, done } => {
+                    let input = Input::Adopt {
+                        dag_runs: claimed.dag_runs,
+                        external: claimed.external,
+                    };
+                    effects.extend(self.engine.handle(now, input).effects);
+                    adopted.push(done);
+                }
+                Msg::Leases { pool, slots, done } => {
+                    let input = Input::Leases { pool, slots };
+                    effects.extend(self.engine.handle(now, input).effects);
+                    adopted.push(done);
+                }
+                Msg::Paused {
+                    before,
+                    now: paused,
+                } => {
+                    self.follow_paused(now, &before, &paused, effects);
+                }
+                Msg::Lead { leader, marks } => {
+                    if leader {
+                        tracing::info!("this node is now the cluster's cron leader");
+                    } else {
+                        tracing::warn!(
+                            "this node is no longer the cron leader (its lock's connection broke)"
+                        );
+                    }
+                    let input = Input::Lead { leader, marks };
+                    effects.extend(self.engine.handle(now, input).effects);
+                }
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
                     if let Err(e) = self.reload(now, &actor, effects) {
@@ -385,6 +446,18 @@ impl Scheduler {
             let _ = reply.send(answer);
         }
         self.write(now, effects, durable);
+        // The writer has the offered DAG runs: some node claims them.
+        self.engine.forget_offered();
+        if let Some(claimer) = &self.claimer {
+            if self.shutdown_at.is_some() {
+                claimer.close();
+            } else {
+                let queued: u32 = self.engine.pool_queued().iter().map(|(_, n)| n).sum();
+                let pools = self.engine.pool_leases();
+                claimer.publish(self.engine.running_total() + queued, pools);
+            }
+        }
+        drop(adopted);
         self.maintain(now_ms());
     }
 

@@ -31,6 +31,16 @@ impl Scheduler {
         for a in &after {
             if self.engine.run(*a).is_none() {
                 match self.store.run_state(a.0).map_err(store_err)? {
+                    // In a cluster only this node would see a run it does
+                    // not hold end: the new DAG run would wait for ever.
+                    Some(s) if !s.is_terminal() && self.claimer.is_some() => {
+                        return Err(RpcError::new(
+                            codes::INVALID_STATE,
+                            format!(
+                                "--after: run {a} is {s} on another node (or waits to be claimed): submit through the node that runs it"
+                            ),
+                        ));
+                    }
                     Some(s) => self.engine.note_external(*a, s),
                     None => {
                         return Err(RpcError::new(
@@ -46,6 +56,9 @@ impl Scheduler {
             Some(key) => {
                 let within = duration("unique_for", p.unique_for.as_deref())?
                     .map(|d| d.as_millis() as Millis);
+                if let Some(existing) = self.unfinished_elsewhere(key)? {
+                    return Ok(existing);
+                }
                 // The engine holds every unfinished DAG run with a key; a
                 // finished one it let go of is found in the store.
                 let stored = match within {
@@ -93,6 +106,30 @@ impl Scheduler {
             after,
         };
         self.create(now, submit, effects)
+    }
+
+    /// In a cluster, an unfinished DAG run with the key that this engine
+    /// does not hold (offered, or run by another node) deduplicates too:
+    /// the store is asked. One node alone holds every unfinished one.
+    fn unfinished_elsewhere(&mut self, key: &str) -> Result<Option<SubmitResult>, RpcError> {
+        if self.claimer.is_none() || self.engine.holds_unique_key(key) {
+            return Ok(None);
+        }
+        let Some(holder) = self.store.newest_with_unique_key(key).map_err(store_err)? else {
+            return Ok(None);
+        };
+        for r in &holder.runs {
+            let state = self.store.run_state(r.0).map_err(store_err)?;
+            if state.is_some_and(|s| !s.is_terminal()) {
+                return Ok(Some(SubmitResult {
+                    dag_run: holder.dag_run.0,
+                    runs: holder.runs.iter().map(|r| r.0).collect(),
+                    deduplicated: true,
+                    trigger: None,
+                }));
+            }
+        }
+        Ok(None)
     }
 
     /// One job from `ax submit` options.

@@ -105,6 +105,7 @@ impl Scheduler {
                 .into_iter()
                 .map(|(name, slots, running)| PoolView {
                     queued: Some(queued.get(&name).copied().unwrap_or(0)),
+                    cluster_running: self.nodes.as_ref().and_then(|n| n.pool_running(&name)),
                     name,
                     slots,
                     running,
@@ -157,6 +158,7 @@ impl Scheduler {
                     outcome: a.outcome,
                     exit_code: a.exit_code,
                     signal: a.signal,
+                    node: a.node.clone(),
                 })
                 .collect(),
             retries: r.job().retries,

@@ -31,6 +31,10 @@ pub enum StoreError {
     /// error has no `source` of its own: the chain is not printed twice.
     #[error("store: PostgreSQL: {0}")]
     Postgres(String),
+    /// Another node declared this one dead and handed its work to others:
+    /// nothing more may be written by it (its epoch moved on).
+    #[error("store: node {0} was declared dead by another node (fenced)")]
+    Fenced(String),
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -221,4 +225,10 @@ pub trait Store: Send {
     fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError>;
     /// The spec a DAG run was created from.
     fn dag_run_spec(&mut self, dag_run: u64) -> Result<Option<Arc<DagSpec>>, StoreError>;
+    /// Makes this node the owner of a DAG run it is about to load back
+    /// (to cancel or retry one of its runs), unless another node is
+    /// running it: `Err(node)` then. One node alone owns everything.
+    fn take_dag_run(&mut self, _dag_run: u64) -> Result<Result<(), String>, StoreError> {
+        Ok(Ok(()))
+    }
 }

@@ -148,6 +148,7 @@ impl SqliteStore {
                         .transpose()?,
                     exit_code: r.get(5)?,
                     signal: r.get(6)?,
+                    node: None,
                 },
             ))
         })?;

@@ -330,11 +330,19 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     .queued
                     .map(|q| format!(", {q} queued"))
                     .unwrap_or_default();
-                let _ = writeln!(
-                    o.out,
-                    "  {:<12} {:>4}/{:<4} running{queued}",
-                    p.name, p.running, p.slots
-                );
+                match p.cluster_running {
+                    Some(all) => writeln!(
+                        o.out,
+                        "  {:<12} {:>4}/{:<4} running in the cluster ({} here){queued}",
+                        p.name, all, p.slots, p.running
+                    ),
+                    None => writeln!(
+                        o.out,
+                        "  {:<12} {:>4}/{:<4} running{queued}",
+                        p.name, p.running, p.slots
+                    ),
+                }
+                .ok();
             }
             let _ = writeln!(o.out, "runs:");
             for (state, n) in &s.runs {
@@ -466,7 +474,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for a in &r.attempts {
                 let _ = writeln!(
                     w,
-                    "  #{:<2} {} → {}  {}{}{}",
+                    "  #{:<2} {} → {}  {}{}{}{}",
                     a.n,
                     a.started_at.map_or("-".into(), |t| t.to_string()),
                     a.finished_at.map_or("running".into(), |t| t.to_string()),
@@ -474,7 +482,11 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     a.exit_code
                         .map(|c| format!(" exit {c}"))
                         .unwrap_or_default(),
-                    a.signal.map(|s| format!(" signal {s}")).unwrap_or_default()
+                    a.signal.map(|s| format!(" signal {s}")).unwrap_or_default(),
+                    a.node
+                        .as_deref()
+                        .map(|n| format!(" on {n}"))
+                        .unwrap_or_default()
                 );
             }
             let _ = writeln!(w, "events:");

@@ -46,6 +46,7 @@ pub fn flaky() -> RunView {
         outcome: Outcome::parse(outcome),
         exit_code: if outcome == "failed" { Some(1) } else { None },
         signal: None,
+        node: None,
     };
     RunView {
         attempts: vec![
@@ -71,12 +72,14 @@ pub fn status() -> StatusView {
                 slots: 8,
                 running: 3,
                 queued: Some(0),
+                cluster_running: None,
             },
             PoolView {
                 name: "io".into(),
                 slots: 40,
                 running: 40,
                 queued: Some(12),
+                cluster_running: None,
             },
         ],
         max_concurrency: 8,
@@ -131,6 +134,7 @@ pub fn app() -> App {
         outcome: Some(Outcome::Success),
         exit_code: Some(0),
         signal: None,
+        node: None,
     }];
     runs.push(r);
     let mut w = run(5, "weekly-report", "email", "waiting");

@@ -27,8 +27,12 @@ const DEFS: &str = "INSERT INTO dag_defs (name, file, hash, loaded_at)
      SELECT n, f, h, $4 FROM UNNEST($1::text[], $2::text[], $3::text[]) AS t(n, f, h)
      ON CONFLICT (name) DO UPDATE SET file = excluded.file, hash = excluded.hash, loaded_at = excluded.loaded_at";
 const REMOVE_DEFS: &str = "DELETE FROM dag_defs WHERE name = ANY($1)";
-const DAG_RUNS: &str = "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at)
-     SELECT * FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[])
+/// A new DAG run is owned by the node writing it (`$9`), or by none when
+/// offered; the owner is never changed by a later write of the row.
+const DAG_RUNS: &str = "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at, owner, priority)
+     SELECT i, g, h, s, t, u, c, f, CASE WHEN o THEN NULL ELSE $9::text END, p
+     FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
+       $10::bool[], $11::int8[]) AS x(i, g, h, s, t, u, c, f, o, p)
      ON CONFLICT (id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at";
 const RUNS: &str = "INSERT INTO runs (id, dag_run, dag, job, job_index, state, priority, pool, retries, upstream,
        counted_failures, created_at, ready_at, started_at, finished_at, next_at, delay, reason, message, progress)
@@ -39,18 +43,23 @@ const RUNS: &str = "INSERT INTO runs (id, dag_run, dag, job, job_index, state, p
        ready_at = excluded.ready_at, started_at = excluded.started_at, finished_at = excluded.finished_at,
        next_at = excluded.next_at, delay = excluded.delay, reason = excluded.reason,
        message = excluded.message, progress = excluded.progress";
-const ATTEMPTS: &str = "INSERT INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error)
-     SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::int8[],
-       $8::int8[], $9::int8[], $10::int8[], $11::text[])
+const ATTEMPTS: &str = "INSERT INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error, node)
+     SELECT x.*, $12::text FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::int8[],
+       $8::int8[], $9::int8[], $10::int8[], $11::text[]) AS x
      ON CONFLICT (run, n) DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at,
        outcome = excluded.outcome, exit_code = excluded.exit_code, signal = excluded.signal, pid = excluded.pid,
-       pid_start = excluded.pid_start, slot = excluded.slot, error = excluded.error";
+       pid_start = excluded.pid_start, slot = excluded.slot, error = excluded.error,
+       node = COALESCE(attempts.node, excluded.node)";
 const PAUSE: &str =
     "INSERT INTO paused (dag) SELECT * FROM UNNEST($1::text[]) ON CONFLICT (dag) DO NOTHING";
 const UNPAUSE: &str = "DELETE FROM paused WHERE dag = ANY($1)";
+/// A mark never moves back (two leaders in turn must not refire a slot).
 const CRON_MARKS: &str =
     "INSERT INTO cron_marks (dag, last_slot) SELECT * FROM UNNEST($1::text[], $2::int8[])
-     ON CONFLICT (dag) DO UPDATE SET last_slot = excluded.last_slot";
+     ON CONFLICT (dag) DO UPDATE SET last_slot = excluded.last_slot
+     WHERE cron_marks.last_slot < excluded.last_slot";
+/// Wakes the claimers of every node (delivered at commit).
+const NOTIFY_WORK: &str = "SELECT pg_notify('ax_work', '')";
 const SET_QUEUES: &str =
     "INSERT INTO trigger_queues (dag, queue) SELECT * FROM UNNEST($1::text[], $2::text[])
      ON CONFLICT (dag) DO UPDATE SET queue = excluded.queue";
@@ -69,6 +78,8 @@ struct DagRunRows {
     unique_key: Vec<Option<String>>,
     created_at: Vec<i64>,
     finished_at: Vec<Option<i64>>,
+    offered: Vec<bool>,
+    priority: Vec<i64>,
 }
 
 #[derive(Default)]
@@ -142,6 +153,8 @@ struct Rows {
     queue_json: Vec<String>,
     clear_queues: Vec<String>,
     events: EventRows,
+    /// The node writing (PostgreSQL cluster), owner of what it creates.
+    node: Option<String>,
 }
 
 /// The items of `items` whose key is not seen again later, in order:
@@ -194,6 +207,9 @@ impl Rows {
             d.unique_key.push(r.unique_key.as_deref().map(text));
             d.created_at.push(r.created_at);
             d.finished_at.push(r.finished_at);
+            d.offered.push(r.offered);
+            let priority = r.spec.jobs.iter().map(|j| j.priority).max().unwrap_or(0);
+            d.priority.push(i64::from(priority));
         }
         let (o, a) = (&mut rows.runs, &mut rows.attempts);
         for r in last_of_each(c.runs.iter(), |r| r.id) {
@@ -305,8 +321,14 @@ impl Rows {
                     &d.unique_key,
                     &d.created_at,
                     &d.finished_at,
+                    &self.node,
+                    &d.offered,
+                    &d.priority,
                 ],
             ));
+            if d.offered.contains(&true) {
+                out.push((NOTIFY_WORK, Vec::new()));
+            }
         }
         let r = &self.runs;
         if !r.id.is_empty() {
@@ -352,6 +374,7 @@ impl Rows {
                     &a.pid_start,
                     &a.slot,
                     &a.error,
+                    &self.node,
                 ],
             ));
         }
@@ -382,9 +405,15 @@ impl PgStore {
             return Ok(Vec::new());
         }
         let new_specs = self.spec_hashes.new_specs(c)?;
-        let rows = Rows::of(c, &self.spec_hashes, new_specs);
+        let me = self.shared.node.get().cloned();
+        let rows = Rows::of(c, &self.spec_hashes, new_specs).map(|mut rows| {
+            rows.node = me.as_ref().map(|m| m.id.clone());
+            rows
+        });
         let written = match rows {
-            Ok(rows) => super::on_client!(self, |client| transaction(&mut client, &rows)),
+            Ok(rows) => {
+                super::on_client!(self, |client| transaction(&mut client, &rows, me.as_ref()))
+            }
             Err(e) => Err(e),
         };
         if written.is_err() {
@@ -394,11 +423,17 @@ impl PgStore {
     }
 }
 
+/// `me`: the node writing, whose epoch must still be the one it
+/// registered with, or nothing is written (`StoreError::Fenced`).
 async fn transaction(
     client: &mut deadpool_postgres::Object,
     rows: &Rows,
+    me: Option<&super::Me>,
 ) -> Result<Vec<i64>, StoreError> {
     let tx = client.transaction().await?;
+    if let Some(me) = me {
+        super::cluster::check_epoch(&tx, me).await?;
+    }
     let statements = rows.statements();
     let e = &rows.events;
     let count = e.at.len() as i64;

@@ -18,6 +18,7 @@ use crate::store::{
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts, plus what start-up needs besides.
 pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, StoreError> {
+    // The next ids follow every stored one, whoever made it.
     let next_run: i64 = client
         .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", &[])
         .await?
@@ -26,6 +27,56 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", &[])
         .await?
         .try_get(0)?;
+    let DagRuns {
+        dag_runs,
+        external,
+        orphans,
+    } = dag_runs_where(client, filter).await?;
+    let paused: Vec<String> = client
+        .query("SELECT dag FROM paused", &[])
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let cron_marks: HashMap<String, i64> = client
+        .query("SELECT dag, last_slot FROM cron_marks", &[])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    let mut trigger_queues: HashMap<String, Vec<Trigger>> = HashMap::new();
+    for r in &client
+        .query("SELECT dag, queue FROM trigger_queues", &[])
+        .await?
+    {
+        let dag: String = r.try_get(0)?;
+        let queue = parse_trigger_queue(&dag, r.try_get(1)?)?;
+        trigger_queues.insert(dag, queue);
+    }
+    Ok(Loaded {
+        dag_runs,
+        external,
+        next_run: next_run as u64,
+        next_dag_run: next_dag_run as u64,
+        paused,
+        cron_marks,
+        trigger_queues,
+        orphans,
+    })
+}
+
+/// DAG runs read back, with what they need from outside themselves.
+pub(super) struct DagRuns {
+    pub dag_runs: Vec<RestoredDagRun>,
+    /// Finished runs outside them that their runs depend on.
+    pub external: Vec<(RunId, ax_shared::RunState)>,
+    /// Attempts found running: (pid, pid start time).
+    pub orphans: Vec<(u32, Option<u64>)>,
+}
+
+/// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
+/// attempts.
+pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagRuns, StoreError> {
     let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
     let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
@@ -66,7 +117,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
     let rows = client
         .query(
             &format!(
-                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.node
                  FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
                  WHERE {filter} ORDER BY a.run, a.n"
             ),
@@ -85,6 +136,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
             pid_start: r.try_get::<_, Option<i64>>(8)?.map(|v| v as u64),
             slot: int(r.try_get(9)?, "slot")?,
             error: r.try_get(10)?,
+            node: r.try_get(11)?,
         };
         if a.outcome.is_none()
             && let Some(pid) = a.pid
@@ -165,35 +217,9 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
             ));
         }
     }
-    let paused: Vec<String> = client
-        .query("SELECT dag FROM paused", &[])
-        .await?
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
-    let cron_marks: HashMap<String, i64> = client
-        .query("SELECT dag, last_slot FROM cron_marks", &[])
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect::<Result<_, tokio_postgres::Error>>()?;
-    let mut trigger_queues: HashMap<String, Vec<Trigger>> = HashMap::new();
-    for r in &client
-        .query("SELECT dag, queue FROM trigger_queues", &[])
-        .await?
-    {
-        let dag: String = r.try_get(0)?;
-        let queue = parse_trigger_queue(&dag, r.try_get(1)?)?;
-        trigger_queues.insert(dag, queue);
-    }
-    Ok(Loaded {
+    Ok(DagRuns {
         dag_runs,
         external,
-        next_run: next_run as u64,
-        next_dag_run: next_dag_run as u64,
-        paused,
-        cron_marks,
-        trigger_queues,
         orphans,
     })
 }

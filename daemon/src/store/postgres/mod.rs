@@ -22,6 +22,7 @@
 //! recovers once the server is back; and the handles of one axd share a
 //! bounded set of connections.
 
+mod cluster;
 mod commit;
 mod load;
 mod nodes;
@@ -36,7 +37,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-pub use nodes::{NodeInfo, NodeRow};
+pub use cluster::{Claimed, Me, STRIDE};
+pub use nodes::{Beat, NodeInfo, NodeRow};
 
 use super::specs::SpecHashes;
 use super::{StoreError, error_chain, parse_state};
@@ -120,6 +122,11 @@ struct Shared {
     pool: Pool,
     rt: PgRuntime,
     target: String,
+    /// For connections of their own (LISTEN, the cron leader's lock).
+    config: tokio_postgres::Config,
+    /// This node, once registered (`PgStore::register`): every handle's
+    /// commits are then checked against its epoch and own what they create.
+    node: std::sync::OnceLock<Me>,
 }
 
 impl Shared {
@@ -175,7 +182,7 @@ impl PgStore {
         }
         config.application_name("axd");
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -192,6 +199,8 @@ impl PgStore {
             pool,
             rt: PgRuntime(Some(rt)),
             target: url.redacted(),
+            config,
+            node: std::sync::OnceLock::new(),
         });
         shared.block_on(async {
             let mut client = shared.client().await?;
@@ -219,14 +228,24 @@ impl PgStore {
 }
 
 /// Runs `$body` (a future using `$client`, a pooled connection) on the
-/// store's runtime and waits for it.
+/// store's runtime and waits for it. A call that fails because its
+/// connection was closed under it (the server restarted or cut it) runs
+/// once more on a fresh connection: the pool only notices a closed
+/// connection when it is handed out again.
 macro_rules! on_client {
     ($store:expr, |$client:ident| $body:expr) => {{
         let shared = &*$store.shared;
         shared.block_on(async {
-            #[allow(unused_mut)]
-            let mut $client = shared.client().await?;
-            $body.await
+            let mut retried = false;
+            loop {
+                #[allow(unused_mut)]
+                let mut $client = shared.client().await?;
+                let result = $body.await;
+                match result {
+                    Err(_) if !retried && $client.is_closed() => retried = true,
+                    result => break result,
+                }
+            }
         })
     }};
 }

@@ -6,7 +6,7 @@ use super::{PgStore, int, on_client};
 use crate::store::StoreError;
 
 /// The server's clock in ms.
-const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+pub(super) const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// What a node says of itself in each beat.
 #[derive(Clone, Debug)]
@@ -32,25 +32,41 @@ pub struct NodeRow {
     pub age_ms: u64,
 }
 
+/// What one beat read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Beat {
+    pub nodes: Vec<NodeRow>,
+    /// The paused DAGs, as any node last set them.
+    pub paused: Vec<String>,
+    /// Runs running per pool, on every node.
+    pub pool_running: Vec<(String, u32)>,
+}
+
 impl PgStore {
     /// Writes this node's beat (the first of a life also sets
-    /// `started_at`) and reads every node back, in one transaction.
-    pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Vec<NodeRow>, StoreError> {
+    /// `started_at`) and reads every node and the paused DAGs back, in one
+    /// transaction.
+    pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Beat, StoreError> {
         let upsert = format!(
             "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
              VALUES ($1, $2, $3, $4, $5, {SERVER_NOW}, {SERVER_NOW})
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
                slots = excluded.slots, heartbeat_ms = excluded.heartbeat_ms,
                started_at = CASE WHEN $6 THEN excluded.started_at ELSE nodes.started_at END,
-               last_beat = excluded.last_beat"
+               last_beat = excluded.last_beat, released = false"
         );
         let read = format!(
             "SELECT id, host, version, slots, heartbeat_ms, started_at, last_beat,
                     GREATEST({SERVER_NOW} - last_beat, 0)
              FROM nodes ORDER BY id"
         );
+        let registered = self.shared.node.get().cloned();
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
+            // A node declared dead must not beat as if alive.
+            if let Some(me) = &registered {
+                super::cluster::check_epoch(&tx, me).await?;
+            }
             let statement = tx.prepare_cached(&upsert).await?;
             tx.execute(
                 &statement,
@@ -66,8 +82,27 @@ impl PgStore {
             .await?;
             let statement = tx.prepare_cached(&read).await?;
             let rows = tx.query(&statement, &[]).await?;
+            let statement = tx
+                .prepare_cached("SELECT dag FROM paused ORDER BY dag")
+                .await?;
+            let paused = tx
+                .query(&statement, &[])
+                .await?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+            let statement = tx
+                .prepare_cached(
+                    "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
+                )
+                .await?;
+            let mut pool_running = Vec::new();
+            for r in tx.query(&statement, &[]).await? {
+                pool_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
+            }
             tx.commit().await?;
-            rows.iter()
+            let nodes = rows
+                .iter()
                 .map(|r| {
                     Ok(NodeRow {
                         id: r.try_get(0)?,
@@ -80,17 +115,12 @@ impl PgStore {
                         age_ms: int(r.try_get(7)?, "age")?,
                     })
                 })
-                .collect()
-        })
-    }
-
-    /// Removes this node's row: it stopped cleanly, it is not dead.
-    pub fn leave(&mut self, id: &str) -> Result<(), StoreError> {
-        on_client!(self, |client| async {
-            client
-                .execute("DELETE FROM nodes WHERE id = $1", &[&id])
-                .await?;
-            Ok(())
+                .collect::<Result<_, StoreError>>()?;
+            Ok(Beat {
+                nodes,
+                paused,
+                pool_running,
+            })
         })
     }
 }

@@ -106,7 +106,7 @@ async fn run_views(
     let ids: Vec<i64> = views.iter().map(|v| v.id as i64).collect();
     let statement = client
         .prepare_cached(
-            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal FROM attempts WHERE run = ANY($1) ORDER BY run, n",
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node FROM attempts WHERE run = ANY($1) ORDER BY run, n",
         )
         .await?;
     let mut attempts: HashMap<u64, Vec<AttemptView>> = HashMap::new();
@@ -128,6 +128,7 @@ async fn run_views(
                 outcome,
                 exit_code: opt_int(&r, 5, "exit code")?,
                 signal: opt_int(&r, 6, "signal")?,
+                node: r.try_get(7)?,
             });
     }
     for v in &mut views {
@@ -244,7 +245,8 @@ async fn newest_with_unique_key(
 ) -> Result<Option<UniqueHolder>, StoreError> {
     let statement = client
         .prepare_cached(
-            "SELECT id, created_at FROM dag_runs WHERE unique_key = $1 ORDER BY id DESC LIMIT 1",
+            "SELECT id, created_at FROM dag_runs WHERE unique_key = $1
+             ORDER BY created_at DESC, id DESC LIMIT 1",
         )
         .await?;
     let Some(head) = client.query_opt(&statement, &[&key]).await? else {
@@ -272,11 +274,20 @@ impl Store for PgStore {
         self.write(c)
     }
 
+    fn take_dag_run(&mut self, dag_run: u64) -> Result<Result<(), String>, StoreError> {
+        self.take(dag_run)
+    }
+
+    /// A registered node loads only the DAG runs it owns.
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        on_client!(self, |client| super::load::load_where(
-            &client,
-            "d.state = 'active'"
-        ))
+        let filter = match self.shared.node.get() {
+            Some(me) => format!(
+                "d.state = 'active' AND d.owner = {}",
+                super::cluster::quote(&me.id)
+            ),
+            None => "d.state = 'active'".to_string(),
+        };
+        on_client!(self, |client| super::load::load_where(&client, &filter))
     }
 
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {

@@ -59,6 +59,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL, slots BIGINT NOT NULL,
         heartbeat_ms BIGINT NOT NULL, started_at BIGINT NOT NULL, last_beat BIGINT NOT NULL);
     "#,
+    // 6: work sharing. Each node id keeps a small number (the offset of
+    // its run ids) and an epoch raised at each registration and when the
+    // node is declared dead (fencing); a DAG run has an owner (NULL:
+    // offered to every node) and the priority its claim is ordered by; an
+    // attempt records the node that ran it; `released` marks a dead
+    // node whose DAG runs were handed back.
+    r#"
+    CREATE TABLE node_numbers (id TEXT PRIMARY KEY, no BIGINT NOT NULL UNIQUE, epoch BIGINT NOT NULL);
+    ALTER TABLE nodes ADD COLUMN released BOOLEAN NOT NULL DEFAULT false;
+    ALTER TABLE dag_runs ADD COLUMN owner TEXT;
+    ALTER TABLE dag_runs ADD COLUMN priority BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX dag_runs_offered ON dag_runs(priority DESC, created_at, id)
+        WHERE owner IS NULL AND state = 'active';
+    CREATE INDEX dag_runs_owner ON dag_runs(owner) WHERE state = 'active';
+    ALTER TABLE attempts ADD COLUMN node TEXT;
+    "#,
+    // 7: pool slots leased to nodes (NULL: free), so that a pool's
+    // `slots` hold across the cluster
+    r#"
+    CREATE TABLE pool_slots (pool TEXT NOT NULL, slot BIGINT NOT NULL, node TEXT, PRIMARY KEY (pool, slot));
+    CREATE INDEX pool_slots_node ON pool_slots(node) WHERE node IS NOT NULL;
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

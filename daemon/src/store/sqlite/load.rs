@@ -69,6 +69,7 @@ impl SqliteStore {
             let mut rows = stmt.query([])?;
             while let Some(r) = rows.next()? {
                 let a = Attempt {
+                    node: None,
                     n: r.get::<_, i64>(1)? as u32,
                     started_at: r.get(2)?,
                     finished_at: r.get(3)?,

@@ -1,0 +1,251 @@
+//! The claimer thread of a cluster node (SPEC §9): while this node has
+//! room, it claims offered DAG runs from the database and hands them to
+//! the scheduler, which adopts them into its engine. It never runs on
+//! the scheduler's thread (a claim is a transaction; a step never waits
+//! on the database).
+//!
+//! Room: the scheduler publishes after each step how many runs it has
+//! running or ready to run (`Link::publish`); the claimer takes up to
+//! `max_concurrency` minus that. It sleeps until woken: by an `ax_work`
+//! notification (a DAG run was offered or handed back), by the scheduler
+//! when its load falls, and at every heartbeat interval, since
+//! notifications sent while the LISTEN connection was down are lost.
+//!
+//! Pool slots: a pool's `slots` is the total over the cluster. Its slot
+//! numbers are rows of `pool_slots`, leased to one node at a time; the
+//! claimer leases free ones for pools where ready runs wait, tells the
+//! engine which slot numbers it may use (`Input::Leases`), and gives back
+//! slots that stayed idle for a heartbeat interval once the engine no
+//! longer holds them (taking a slot away never stops a running attempt).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::engine::PoolLease;
+use crate::scheduler::Msg;
+use crate::store::StoreError;
+use crate::store::postgres::PgStore;
+
+/// DAG runs claimed in one transaction at most.
+const MAX_CLAIM: u32 = 64;
+
+/// What the scheduler and the claimer share.
+#[derive(Clone)]
+pub struct Link {
+    capacity: u32,
+    /// Slots leased over all pools at most: what could run at once
+    /// (`max_concurrency` and burst), so that a node holding more ready
+    /// runs than it can start does not keep slots from the others.
+    slot_cap: u32,
+    load: Arc<AtomicU32>,
+    wake: Sender<()>,
+    /// Each pool as of the scheduler's last step.
+    pools: Arc<Mutex<Vec<PoolLease>>>,
+    /// Some pool has ready runs and no free leased slot.
+    wanting: Arc<AtomicBool>,
+}
+
+impl Link {
+    /// The link, and the receiving end of its wake-ups (for `run`).
+    pub fn new(capacity: u32, burst: u32) -> (Link, Receiver<()>) {
+        let (wake, woken) = std::sync::mpsc::channel();
+        let link = Link {
+            capacity,
+            slot_cap: capacity + burst,
+            load: Arc::new(AtomicU32::new(0)),
+            wake,
+            pools: Arc::default(),
+            wanting: Arc::default(),
+        };
+        (link, woken)
+    }
+
+    /// Something that wakes the claimer (an `ax_work` notification).
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let wake = self.wake.clone();
+        move || {
+            let _ = wake.send(());
+        }
+    }
+
+    /// The scheduler's state after a step: its load (runs running or
+    /// ready) and its pools. A load falling below the capacity wakes the
+    /// claimer, and so does a pool starting to want a slot.
+    pub fn publish(&self, load: u32, pools: Vec<PoolLease>) {
+        let old = self.load.swap(load, Ordering::SeqCst);
+        let wanting = pools.iter().any(wants_slots);
+        let was_wanting = self.wanting.swap(wanting, Ordering::SeqCst);
+        *self.pools.lock().unwrap_or_else(|e| e.into_inner()) = pools;
+        if (load < old && load < self.capacity) || (wanting && !was_wanting) {
+            let _ = self.wake.send(());
+        }
+    }
+
+    /// Wakes the claimer now (to see its stop flag).
+    pub fn nudge(&self) {
+        let _ = self.wake.send(());
+    }
+
+    /// No more claims (shutdown).
+    pub fn close(&self) {
+        self.load.store(u32::MAX, Ordering::SeqCst);
+    }
+
+    fn room(&self) -> u32 {
+        self.capacity
+            .saturating_sub(self.load.load(Ordering::SeqCst))
+            .min(MAX_CLAIM)
+    }
+}
+
+/// Ready runs wait and no leased slot is free.
+fn wants_slots(p: &PoolLease) -> bool {
+    p.queued > 0 && p.leased.difference(&p.held).next().is_none()
+}
+
+/// The pool slots this node has leased in the database, and since when
+/// each pool has had leased slots idle with nothing waiting.
+#[derive(Default)]
+struct Leases {
+    stored: HashMap<String, BTreeSet<u32>>,
+    idle_since: HashMap<String, Instant>,
+    /// The size each pool's rows were last made for.
+    ensured: HashMap<String, u32>,
+}
+
+impl Leases {
+    /// One pass over the pools: gives back slots the engine no longer
+    /// uses, takes slots away from the engine that stayed idle for an
+    /// `interval`, and leases more where ready runs wait. Each change of
+    /// what the engine may use goes to the scheduler, and is awaited.
+    fn pass(
+        &mut self,
+        store: &mut PgStore,
+        link: &Link,
+        scheduler: &Sender<Msg>,
+        interval: Duration,
+    ) -> Result<bool, StoreError> {
+        let pools = link.pools.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut leased_total: u32 = pools.iter().map(|p| p.leased.len() as u32).sum();
+        for p in pools {
+            // A pool new or grown since (a reload) gets its slot rows.
+            if self.ensured.get(&p.pool) != Some(&p.slots) {
+                store.ensure_pool_slots(&[(p.pool.clone(), p.slots)])?;
+                self.ensured.insert(p.pool.clone(), p.slots);
+            }
+            let stored = self.stored.entry(p.pool.clone()).or_default();
+            let stale: Vec<u32> = stored
+                .iter()
+                .filter(|s| !p.leased.contains(s) && !p.held.contains(s))
+                .copied()
+                .collect();
+            if !stale.is_empty() {
+                store.unlease(&p.pool, &stale)?;
+                for s in &stale {
+                    stored.remove(s);
+                }
+            }
+            let idle: BTreeSet<u32> = p.leased.difference(&p.held).copied().collect();
+            let mut leased = p.leased.clone();
+            if p.queued as usize > idle.len() {
+                self.idle_since.remove(&p.pool);
+                let want =
+                    (p.queued - idle.len() as u32).min(link.slot_cap.saturating_sub(leased_total));
+                if want == 0 {
+                    continue;
+                }
+                let got = store.lease(&p.pool, p.slots, want)?;
+                if got.is_empty() {
+                    continue;
+                }
+                leased_total += got.len() as u32;
+                stored.extend(&got);
+                leased.extend(got);
+            } else if p.queued == 0 && !idle.is_empty() {
+                let since = *self
+                    .idle_since
+                    .entry(p.pool.clone())
+                    .or_insert_with(Instant::now);
+                if since.elapsed() < interval {
+                    continue;
+                }
+                self.idle_since.remove(&p.pool);
+                leased.retain(|s| !idle.contains(s));
+            } else {
+                self.idle_since.remove(&p.pool);
+                continue;
+            }
+            let (done, applied) = std::sync::mpsc::channel();
+            let msg = Msg::Leases {
+                pool: p.pool.clone(),
+                slots: leased.into_iter().collect(),
+                done,
+            };
+            if scheduler.send(msg).is_err() {
+                return Ok(false);
+            }
+            let _ = applied.recv();
+        }
+        Ok(true)
+    }
+}
+
+/// The thread body: claims while there is room, else sleeps until woken
+/// or `interval` passes; ends once `stop` is set (and it is woken) or the
+/// scheduler is gone.
+pub fn run(
+    mut store: PgStore,
+    link: Link,
+    woken: Receiver<()>,
+    scheduler: Sender<Msg>,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+) {
+    let mut failing = false;
+    let mut leases = Leases::default();
+    while !stop.load(Ordering::SeqCst) {
+        match leases.pass(&mut store, &link, &scheduler, interval) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+            Err(e) => {
+                if !failing {
+                    tracing::warn!("cannot lease pool slots: {e}");
+                }
+                failing = true;
+            }
+        }
+        let room = link.room();
+        if room > 0 {
+            match store.claim(room) {
+                Ok(claimed) if !claimed.dag_runs.is_empty() => {
+                    failing = false;
+                    let (done, adopted) = std::sync::mpsc::channel();
+                    if scheduler.send(Msg::Adopt { claimed, done }).is_err() {
+                        return;
+                    }
+                    // Until the scheduler has adopted them and published
+                    // its new load; then perhaps claim more at once.
+                    let _ = adopted.recv();
+                    continue;
+                }
+                Ok(_) => failing = false,
+                Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!("cannot claim work: {e}");
+                    }
+                    failing = true;
+                }
+            }
+        }
+        match woken.recv_timeout(interval) {
+            Ok(()) => while woken.try_recv().is_ok() {},
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}

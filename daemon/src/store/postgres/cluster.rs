@@ -1,0 +1,459 @@
+//! Work sharing between the nodes of one database (SPEC §9): node
+//! numbers and epochs, claiming offered DAG runs with `FOR UPDATE SKIP
+//! LOCKED`, handing back the DAG runs of a dead node, the `ax_work`
+//! wake-ups (LISTEN on a connection of its own) and the cron leader's
+//! advisory lock (a session lock on a connection of its own, lost with
+//! it).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::load::{DagRuns, dag_runs_where};
+use super::nodes::SERVER_NOW;
+use super::{PgStore, int, on_client};
+use crate::engine::{RestoredDagRun, RunId};
+use crate::store::StoreError;
+
+/// Ids are `k * STRIDE + node number`: at most this many node ids per
+/// database, each with its own residue.
+pub const STRIDE: u64 = 1024;
+
+/// The advisory lock held while a node number is given out ("axnodeno").
+const REGISTER_LOCK: i64 = 0x6178_6e6f_6465_6e6f;
+/// The session advisory lock of the cron leader ("axleader").
+const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
+/// The channel that says offered work exists.
+pub const WORK_CHANNEL: &str = "ax_work";
+/// How long a lost LISTEN or leader connection waits before reconnecting.
+const RECONNECT: Duration = Duration::from_secs(1);
+
+/// Claims offered DAG runs for node `$2`, at most `$1`.
+const CLAIM: &str = "WITH c AS (
+       SELECT id FROM dag_runs WHERE owner IS NULL AND state = 'active'
+       ORDER BY priority DESC, created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+     UPDATE dag_runs d SET owner = $2 FROM c WHERE d.id = c.id RETURNING d.id";
+/// Leases to node `$4` at most `$3` free slots of pool `$1` below `$2`.
+const LEASE: &str = "WITH c AS (
+       SELECT slot FROM pool_slots WHERE pool = $1 AND node IS NULL AND slot < $2
+       ORDER BY slot LIMIT $3 FOR UPDATE SKIP LOCKED)
+     UPDATE pool_slots p SET node = $4 FROM c WHERE p.pool = $1 AND p.slot = c.slot RETURNING p.slot";
+/// Node `$3` gives back slots `$2` of pool `$1`; claimers are woken.
+const UNLEASE: &str = "WITH u AS (
+       UPDATE pool_slots SET node = NULL WHERE pool = $1 AND slot = ANY($2) AND node = $3 RETURNING 1)
+     SELECT pg_notify('ax_work', '') FROM u LIMIT 1";
+
+/// This node as registered: its id, number (the offset of its ids) and
+/// the epoch its writes are checked against.
+#[derive(Clone, Debug)]
+pub struct Me {
+    pub id: String,
+    pub no: u64,
+    pub epoch: i64,
+}
+
+/// DAG runs this node has just claimed, read back for its engine.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    pub dag_runs: Vec<RestoredDagRun>,
+    pub external: Vec<(RunId, ax_shared::RunState)>,
+}
+
+/// `s` as an SQL string literal (filters of `load_where` are SQL text).
+pub(super) fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Fails with `Fenced` unless `me`'s epoch is still the stored one. The
+/// row is share-locked to the end of the caller's transaction, so a node
+/// declaring `me` dead (which raises the epoch) waits for that
+/// transaction, and everything `me` wrote before is handed back with the
+/// rest.
+pub(super) async fn check_epoch(
+    tx: &deadpool_postgres::Transaction<'_>,
+    me: &Me,
+) -> Result<(), StoreError> {
+    let statement = tx
+        .prepare_cached("SELECT epoch FROM node_numbers WHERE id = $1 FOR SHARE")
+        .await?;
+    let row = tx.query_opt(&statement, &[&me.id]).await?;
+    match row.map(|r| r.try_get::<_, i64>(0)).transpose()? {
+        Some(epoch) if epoch == me.epoch => Ok(()),
+        _ => Err(StoreError::Fenced(me.id.clone())),
+    }
+}
+
+impl PgStore {
+    /// Registers this node: keeps (or gives it, the smallest free) its
+    /// number and raises its epoch, which fences every write of its
+    /// earlier life. Every handle of this store then writes as this node.
+    pub fn register(&mut self, id: &str) -> Result<Me, StoreError> {
+        let me = on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&REGISTER_LOCK])
+                .await?;
+            let known = tx
+                .query_opt("SELECT no FROM node_numbers WHERE id = $1", &[&id])
+                .await?;
+            let no: i64 = match known {
+                Some(r) => r.try_get(0)?,
+                None => {
+                    let free = tx
+                        .query_opt(
+                            "SELECT n FROM generate_series(0::int8, $1::int8 - 1) n
+                             WHERE NOT EXISTS (SELECT 1 FROM node_numbers WHERE no = n)
+                             ORDER BY n LIMIT 1",
+                            &[&(STRIDE as i64)],
+                        )
+                        .await?;
+                    let Some(free) = free else {
+                        return Err(StoreError::Corrupt(format!(
+                            "all {STRIDE} node numbers are taken (table node_numbers): delete the rows of node ids that will not come back"
+                        )));
+                    };
+                    let no: i64 = free.try_get(0)?;
+                    tx.execute(
+                        "INSERT INTO node_numbers (id, no, epoch) VALUES ($1, $2, 0)",
+                        &[&id, &no],
+                    )
+                    .await?;
+                    no
+                }
+            };
+            let epoch: i64 = tx
+                .query_one(
+                    "UPDATE node_numbers SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch",
+                    &[&id],
+                )
+                .await?
+                .try_get(0)?;
+            // Slots leased in an earlier life: its engine starts with none.
+            tx.execute("UPDATE pool_slots SET node = NULL WHERE node = $1", &[&id])
+                .await?;
+            // A node restarting within its grace is alive again from now:
+            // its row of the last life must not get it declared dead (and
+            // fenced) before its first beat.
+            tx.execute(
+                &format!(
+                    "UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"
+                ),
+                &[&id],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Me {
+                id: id.to_string(),
+                no: int(no, "node number")?,
+                epoch,
+            })
+        })?;
+        let _ = self.shared.node.set(me.clone());
+        Ok(me)
+    }
+
+    /// This node, once registered.
+    pub fn me(&self) -> Option<&Me> {
+        self.shared.node.get()
+    }
+
+    /// Claims up to `limit` offered DAG runs (highest priority, then
+    /// oldest first) in one transaction that skips rows other claimers
+    /// hold, and reads them back.
+    pub fn claim(&mut self, limit: u32) -> Result<Claimed, StoreError> {
+        let rows = self.as_node(CLAIM, &[&i64::from(limit)])?;
+        if rows.is_empty() {
+            return Ok(Claimed::default());
+        }
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
+            .collect::<Result<_, _>>()?;
+        let filter = format!("d.id IN ({})", ids.join(", "));
+        on_client!(self, |client| async {
+            let DagRuns {
+                dag_runs, external, ..
+            } = dag_runs_where(&client, &filter).await?;
+            Ok(Claimed { dag_runs, external })
+        })
+    }
+
+    /// Runs `sql` as this node, whose id is its last parameter after
+    /// `params`, in a transaction checked against its epoch; returns its
+    /// rows (none before the node registered).
+    fn as_node(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Vec::new());
+        };
+        let mut all = params.to_vec();
+        all.push(&me.id);
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let statement = tx.prepare_cached(sql).await?;
+            let rows = tx.query(&statement, &all).await?;
+            tx.commit().await?;
+            Ok(rows)
+        })
+    }
+
+    /// `Store::take_dag_run`: this node owns the DAG run if it is offered
+    /// or finished (whoever ran it), in one conditional update; else the
+    /// node running it is the answer.
+    pub(super) fn take(&mut self, dag_run: u64) -> Result<Result<(), String>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Ok(()));
+        };
+        let id = dag_run as i64;
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let taken = tx
+                .execute(
+                    "UPDATE dag_runs SET owner = $1
+                     WHERE id = $2 AND (owner IS NULL OR owner = $1 OR state <> 'active')",
+                    &[&me.id, &id],
+                )
+                .await?;
+            let answer = if taken > 0 {
+                Ok(())
+            } else {
+                let owner = tx
+                    .query_opt("SELECT owner FROM dag_runs WHERE id = $1", &[&id])
+                    .await?;
+                Err(match owner {
+                    Some(r) => r.try_get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    None => String::new(),
+                })
+            };
+            tx.commit().await?;
+            Ok(answer)
+        })
+    }
+
+    /// Makes sure `pool` has rows for slots `0..slots` (nodes with a
+    /// smaller `slots` lease only below theirs).
+    pub fn ensure_pool_slots(&mut self, pools: &[(String, u32)]) -> Result<(), StoreError> {
+        on_client!(self, |client| async {
+            for (pool, slots) in pools {
+                client
+                    .execute(
+                        "INSERT INTO pool_slots (pool, slot)
+                         SELECT $1, g FROM generate_series(0::int8, $2::int8 - 1) g
+                         ON CONFLICT DO NOTHING",
+                        &[pool, &i64::from(*slots)],
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Leases up to `want` free slots of `pool` below `slots` to this
+    /// node; returns their numbers.
+    pub fn lease(&mut self, pool: &str, slots: u32, want: u32) -> Result<Vec<u32>, StoreError> {
+        let rows = self.as_node(LEASE, &[&pool, &i64::from(slots), &i64::from(want)])?;
+        rows.iter().map(|r| int(r.try_get(0)?, "slot")).collect()
+    }
+
+    /// Gives leased slots of `pool` back, and wakes every claimer.
+    pub fn unlease(&mut self, pool: &str, slots: &[u32]) -> Result<(), StoreError> {
+        let slots: Vec<i64> = slots.iter().map(|s| i64::from(*s)).collect();
+        self.as_node(UNLEASE, &[&pool, &slots])?;
+        Ok(())
+    }
+
+    /// Declares dead every other node whose last beat is older than 1.5 ×
+    /// its interval (server clock) and not yet handled: raises its epoch
+    /// (its later writes fail) and hands its unfinished DAG runs back to
+    /// the cluster, in one transaction. The claiming node's engine
+    /// interrupts the attempts found running, as a restart does. Returns
+    /// the nodes declared dead.
+    pub fn release_dead(&mut self) -> Result<Vec<String>, StoreError> {
+        let Some(me) = self.shared.node.get().cloned() else {
+            return Ok(Vec::new());
+        };
+        let dead_sql = format!(
+            "UPDATE nodes SET released = true
+             WHERE NOT released AND id <> $1 AND {SERVER_NOW} - last_beat > heartbeat_ms * 3 / 2
+             RETURNING id"
+        );
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let dead: Vec<String> = tx
+                .query(&dead_sql, &[&me.id])
+                .await?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+            if dead.is_empty() {
+                return Ok(dead);
+            }
+            tx.execute(
+                "UPDATE node_numbers SET epoch = epoch + 1 WHERE id = ANY($1)",
+                &[&dead],
+            )
+            .await?;
+            hand_back(&tx, &dead).await?;
+            tx.commit().await?;
+            Ok(dead)
+        })
+    }
+
+    /// A clean stop: this node's unfinished DAG runs go back to the
+    /// cluster and its row leaves the registry, together (a node without
+    /// a row is never declared dead, so nothing it owned may stay owned).
+    pub fn leave(&mut self, id: &str) -> Result<(), StoreError> {
+        let me = self.shared.node.get().cloned();
+        on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            if let Some(me) = &me {
+                check_epoch(&tx, me).await?;
+                hand_back(&tx, std::slice::from_ref(&me.id)).await?;
+            }
+            tx.execute("DELETE FROM nodes WHERE id = $1", &[&id])
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Calls `wake` at each `ax_work` notification, and once each time
+    /// the dedicated LISTEN connection is (re)established, since
+    /// notifications sent while it was down are lost. Runs on the store's
+    /// runtime for as long as the store lives.
+    pub fn listen(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let config = self.shared.config.clone();
+        let wake = Arc::new(wake);
+        self.spawn(async move {
+            loop {
+                if let Ok((client, mut conn)) = config.connect(NoTls).await {
+                    let on_message = wake.clone();
+                    let driver = tokio::spawn(async move {
+                        let mut messages =
+                            futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+                        while let Some(Ok(m)) = messages.next().await {
+                            if let AsyncMessage::Notification(_) = m {
+                                on_message();
+                            }
+                        }
+                    });
+                    if client
+                        .batch_execute(&format!("LISTEN {WORK_CHANNEL}"))
+                        .await
+                        .is_ok()
+                    {
+                        wake();
+                        let _ = driver.await;
+                    } else {
+                        driver.abort();
+                    }
+                }
+                tokio::time::sleep(RECONNECT).await;
+            }
+        });
+    }
+
+    /// Competes for the cron leader's lock every `interval` on a
+    /// connection of its own: `on_change(true, marks)` when this node
+    /// becomes leader (with every DAG's last fired slot, read under the
+    /// lock), `on_change(false, ..)` when that connection breaks (the
+    /// server frees the lock with it).
+    pub fn lead(
+        &self,
+        interval: Duration,
+        on_change: impl Fn(bool, HashMap<String, i64>) + Send + Sync + 'static,
+    ) {
+        let config = self.shared.config.clone();
+        self.spawn(async move {
+            loop {
+                if let Ok((client, conn)) = config.connect(NoTls).await {
+                    let driver = tokio::spawn(conn);
+                    let mut leading = false;
+                    loop {
+                        if leading {
+                            if client.simple_query("SELECT 1").await.is_err() {
+                                break;
+                            }
+                        } else {
+                            match try_lead(&client).await {
+                                Ok(Some(marks)) => {
+                                    leading = true;
+                                    on_change(true, marks);
+                                }
+                                Ok(None) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        tokio::time::sleep(interval).await;
+                    }
+                    if leading {
+                        on_change(false, HashMap::new());
+                    }
+                    drop(client);
+                    driver.abort();
+                }
+                tokio::time::sleep(RECONNECT).await;
+            }
+        });
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        if let Some(rt) = self.shared.rt.0.as_ref() {
+            rt.spawn(task);
+        }
+    }
+}
+
+/// Takes the leader's lock if free; then the cron marks as they are.
+async fn try_lead(
+    client: &tokio_postgres::Client,
+) -> Result<Option<HashMap<String, i64>>, tokio_postgres::Error> {
+    let got: bool = client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
+        .await?
+        .try_get(0)?;
+    if !got {
+        return Ok(None);
+    }
+    let marks = client
+        .query("SELECT dag, last_slot FROM cron_marks", &[])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    Ok(Some(marks))
+}
+
+/// The unfinished DAG runs of `nodes` lose their owner, and every node's
+/// claimer is woken.
+async fn hand_back(
+    tx: &deadpool_postgres::Transaction<'_>,
+    nodes: &[String],
+) -> Result<(), StoreError> {
+    let n = tx
+        .execute(
+            "UPDATE dag_runs SET owner = NULL WHERE owner = ANY($1) AND state = 'active'",
+            &[&nodes],
+        )
+        .await?;
+    let freed = tx
+        .execute(
+            "UPDATE pool_slots SET node = NULL WHERE node = ANY($1)",
+            &[&nodes],
+        )
+        .await?;
+    if n + freed > 0 {
+        tx.execute("SELECT pg_notify($1, '')", &[&WORK_CHANNEL])
+            .await?;
+    }
+    Ok(())
+}

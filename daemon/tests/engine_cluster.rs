@@ -1,0 +1,163 @@
+//! The engine as one node of a cluster (SPEC §9), on a virtual clock:
+//! ids by stride and offset, submitted DAG runs offered and forgotten,
+//! claimed ones adopted, pool slots only when leased, cron only on the
+//! leader.
+
+use std::collections::HashMap;
+
+use ax_daemon::engine::*;
+use ax_shared::*;
+use ax_testkit::sim::*;
+
+fn node(no: u64) -> Sim {
+    let mut sim = Sim::new(cfg(8, &[("default", 4)]));
+    sim.engine.set_ids(IdScheme {
+        stride: 1024,
+        offset: no,
+    });
+    sim.engine.set_offering(true);
+    sim.engine.set_cron_leader(false);
+    sim
+}
+
+fn slots(spawns: &[SpawnOrder]) -> Vec<u32> {
+    spawns.iter().map(|s| s.slot).collect()
+}
+
+#[test]
+fn a_submitted_dag_run_is_offered_with_node_ids_and_then_forgotten() {
+    let mut sim = node(3);
+    let r = sim.submit(dag("d", vec![job("a"), job("b")]));
+    assert_eq!(r, vec![RunId(1024 + 3), RunId(2048 + 3)]);
+    assert!(sim.take_spawns().is_empty(), "offered, never run here");
+    let dr = sim.engine.run(r[0]).unwrap().dag_run;
+    assert!(sim.engine.dag_run(dr).unwrap().offered);
+    assert_eq!(
+        sim.state(r[0]),
+        RunState::Ready,
+        "stored in its first state"
+    );
+    assert_eq!(sim.engine.forget_offered(), 1);
+    assert!(sim.engine.run(r[0]).is_none() && sim.engine.dag_run(dr).is_none());
+    assert_eq!(sim.engine.count(RunState::Ready), 0);
+    assert_eq!(sim.engine.count(RunState::Waiting), 0);
+    let next = sim.submit(dag("d", vec![job("a")]));
+    assert_eq!(next, vec![RunId(3 * 1024 + 3)], "the counter goes on");
+}
+
+#[test]
+fn an_adopted_dag_run_runs_here_and_an_interrupted_attempt_uses_no_retry() {
+    let mut sim = node(0);
+    let spec = dag("d", vec![job("a"), job("b")]);
+    let running = Attempt {
+        n: 1,
+        started_at: sim.now - 5_000,
+        finished_at: None,
+        outcome: None,
+        exit_code: None,
+        signal: None,
+        pid: Some(99_999),
+        pid_start: None,
+        slot: 0,
+        error: None,
+        node: Some("elsewhere".into()),
+    };
+    let stored = stored_dag_run(
+        DagRunId(2049),
+        spec,
+        sim.now - 10_000,
+        vec![
+            (RunId(4097), RunState::Running, vec![running]),
+            (RunId(5121), RunState::Ready, vec![]),
+        ],
+    );
+    sim.input(Input::Adopt {
+        dag_runs: vec![stored.clone()],
+        external: vec![],
+    })
+    .unwrap();
+    let spawned: Vec<RunId> = sim.take_spawns().iter().map(|s| s.run).collect();
+    assert_eq!(spawned, vec![RunId(4097), RunId(5121)]);
+    let a = &sim.engine.run(RunId(4097)).unwrap().attempts;
+    assert_eq!(a[0].outcome, Some(Outcome::Interrupted));
+    assert_eq!(a.len(), 2);
+    assert_eq!(sim.engine.run(RunId(4097)).unwrap().counted_failures, 0);
+    // Adopting it again changes nothing.
+    sim.input(Input::Adopt {
+        dag_runs: vec![stored],
+        external: vec![],
+    })
+    .unwrap();
+    assert!(sim.take_spawns().is_empty());
+}
+
+#[test]
+fn runs_start_only_on_leased_slots_and_a_shrink_stops_nothing() {
+    let mut sim = Sim::new(cfg(8, &[("default", 4)]));
+    sim.engine.set_leasing();
+    let r = sim.submit(dag("d", vec![job("a"), job("b"), job("c")]));
+    assert!(sim.take_spawns().is_empty(), "no slot leased yet");
+    assert!(
+        sim.why(r[0]).contains("no free slot leased"),
+        "{}",
+        sim.why(r[0])
+    );
+    let lease = |slots: Vec<u32>| Input::Leases {
+        pool: "default".into(),
+        slots,
+    };
+    sim.input(lease(vec![1, 3])).unwrap();
+    assert_eq!(slots(&sim.take_spawns()), vec![1, 3]);
+    let leases = sim.engine.pool_leases();
+    assert_eq!(leases[0].queued, 1);
+    assert_eq!(
+        leases[0].held.iter().copied().collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    // Slot 3 taken away: its run goes on; when it ends, 3 is not reused.
+    sim.input(lease(vec![1])).unwrap();
+    assert!(sim.take_kills().is_empty());
+    sim.exit(r[1], 0);
+    assert!(sim.take_spawns().is_empty());
+    sim.exit(r[0], 0);
+    assert_eq!(slots(&sim.take_spawns()), vec![1]);
+}
+
+#[test]
+fn cron_fires_only_on_the_leader_from_the_stored_mark() {
+    let mut sim = node(1);
+    let mut spec = DagSpec::adhoc("tick", vec![job("t")]);
+    spec.schedule = Some("*/10 * * * * *".into());
+    spec.catchup = Catchup::All;
+    spec.overlap = Overlap::Allow;
+    let at = sim.now;
+    sim.input(Input::DefineDag {
+        spec: std::sync::Arc::new(spec),
+        zone: chrono_tz::UTC,
+        watermark: None,
+    })
+    .unwrap();
+    assert_eq!(
+        sim.engine.next_fire("tick"),
+        None,
+        "a follower arms nothing"
+    );
+    sim.advance(60_000);
+    assert!(sim.take_spawns().is_empty());
+    // Leader now; the old leader fired up to 30 s after `at`.
+    let marks = HashMap::from([("tick".to_string(), at + 30_000)]);
+    sim.input(Input::Lead {
+        leader: true,
+        marks,
+    })
+    .unwrap();
+    sim.commit_triggers();
+    assert_eq!(sim.take_spawns().len(), 3, "the slots at 40, 50 and 60 s");
+    assert!(sim.engine.next_fire("tick").is_some());
+    sim.input(Input::Lead {
+        leader: false,
+        marks: HashMap::new(),
+    })
+    .unwrap();
+    assert_eq!(sim.engine.next_fire("tick"), None);
+}
