@@ -12,8 +12,8 @@ mod scenarios;
 use clap::{Parser, Subcommand};
 
 use scenarios::{
-    access, all, crashloop, dag, hostile, latency, logview, proctree, prune, restart, shutdown,
-    submit, throughput, wal,
+    access, all, cluster, crashloop, dag, hostile, latency, logview, proctree, prune, restart,
+    shutdown, submit, throughput, wal,
 };
 
 /// The ax benchmark suite (a real axd against the machine's limit and
@@ -55,6 +55,8 @@ enum Scenario {
     Wal(wal::Args),
     /// The console's log view following a job printing ~10,000 lines/s
     Logview(logview::Args),
+    /// 1, 2 and 3 nodes on PostgreSQL beside SQLite, and the claim latency
+    Cluster(cluster::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -73,5 +75,6 @@ fn main() -> anyhow::Result<()> {
         Scenario::Access(args) => access::run(&args),
         Scenario::Wal(args) => wal::run(&args),
         Scenario::Logview(args) => logview::run(&args),
+        Scenario::Cluster(args) => cluster::run(&args),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod all;
+pub mod cluster;
 pub mod crashloop;
 pub mod dag;
 pub mod hostile;
