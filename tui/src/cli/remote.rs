@@ -1,7 +1,7 @@
 //! The `ax` commands that talk to the daemon.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use ax_shared::api::{EventView, RunView, SubmitResult, TriggerOutcome};
@@ -11,7 +11,7 @@ use ax_shared::dagdraw::{
 };
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns,
-    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Submit, Trigger,
+    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
 };
 use ax_shared::protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
@@ -21,125 +21,10 @@ use serde_json::{Value, json};
 use super::exit;
 
 mod follow;
+mod submit_args;
 
 pub use follow::{EventsArgs, Since};
-
-/// The flags of `ax submit`: the `submit` request's params, as typed on
-/// the command line.
-#[derive(clap::Args, Debug, Default, Clone)]
-#[command(after_help = SUBMIT_FILE_FLAGS)]
-pub struct SubmitArgs {
-    /// The job's name (with -f: the DAG's name; default: the file's stem).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// 1-100 (not with -f).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
-    pub priority: Option<u8>,
-    /// A configured pool (not with -f).
-    #[arg(long)]
-    pub pool: Option<String>,
-    /// e.g. 90s, 10m, 1h30m, or none (not with -f)
-    #[arg(long, value_parser = timeout_flag)]
-    pub timeout: Option<String>,
-    /// Retries after a failed attempt, 0-10000 (not with -f).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10000))]
-    pub retries: Option<u32>,
-    /// Fail the attempt without a heartbeat this long, e.g. 5m (not with -f).
-    #[arg(long, value_parser = duration_flag)]
-    pub heartbeat: Option<String>,
-    /// Run only after this run succeeded (repeatable).
-    #[arg(long = "after", value_name = "RUN")]
-    pub after: Vec<u64>,
-    /// Deduplicate: return the unfinished run with this key instead.
-    #[arg(long)]
-    pub unique: Option<String>,
-    /// With --unique: also deduplicate against runs created this recently.
-    #[arg(long, requires = "unique", value_parser = duration_flag)]
-    pub unique_for: Option<String>,
-    /// A job file to run as an ad-hoc DAG run.
-    #[arg(short = 'f', long = "file", conflicts_with = "command")]
-    pub file: Option<PathBuf>,
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-/// What `ax submit --help` says about flags with `-f` (docs/cli.md).
-const SUBMIT_FILE_FLAGS: &str = "\
-With -f FILE.toml, the job options come from the file: --priority, --pool,
---timeout, --retries and --heartbeat are refused (exit 2) rather than applied
-to some jobs or ignored. The DAG-run options apply to the whole DAG run:
---name names the DAG (default: the file's stem), --after makes its root jobs
-wait for those runs, --unique/--unique-for deduplicate the DAG run.
-
-A bad flag value exits 2 naming the flag, whether ax or the daemon finds it
-(an unknown --pool is refused by the daemon with invalid_params).";
-
-/// A duration flag as the daemon reads it (`90s`, `1h30m`), checked here so
-/// a bad value is a usage error naming the flag.
-fn duration_flag(text: &str) -> Result<String, String> {
-    ax_shared::duration::parse_duration(text).map(|_| text.to_string())
-}
-
-/// `--timeout`: a duration, or `none`.
-fn timeout_flag(text: &str) -> Result<String, String> {
-    if text == "none" {
-        return Ok(text.to_string());
-    }
-    duration_flag(text)
-}
-
-impl SubmitArgs {
-    /// The first job flag given with `-f`, which has no job to apply to
-    /// alone: the file defines each job's options.
-    pub fn job_flag_refused_with_file(&self) -> Option<&'static str> {
-        self.file.as_ref()?;
-        [
-            ("--priority", self.priority.is_some()),
-            ("--pool", self.pool.is_some()),
-            ("--timeout", self.timeout.is_some()),
-            ("--retries", self.retries.is_some()),
-            ("--heartbeat", self.heartbeat.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(flag, given)| given.then_some(flag))
-    }
-
-    /// The request: a job file's text (named after the file unless
-    /// `--name`), or one command (a single word list runs with `sh -c`).
-    pub fn to_params(&self) -> Result<Submit, ClientError> {
-        let mut p = Submit {
-            priority: self.priority.map(u64::from),
-            pool: self.pool.clone(),
-            timeout: self.timeout.clone(),
-            retries: self.retries.map(u64::from),
-            heartbeat: self.heartbeat.clone(),
-            unique: self.unique.clone(),
-            unique_for: self.unique_for.clone(),
-            after: (!self.after.is_empty()).then(|| self.after.clone()),
-            name: self.name.clone(),
-            ..Submit::default()
-        };
-        match &self.file {
-            Some(f) => {
-                p.toml = Some(std::fs::read_to_string(f).map_err(|e| {
-                    ClientError::Protocol(format!("cannot read {}: {e}", f.display()))
-                })?);
-                p.name = Some(
-                    self.name
-                        .clone()
-                        .or_else(|| f.file_stem().and_then(|s| s.to_str()).map(str::to_string))
-                        .unwrap_or_else(|| "adhoc".into()),
-                );
-                p.file = Some(f.display().to_string());
-            }
-            None => match self.command.as_slice() {
-                [one] => p.command = Some(one.clone()),
-                all => p.argv = Some(all.to_vec()),
-            },
-        }
-        Ok(p)
-    }
-}
+pub use submit_args::SubmitArgs;
 
 #[derive(Debug, Clone)]
 pub enum Remote {
