@@ -66,6 +66,9 @@ pub struct Step {
     pub status: Option<StatusView>,
     /// Called once the step is durable (after its answers are sent).
     pub on_commit: Option<Box<dyn FnOnce() + Send>>,
+    /// Unique keys this step's submissions hold in the store, released
+    /// (dropped with the step) once it is durable.
+    pub holds: Option<crate::store::Hold>,
 }
 
 impl Step {

@@ -152,7 +152,12 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     })
     .unwrap();
     sim.commit_triggers();
-    assert_eq!(sim.take_spawns().len(), 3, "the slots at 40, 50 and 60 s");
+    assert!(sim.take_spawns().is_empty(), "offered, not run here");
+    assert_eq!(
+        sim.engine.forget_offered(),
+        3,
+        "the slots at 40, 50 and 60 s, offered (overlap = allow)"
+    );
     assert!(sim.engine.next_fire("tick").is_some());
     sim.input(Input::Lead {
         leader: false,
@@ -160,4 +165,37 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     })
     .unwrap();
     assert_eq!(sim.engine.next_fire("tick"), None);
+}
+
+#[test]
+fn a_triggered_dag_run_is_offered_only_when_its_dag_allows_overlap() {
+    let mut sim = node(2);
+    sim.engine.set_cron_leader(true);
+    for (name, overlap) in [("free", Overlap::Allow), ("single", Overlap::Skip)] {
+        let mut spec = DagSpec::adhoc(name, vec![job("t")]);
+        spec.overlap = overlap;
+        sim.input(Input::DefineDag {
+            spec: std::sync::Arc::new(spec),
+            zone: chrono_tz::UTC,
+            watermark: None,
+        })
+        .unwrap();
+    }
+    let trigger = |dag: &str| Input::Trigger {
+        dag: dag.into(),
+        actor: "test".into(),
+        force: false,
+    };
+    sim.input(trigger("free")).unwrap();
+    sim.input(trigger("single")).unwrap();
+    sim.commit_triggers();
+    let spawned: Vec<RunId> = sim.take_spawns().iter().map(|s| s.run).collect();
+    assert_eq!(spawned.len(), 1, "only `single` runs here");
+    assert_eq!(&*sim.engine.run(spawned[0]).unwrap().dag, "single");
+    assert_eq!(sim.engine.forget_offered(), 1, "`free` went to the cluster");
+    // `single` is judged by its DAG run held here: the next trigger skips.
+    sim.input(trigger("single")).unwrap();
+    sim.commit_triggers();
+    assert!(sim.take_spawns().is_empty());
+    assert_eq!(sim.engine.forget_offered(), 0);
 }

@@ -239,6 +239,50 @@ async fn cron_fires_each_slot_once_across_a_leader_s_death() {
     }
 }
 
+/// A cron DAG with `overlap = "allow"` is offered like a submission: the
+/// leader, busy, fires its slots and another node runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlapping_cron_dag_s_runs_go_to_any_node() {
+    let _one_cluster_at_a_time = SERIAL.lock().await;
+    let Some(db) = TestDb::create("pg_share_cron_offer") else {
+        return;
+    };
+    let tick = "schedule = \"* * * * * *\"\ncatchup = \"none\"\noverlap = \"allow\"\n\n[[job]]\nid = \"t\"\ncommand = \"sleep 30\"\n";
+    let config = |concurrency: &str| {
+        let base = BASE_CONFIG.replace("max_concurrency = 8", concurrency);
+        assert!(base.contains(concurrency));
+        format!(
+            "store = \"{}\"\n{base}\n[cluster]\nheartbeat = \"1s\"\n",
+            db.url
+        )
+    };
+    // Alone, the first node takes the cron lock; it runs one job at most.
+    let leader = Daemon::start_with(&config("max_concurrency = 1"), &[("tick.toml", tick)]);
+    wait_count(
+        &db,
+        "SELECT count(*) FROM dag_runs WHERE dag = 'tick'",
+        30,
+        |n| n >= 1,
+    );
+    assert!(leader.log().contains("cron leader"));
+    let other = Daemon::start_with(&config("max_concurrency = 8"), &[("tick.toml", tick)]);
+    let ran_elsewhere = format!(
+        "SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run \
+         WHERE r.dag = 'tick' AND a.node = '{}'",
+        node_id(&other)
+    );
+    wait_count(&db, &ran_elsewhere, 30, |n| n >= 3);
+    assert!(
+        !other.log().contains("now the cluster's cron leader"),
+        "the first node led throughout"
+    );
+    let on_leader = format!(
+        "SELECT count(*) FROM attempts WHERE node = '{}'",
+        node_id(&leader)
+    );
+    assert!(db.query(&on_leader).unwrap()[0][0].parse::<u64>().unwrap() <= 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     let _one_cluster_at_a_time = SERIAL.lock().await;

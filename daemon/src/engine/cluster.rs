@@ -65,9 +65,11 @@ impl Engine {
     /// With `offering`, a submitted DAG run is offered to the cluster
     /// rather than run here: it is written with its runs in their initial
     /// states, never queued, and forgotten (`forget_offered`) once its step
-    /// has been handed to the store. DAG runs created by triggers (cron,
-    /// `after`, hooks, `ax trigger`) stay with the node that created them,
-    /// so the DAG's overlap policy sees them.
+    /// has been handed to the store. A DAG run created by a trigger (cron,
+    /// `after`, a hook, `ax trigger`) is offered only when its DAG has
+    /// `overlap = "allow"`; under any other policy it stays with the node
+    /// that created it, whose engine judges the DAG's next triggers by the
+    /// DAG runs it holds.
     pub fn set_offering(&mut self, offering: bool) {
         self.offering = offering;
     }

@@ -57,7 +57,11 @@ impl Engine {
             });
         }
 
-        let offer = !by_trigger && self.may_offer(&s.after);
+        // A triggered DAG run stays here unless its DAG allows overlap:
+        // `skip`, `queue` and `replace` judge new triggers by the DAG runs
+        // this engine holds, so the ones they judge must stay in it.
+        let offer =
+            (!by_trigger || spec.overlap == ax_shared::Overlap::Allow) && self.may_offer(&s.after);
         let dag_run = DagRunId(self.ids.id(self.next_dag_run));
         self.next_dag_run += 1;
         let dag: Arc<str> = Arc::from(spec.name.as_str());
@@ -139,7 +143,9 @@ impl Engine {
             self.recount_upstream(id);
             self.evaluate_waiting(now, id, &s.actor);
         }
-        if by_trigger {
+        // An offered one starts on the node that claims it, which can only
+        // once it is stored.
+        if by_trigger && !offer {
             self.effects.push(Effect::Triggered { dag_run });
         }
         if offer {

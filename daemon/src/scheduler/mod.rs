@@ -506,6 +506,8 @@ impl Scheduler {
         // heartbeat, a read): no step.
         if c.is_empty() && replies.is_empty() && progress.is_empty() && !self.registry.has_pending()
         {
+            // A hold whose submit created nothing guards no commit.
+            drop(self.store.take_unique_holds());
             return;
         }
         let announce =
@@ -524,6 +526,7 @@ impl Scheduler {
             replies,
             status: announce.then(|| self.status(now)),
             on_commit: self.on_commit_of_triggers(effects),
+            holds: self.store.take_unique_holds(),
         };
         // The writer ends only after this thread drops its queue.
         let _ = self.writer.send(step);

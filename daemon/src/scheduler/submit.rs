@@ -115,6 +115,9 @@ impl Scheduler {
         if self.claimer.is_none() || self.engine.holds_unique_key(key) {
             return Ok(None);
         }
+        // Held from before the look-up until this step is durable: another
+        // node's submit with the key waits, then finds what this one makes.
+        self.store.hold_unique_key(key).map_err(store_err)?;
         let Some(holder) = self.store.newest_with_unique_key(key).map_err(store_err)? else {
             return Ok(None);
         };

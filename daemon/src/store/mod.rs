@@ -231,4 +231,19 @@ pub trait Store: Send {
     fn take_dag_run(&mut self, _dag_run: u64) -> Result<Result<(), String>, StoreError> {
         Ok(Ok(()))
     }
+    /// Waits until no other node is between looking up this unique key
+    /// and committing the DAG run it creates with it, and holds the key
+    /// until what `take_unique_holds` returns next is dropped (after this
+    /// node's commit of the step). One node alone needs no hold: its
+    /// engine sees every key.
+    fn hold_unique_key(&mut self, _key: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// The keys held since the last call, released when dropped.
+    fn take_unique_holds(&mut self) -> Option<Hold> {
+        None
+    }
 }
+
+/// Something held until it is dropped (a lock in the store).
+pub type Hold = Box<dyn Send>;

@@ -29,6 +29,7 @@ mod nodes;
 mod prune;
 mod queries;
 mod schema;
+mod unique;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +47,9 @@ use super::{StoreError, error_chain, parse_state};
 /// Connections one axd holds at most (scheduler reads, writer, pruner and
 /// the node heartbeat use one each; the rest is slack).
 const POOL_SIZE: usize = 8;
+
+/// Unique keys held at once by one axd (each until its commit).
+const HOLDS_POOL_SIZE: usize = 4;
 
 /// How long a call waits for a connection, or for a new one to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,6 +124,10 @@ impl Drop for PgRuntime {
 /// What the handles of one store share.
 struct Shared {
     pool: Pool,
+    /// Connections that hold unique keys across a commit (`unique`): apart
+    /// from `pool`, so that holds waiting for another node can never take
+    /// the connection this node's writer needs to end its own holds.
+    holds: Pool,
     rt: PgRuntime,
     target: String,
     /// For connections of their own (LISTEN, the cron leader's lock).
@@ -165,6 +173,8 @@ impl Shared {
 pub struct PgStore {
     shared: Arc<Shared>,
     spec_hashes: SpecHashes,
+    /// Unique keys this handle holds for the step being decided.
+    holds: Option<unique::UniqueHolds>,
 }
 
 impl PgStore {
@@ -181,22 +191,11 @@ impl PgStore {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("axd");
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| StoreError::Corrupt(format!("connection pool: {e}")))?;
+        let pool = build_pool(&config, POOL_SIZE)?;
+        let holds = build_pool(&config, HOLDS_POOL_SIZE)?;
         let shared = Arc::new(Shared {
             pool,
+            holds,
             rt: PgRuntime(Some(rt)),
             target: url.redacted(),
             config,
@@ -209,6 +208,7 @@ impl PgStore {
         Ok(PgStore {
             shared,
             spec_hashes: SpecHashes::default(),
+            holds: None,
         })
     }
 
@@ -218,6 +218,7 @@ impl PgStore {
         PgStore {
             shared: self.shared.clone(),
             spec_hashes: SpecHashes::default(),
+            holds: None,
         }
     }
 
@@ -225,6 +226,24 @@ impl PgStore {
     pub fn target(&self) -> &str {
         &self.shared.target
     }
+}
+
+/// A pool of at most `size` connections to `config`.
+fn build_pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(CONNECT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| StoreError::Corrupt(format!("connection pool: {e}")))
 }
 
 /// Runs `$body` (a future using `$client`, a pooled connection) on the

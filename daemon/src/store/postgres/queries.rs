@@ -278,6 +278,14 @@ impl Store for PgStore {
         self.take(dag_run)
     }
 
+    fn hold_unique_key(&mut self, key: &str) -> Result<(), StoreError> {
+        self.hold_key(key)
+    }
+
+    fn take_unique_holds(&mut self) -> Option<crate::store::Hold> {
+        self.take_key_holds()
+    }
+
     /// A registered node loads only the DAG runs it owns.
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let filter = match self.shared.node.get() {
