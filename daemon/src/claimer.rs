@@ -17,6 +17,12 @@
 //! engine which slot numbers it may use (`Input::Leases`), and gives back
 //! slots that stayed idle for a heartbeat interval once the engine no
 //! longer holds them (taking a slot away never stops a running attempt).
+//!
+//! Watched DAG runs: triggered DAG runs this node offered (and, on a new
+//! cron leader, those active anywhere) count for their DAG's overlap
+//! policy until they end. The claimer asks the store which of them ended
+//! whenever it wakes, an `ax_done` notification included, and tells the
+//! scheduler.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -24,7 +30,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::engine::PoolLease;
+use crate::engine::{DagRunId, PoolLease};
 use crate::scheduler::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
@@ -46,6 +52,9 @@ pub struct Link {
     pools: Arc<Mutex<Vec<PoolLease>>>,
     /// Some pool has ready runs and no free leased slot.
     wanting: Arc<AtomicBool>,
+    /// DAG runs of other nodes whose end the engine waits to hear of
+    /// (`Engine::watched_elsewhere`), as of the scheduler's last step.
+    watched: Arc<Mutex<Vec<u64>>>,
 }
 
 impl Link {
@@ -59,16 +68,29 @@ impl Link {
             wake,
             pools: Arc::default(),
             wanting: Arc::default(),
+            watched: Arc::default(),
         };
         (link, woken)
     }
 
-    /// Something that wakes the claimer (an `ax_work` notification).
-    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+    /// What wakes the claimer at a notification: every `ax_work` one, and
+    /// an `ax_done` one (some DAG run finished) while it watches DAG runs.
+    pub fn waker(&self) -> impl Fn(&str) + Send + Sync + 'static {
         let wake = self.wake.clone();
-        move || {
+        let watched = self.watched.clone();
+        move |channel| {
+            if channel == crate::store::postgres::DONE_CHANNEL
+                && watched.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+            {
+                return;
+            }
             let _ = wake.send(());
         }
+    }
+
+    /// The DAG runs of other nodes the engine watches, after a step.
+    pub fn watch(&self, dag_runs: Vec<u64>) {
+        *self.watched.lock().unwrap_or_else(|e| e.into_inner()) = dag_runs;
     }
 
     /// The scheduler's state after a step: its load (runs running or
@@ -216,6 +238,35 @@ pub fn run(
                     tracing::warn!("cannot lease pool slots: {e}");
                 }
                 failing = true;
+            }
+        }
+        let watched = link
+            .watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if !watched.is_empty() {
+            match store.ended_among(&watched) {
+                Ok(ended) if !ended.is_empty() => {
+                    let dag_runs = ended.into_iter().map(DagRunId).collect();
+                    let (done, told) = std::sync::mpsc::channel();
+                    if scheduler
+                        .send(Msg::EndedElsewhere { dag_runs, done })
+                        .is_err()
+                    {
+                        return;
+                    }
+                    // Until the scheduler has published what it still watches.
+                    let _ = told.recv();
+                }
+                Ok(_) => {}
+                Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!("cannot read DAG runs of other nodes: {e}");
+                    }
+                    failing = true;
+                }
             }
         }
         let room = link.room();

@@ -234,8 +234,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             store.listen(link.waker());
             {
                 let tx = tx.clone();
-                store.lead(cfg.heartbeat, move |leader, marks| {
-                    let _ = tx.send(Msg::Lead { leader, marks });
+                store.lead(cfg.heartbeat, move |leader, leading| {
+                    let _ = tx.send(Msg::Lead { leader, leading });
                 });
             }
             let claimer_thread = {

@@ -149,6 +149,7 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     sim.input(Input::Lead {
         leader: true,
         marks,
+        active: vec![],
     })
     .unwrap();
     sim.commit_triggers();
@@ -162,18 +163,19 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     sim.input(Input::Lead {
         leader: false,
         marks: HashMap::new(),
+        active: vec![],
     })
     .unwrap();
     assert_eq!(sim.engine.next_fire("tick"), None);
 }
 
-#[test]
-fn a_triggered_dag_run_is_offered_only_when_its_dag_allows_overlap() {
+/// A leader with DAGs under each overlap policy, defined.
+fn leader_with(dags: &[(&str, Overlap)]) -> Sim {
     let mut sim = node(2);
     sim.engine.set_cron_leader(true);
-    for (name, overlap) in [("free", Overlap::Allow), ("single", Overlap::Skip)] {
-        let mut spec = DagSpec::adhoc(name, vec![job("t")]);
-        spec.overlap = overlap;
+    for (name, overlap) in dags {
+        let mut spec = DagSpec::adhoc(*name, vec![job("t")]);
+        spec.overlap = *overlap;
         sim.input(Input::DefineDag {
             spec: std::sync::Arc::new(spec),
             zone: chrono_tz::UTC,
@@ -181,21 +183,89 @@ fn a_triggered_dag_run_is_offered_only_when_its_dag_allows_overlap() {
         })
         .unwrap();
     }
-    let trigger = |dag: &str| Input::Trigger {
+    sim
+}
+
+fn trigger(sim: &mut Sim, dag: &str) {
+    sim.input(Input::Trigger {
         dag: dag.into(),
         actor: "test".into(),
         force: false,
-    };
-    sim.input(trigger("free")).unwrap();
-    sim.input(trigger("single")).unwrap();
+    })
+    .unwrap();
     sim.commit_triggers();
+}
+
+#[test]
+fn triggered_dag_runs_are_offered_except_under_replace() {
+    let mut sim = leader_with(&[
+        ("free", Overlap::Allow),
+        ("single", Overlap::Skip),
+        ("line", Overlap::Queue),
+        ("newest", Overlap::Replace),
+    ]);
+    for dag in ["free", "single", "line", "newest"] {
+        trigger(&mut sim, dag);
+    }
     let spawned: Vec<RunId> = sim.take_spawns().iter().map(|s| s.run).collect();
-    assert_eq!(spawned.len(), 1, "only `single` runs here");
-    assert_eq!(&*sim.engine.run(spawned[0]).unwrap().dag, "single");
-    assert_eq!(sim.engine.forget_offered(), 1, "`free` went to the cluster");
-    // `single` is judged by its DAG run held here: the next trigger skips.
-    sim.input(trigger("single")).unwrap();
+    assert_eq!(spawned.len(), 1, "only `newest` runs here");
+    assert_eq!(&*sim.engine.run(spawned[0]).unwrap().dag, "newest");
+    assert_eq!(sim.engine.forget_offered(), 3);
+    assert_eq!(
+        sim.engine.watched_elsewhere().len(),
+        2,
+        "`single` and `line` are watched; `free` needs no watching"
+    );
+}
+
+#[test]
+fn watched_dag_runs_hold_skip_and_queue_until_they_end_elsewhere() {
+    let mut sim = leader_with(&[("single", Overlap::Skip), ("line", Overlap::Queue)]);
+    trigger(&mut sim, "single");
+    trigger(&mut sim, "line");
+    sim.engine.forget_offered();
+    let watched = sim.engine.watched_elsewhere();
+    assert_eq!(watched.len(), 2);
+    // Both DAGs have a DAG run active on another node.
+    trigger(&mut sim, "single");
+    trigger(&mut sim, "line");
+    assert_eq!(sim.engine.forget_offered(), 0, "skipped and queued");
+    assert_eq!(sim.engine.trigger_queue("line").len(), 1);
+    sim.input(Input::EndedElsewhere {
+        dag_runs: watched.clone(),
+    })
+    .unwrap();
     sim.commit_triggers();
-    assert!(sim.take_spawns().is_empty());
-    assert_eq!(sim.engine.forget_offered(), 0);
+    assert_eq!(
+        sim.engine.forget_offered(),
+        1,
+        "the queued trigger of `line` starts, offered again"
+    );
+    assert!(sim.engine.trigger_queue("line").is_empty());
+    assert_eq!(sim.engine.watched_elsewhere().len(), 1);
+    trigger(&mut sim, "single");
+    assert_eq!(sim.engine.forget_offered(), 1, "`single` fires again");
+}
+
+#[test]
+fn a_new_leader_counts_dag_runs_active_anywhere() {
+    let mut sim = leader_with(&[("single", Overlap::Skip), ("free", Overlap::Allow)]);
+    sim.input(Input::Lead {
+        leader: true,
+        marks: HashMap::new(),
+        active: vec![
+            ("single".into(), DagRunId(7 * 1024 + 1)),
+            ("free".into(), DagRunId(8 * 1024 + 1)),
+        ],
+    })
+    .unwrap();
+    assert_eq!(sim.engine.watched_elsewhere(), vec![DagRunId(7 * 1024 + 1)]);
+    trigger(&mut sim, "single");
+    assert_eq!(
+        sim.engine.forget_offered(),
+        0,
+        "skipped: active on another node"
+    );
+    trigger(&mut sim, "free");
+    assert_eq!(sim.engine.forget_offered(), 1);
 }

@@ -11,6 +11,7 @@ mod support;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
+use ax_shared::RunState;
 use ax_testkit::pg::TestDb;
 use serde_json::json;
 use support::*;
@@ -239,15 +240,20 @@ async fn cron_fires_each_slot_once_across_a_leader_s_death() {
     }
 }
 
-/// A cron DAG with `overlap = "allow"` is offered like a submission: the
-/// leader, busy, fires its slots and another node runs them.
+/// A cron DAG is offered like a submission, and its `overlap = "skip"`
+/// still holds: the leader, busy, fires the slots; another node runs them;
+/// a slot while one runs elsewhere is skipped, and the next one after its
+/// end fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_overlapping_cron_dag_s_runs_go_to_any_node() {
+async fn a_cron_dag_s_runs_go_to_any_node_and_skip_holds_across_nodes() {
     let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_cron_offer") else {
         return;
     };
-    let tick = "schedule = \"* * * * * *\"\ncatchup = \"none\"\noverlap = \"allow\"\n\n[[job]]\nid = \"t\"\ncommand = \"sleep 30\"\n";
+    let tick = "schedule = \"* * * * * *\"\ncatchup = \"none\"\n\n[[job]]\nid = \"t\"\ncommand = \"sleep 1.5\"\n";
+    // `replace` keeps its DAG runs on the node that triggers them.
+    let hog = "overlap = \"replace\"\n\n[[job]]\nid = \"h\"\ncommand = \"sleep 60\"\n";
+    let jobs = [("tick.toml", tick), ("hog.toml", hog)];
     let config = |concurrency: &str| {
         let base = BASE_CONFIG.replace("max_concurrency = 8", concurrency);
         assert!(base.contains(concurrency));
@@ -256,31 +262,44 @@ async fn an_overlapping_cron_dag_s_runs_go_to_any_node() {
             db.url
         )
     };
-    // Alone, the first node takes the cron lock; it runs one job at most.
-    let leader = Daemon::start_with(&config("max_concurrency = 1"), &[("tick.toml", tick)]);
-    wait_count(
-        &db,
-        "SELECT count(*) FROM dag_runs WHERE dag = 'tick'",
-        30,
-        |n| n >= 1,
+    // Alone, the first node takes the cron lock; its one slot is taken by
+    // `hog` before the second node starts.
+    let leader = Daemon::start_with(&config("max_concurrency = 1"), &jobs);
+    let mut c = leader.client().await;
+    let hog_run = trigger(&mut c, "hog").await[0];
+    wait_run(&mut c, hog_run, 20, |r| r.state == RunState::Running).await;
+    let other = Daemon::start_with(&config("max_concurrency = 8"), &jobs);
+    let tick_attempts = |node: &Daemon| {
+        format!(
+            "SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run \
+             WHERE r.dag = 'tick' AND a.node = '{}'",
+            node_id(node)
+        )
+    };
+    wait_count(&db, &tick_attempts(&other), 40, |n| n >= 3);
+    assert!(leader.log().contains("now the cluster's cron leader"));
+    assert!(!other.log().contains("now the cluster's cron leader"));
+    assert_eq!(db.query(&tick_attempts(&leader)).unwrap()[0][0], "0");
+    // Never two at once, and slots were skipped meanwhile.
+    let spans: Vec<(i64, Option<i64>)> = db
+        .query(
+            "SELECT created_at, finished_at FROM dag_runs WHERE dag = 'tick' ORDER BY created_at",
+        )
+        .unwrap()
+        .into_iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].parse().ok()))
+        .collect();
+    for w in spans.windows(2) {
+        let ended = w[0].1.expect("an earlier DAG run ended before the next");
+        assert!(w[1].0 >= ended, "overlapping DAG runs: {spans:?}");
+    }
+    let skipped = db
+        .query("SELECT count(*) FROM events WHERE reason LIKE '%skipped: DAG run%overlap = skip%'")
+        .unwrap();
+    assert_ne!(
+        skipped[0][0], "0",
+        "slots skipped while a run was active elsewhere"
     );
-    assert!(leader.log().contains("cron leader"));
-    let other = Daemon::start_with(&config("max_concurrency = 8"), &[("tick.toml", tick)]);
-    let ran_elsewhere = format!(
-        "SELECT count(*) FROM attempts a JOIN runs r ON r.id = a.run \
-         WHERE r.dag = 'tick' AND a.node = '{}'",
-        node_id(&other)
-    );
-    wait_count(&db, &ran_elsewhere, 30, |n| n >= 3);
-    assert!(
-        !other.log().contains("now the cluster's cron leader"),
-        "the first node led throughout"
-    );
-    let on_leader = format!(
-        "SELECT count(*) FROM attempts WHERE node = '{}'",
-        node_id(&leader)
-    );
-    assert!(db.query(&on_leader).unwrap()[0][0].parse::<u64>().unwrap() <= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,6 +131,7 @@ impl Engine {
     /// like any finished DAG run. Returns how many went.
     pub fn forget_offered(&mut self) -> usize {
         let mut forgotten = 0;
+        let by_trigger = std::mem::take(&mut self.offered_by_trigger);
         for id in std::mem::take(&mut self.offered) {
             let Some(dr) = self.dag_runs.get(&id) else {
                 continue;
@@ -170,9 +171,49 @@ impl Engine {
             {
                 self.unique.remove(k);
             }
+            if by_trigger.contains(&id) && self.counts_overlap(&dr.dag) {
+                self.elsewhere
+                    .entry(dr.dag.to_string())
+                    .or_default()
+                    .insert(id);
+            }
             forgotten += 1;
         }
         forgotten
+    }
+
+    /// Whether the DAG's overlap policy looks at its active DAG runs.
+    fn counts_overlap(&self, dag: &str) -> bool {
+        self.dags
+            .get(dag)
+            .is_some_and(|d| d.spec.overlap != ax_shared::Overlap::Allow)
+    }
+
+    /// The DAG runs other nodes hold (or may claim) that the overlap
+    /// policies here count as active, until `Input::EndedElsewhere`.
+    pub fn watched_elsewhere(&self) -> Vec<DagRunId> {
+        self.elsewhere.values().flatten().copied().collect()
+    }
+
+    /// Active DAG runs of `dag` on other nodes, as far as this node knows.
+    pub(super) fn active_elsewhere(&self, dag: &str) -> impl Iterator<Item = DagRunId> + '_ {
+        self.elsewhere.get(dag).into_iter().flatten().copied()
+    }
+
+    /// Watched DAG runs ended on other nodes: a DAG left with none active
+    /// starts its queued triggers (its hooks and `after` triggers ran
+    /// where it ended).
+    pub(super) fn ended_elsewhere(&mut self, now: Millis, dag_runs: &[DagRunId]) {
+        let mut freed = Vec::new();
+        for (dag, set) in self.elsewhere.iter_mut() {
+            if dag_runs.iter().any(|d| set.remove(d)) && set.is_empty() {
+                freed.push(dag.clone());
+            }
+        }
+        self.elsewhere.retain(|_, set| !set.is_empty());
+        for dag in freed {
+            self.start_queued(now, &dag);
+        }
     }
 
     /// DAG runs this node claimed from the store: taken in as at start-up
@@ -191,16 +232,36 @@ impl Engine {
             .into_iter()
             .filter(|d| !self.dag_runs.contains_key(&d.id))
             .collect();
+        // A watched DAG run claimed back is counted where it now lives.
+        for set in self.elsewhere.values_mut() {
+            for d in &fresh {
+                set.remove(&d.id);
+            }
+        }
+        self.elsewhere.retain(|_, set| !set.is_empty());
         self.take_in(now, fresh);
         Ok(Reply::Done)
     }
 
     /// This node became the cron leader (`marks`: every DAG's last fired
-    /// slot as the store now says, written by the leader before) or
-    /// stopped being it. A new leader catches up each DAG by its
-    /// `catchup` policy and arms its next slot; a former one disarms.
-    pub(super) fn lead(&mut self, now: Millis, leader: bool, marks: HashMap<String, Millis>) {
+    /// slot as the store now says, written by the leader before;
+    /// `active`: unfinished DAG runs of defined DAGs, wherever they run)
+    /// or stopped being it. A new leader counts the active DAG runs it
+    /// does not hold for the overlap policies, then catches up each DAG by
+    /// its `catchup` policy and arms its next slot; a former one disarms.
+    pub(super) fn lead(
+        &mut self,
+        now: Millis,
+        leader: bool,
+        marks: HashMap<String, Millis>,
+        active: Vec<(String, DagRunId)>,
+    ) {
         self.cron_leader = leader;
+        for (dag, id) in active {
+            if !self.dag_runs.contains_key(&id) && self.counts_overlap(&dag) {
+                self.elsewhere.entry(dag).or_default().insert(id);
+            }
+        }
         let names: Vec<String> = self.dags.keys().cloned().collect();
         for name in names {
             if leader {

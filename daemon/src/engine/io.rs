@@ -143,10 +143,17 @@ pub enum Input {
         external: Vec<(RunId, RunState)>,
     },
     /// This node became the cluster's cron leader, with every DAG's last
-    /// fired slot as the store says (`marks`), or stopped being it.
+    /// fired slot as the store says (`marks`) and the unfinished DAG runs
+    /// of defined DAGs (`active`, by DAG name), or stopped being it.
     Lead {
         leader: bool,
         marks: HashMap<String, Millis>,
+        active: Vec<(String, DagRunId)>,
+    },
+    /// DAG runs this engine watched on other nodes (see
+    /// `Engine::watched_elsewhere`) have ended.
+    EndedElsewhere {
+        dag_runs: Vec<DagRunId>,
     },
     /// The slot numbers of `pool` this node may use from now on, leased
     /// from the cluster; a slot taken away stays with its running attempt

@@ -185,6 +185,11 @@ pub struct Engine {
     offering: bool,
     /// DAG runs offered in this step, forgotten by `forget_offered`.
     offered: Vec<DagRunId>,
+    /// Of `offered`, those a trigger created: watched once forgotten.
+    offered_by_trigger: HashSet<DagRunId>,
+    /// Unfinished DAG runs of defined DAGs that other nodes hold or may
+    /// claim, by DAG name: the overlap policies count them as active.
+    elsewhere: HashMap<String, BTreeSet<DagRunId>>,
     /// Cron slots are fired here (false on a cluster's followers).
     cron_leader: bool,
     /// Pools' slots are leased from the cluster (`Input::Leases`).
@@ -250,6 +255,8 @@ impl Engine {
             ids: IdScheme::default(),
             offering: false,
             offered: Vec::new(),
+            offered_by_trigger: HashSet::new(),
+            elsewhere: HashMap::new(),
             cron_leader: true,
             leasing: false,
             node: None,
@@ -531,8 +538,16 @@ impl Engine {
                 }
                 Ok(Reply::Done)
             }
-            Input::Lead { leader, marks } => {
-                self.lead(now, leader, marks);
+            Input::Lead {
+                leader,
+                marks,
+                active,
+            } => {
+                self.lead(now, leader, marks, active);
+                Ok(Reply::Done)
+            }
+            Input::EndedElsewhere { dag_runs } => {
+                self.ended_elsewhere(now, &dag_runs);
                 Ok(Reply::Done)
             }
             Input::Tick => Ok(Reply::Done),

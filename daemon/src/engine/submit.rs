@@ -57,11 +57,12 @@ impl Engine {
             });
         }
 
-        // A triggered DAG run stays here unless its DAG allows overlap:
-        // `skip`, `queue` and `replace` judge new triggers by the DAG runs
-        // this engine holds, so the ones they judge must stay in it.
-        let offer =
-            (!by_trigger || spec.overlap == ax_shared::Overlap::Allow) && self.may_offer(&s.after);
+        // A triggered DAG run of a DAG with `overlap = "replace"` stays
+        // here, where a later trigger can cancel it; under the other
+        // policies it is offered and, once forgotten, watched
+        // (`elsewhere`) so that those policies still count it.
+        let offer = (!by_trigger || spec.overlap != ax_shared::Overlap::Replace)
+            && self.may_offer(&s.after);
         let dag_run = DagRunId(self.ids.id(self.next_dag_run));
         self.next_dag_run += 1;
         let dag: Arc<str> = Arc::from(spec.name.as_str());
@@ -151,6 +152,9 @@ impl Engine {
         if offer {
             if self.dag_runs[&dag_run].state == DagRunState::Active {
                 self.offered.push(dag_run);
+                if by_trigger {
+                    self.offered_by_trigger.insert(dag_run);
+                }
             } else if let Some(dr) = self.dag_runs.get_mut(&dag_run) {
                 // Ended at once (an `--after` run had failed): nothing to
                 // offer, it is stored as this node's.

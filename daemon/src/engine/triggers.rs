@@ -354,11 +354,17 @@ impl Engine {
         };
         let overlap = def.spec.overlap;
         let what = trigger.describe();
-        let active: Vec<DagRunId> = self
+        let held: Vec<DagRunId> = self
             .active_dag_runs
             .get(dag)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
+        // `replace` cancels what it counts, so it counts only what this
+        // node holds (its DAG runs are never offered).
+        let mut active = held;
+        if overlap != Overlap::Replace {
+            active.extend(self.active_elsewhere(dag));
+        }
         let actor = trigger.actor(&self.cron_actor);
         let mut replaced = Vec::new();
         if let Some(&first) = active.first() {
@@ -427,6 +433,7 @@ impl Engine {
             .active_dag_runs
             .get(dag)
             .and_then(|s| s.first().copied())
+            .or_else(|| self.active_elsewhere(dag).next())
             .unwrap_or(DagRunId(0));
         let actor = trigger_actor;
         self.dag_event(now, at, reason, &actor);
@@ -434,8 +441,9 @@ impl Engine {
 
     /// Starts the DAG's queued triggers while it has no active run: the
     /// first one that creates a DAG run stops the loop.
-    fn start_queued(&mut self, now: Millis, dag: &str) {
+    pub(super) fn start_queued(&mut self, now: Millis, dag: &str) {
         while self.active_dag_runs.get(dag).is_none_or(|s| s.is_empty())
+            && self.active_elsewhere(dag).next().is_none()
             && self.replacing.as_deref() != Some(dag)
             && let Some(def) = self.dags.get_mut(dag)
             && let Some(trigger) = def.queued.pop_front()

@@ -78,11 +78,17 @@ pub enum Msg {
         before: Vec<String>,
         now: Vec<String>,
     },
-    /// This node became the cron leader, with the stored cron marks, or
-    /// stopped being it.
+    /// This node became the cron leader, with the stored cron marks and
+    /// active DAG runs, or stopped being it.
     Lead {
         leader: bool,
-        marks: HashMap<String, Millis>,
+        leading: crate::store::postgres::Leading,
+    },
+    /// Watched DAG runs of other nodes ended (a cluster); `done` is
+    /// dropped once applied and what is still watched published.
+    EndedElsewhere {
+        dag_runs: Vec<DagRunId>,
+        done: Sender<()>,
     },
 }
 
@@ -411,7 +417,7 @@ impl Scheduler {
                 } => {
                     self.follow_paused(now, &before, &paused, effects);
                 }
-                Msg::Lead { leader, marks } => {
+                Msg::Lead { leader, leading } => {
                     if leader {
                         tracing::info!("this node is now the cluster's cron leader");
                     } else {
@@ -419,8 +425,21 @@ impl Scheduler {
                             "this node is no longer the cron leader (its lock's connection broke)"
                         );
                     }
-                    let input = Input::Lead { leader, marks };
+                    let input = Input::Lead {
+                        leader,
+                        marks: leading.marks,
+                        active: leading
+                            .active
+                            .into_iter()
+                            .map(|(dag, id)| (dag, DagRunId(id as u64)))
+                            .collect(),
+                    };
                     effects.extend(self.engine.handle(now, input).effects);
+                }
+                Msg::EndedElsewhere { dag_runs, done } => {
+                    let input = Input::EndedElsewhere { dag_runs };
+                    effects.extend(self.engine.handle(now, input).effects);
+                    adopted.push(done);
                 }
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
@@ -454,6 +473,13 @@ impl Scheduler {
             } else {
                 let queued: u32 = self.engine.pool_queued().iter().map(|(_, n)| n).sum();
                 let pools = self.engine.pool_leases();
+                claimer.watch(
+                    self.engine
+                        .watched_elsewhere()
+                        .iter()
+                        .map(|d| d.0)
+                        .collect(),
+                );
                 claimer.publish(self.engine.running_total() + queued, pools);
             }
         }

@@ -31,6 +31,11 @@ pub enum StoreError {
     /// error has no `source` of its own: the chain is not printed twice.
     #[error("store: PostgreSQL: {0}")]
     Postgres(String),
+    /// The server closed the connection under the call (it restarted, or
+    /// an administrator ended the session): the call may be made again
+    /// on a new connection.
+    #[error("store: PostgreSQL: {0}")]
+    ConnectionLost(String),
     /// Another node declared this one dead and handed its work to others:
     /// nothing more may be written by it (its epoch moved on).
     #[error("store: node {0} was declared dead by another node (fenced)")]
@@ -39,7 +44,14 @@ pub enum StoreError {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> StoreError {
-        StoreError::Postgres(error_chain(&e))
+        // Class 57P: the server is shutting the session down
+        // (admin_shutdown, crash_shutdown, cannot_connect_now).
+        let shut_down = e.code().is_some_and(|c| c.code().starts_with("57P"));
+        if e.is_closed() || shut_down {
+            StoreError::ConnectionLost(error_chain(&e))
+        } else {
+            StoreError::Postgres(error_chain(&e))
+        }
     }
 }
 

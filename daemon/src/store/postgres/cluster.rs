@@ -29,6 +29,8 @@ const REGISTER_LOCK: i64 = 0x6178_6e6f_6465_6e6f;
 const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
 /// The channel that says offered work exists.
 pub const WORK_CHANNEL: &str = "ax_work";
+/// Notified by a commit that finished a DAG run.
+pub const DONE_CHANNEL: &str = "ax_done";
 /// How long a lost LISTEN or leader connection waits before reconnecting.
 const RECONNECT: Duration = Duration::from_secs(1);
 
@@ -326,11 +328,12 @@ impl PgStore {
         })
     }
 
-    /// Calls `wake` at each `ax_work` notification, and once each time
-    /// the dedicated LISTEN connection is (re)established, since
-    /// notifications sent while it was down are lost. Runs on the store's
-    /// runtime for as long as the store lives.
-    pub fn listen(&self, wake: impl Fn() + Send + Sync + 'static) {
+    /// Calls `wake(channel)` at each `ax_work` and `ax_done` notification,
+    /// and `wake(WORK_CHANNEL)` once each time the dedicated LISTEN
+    /// connection is (re)established, since notifications sent while it
+    /// was down are lost. Runs on the store's runtime for as long as the
+    /// store lives.
+    pub fn listen(&self, wake: impl Fn(&str) + Send + Sync + 'static) {
         let config = self.shared.config.clone();
         let wake = Arc::new(wake);
         self.spawn(async move {
@@ -341,17 +344,17 @@ impl PgStore {
                         let mut messages =
                             futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
                         while let Some(Ok(m)) = messages.next().await {
-                            if let AsyncMessage::Notification(_) = m {
-                                on_message();
+                            if let AsyncMessage::Notification(n) = m {
+                                on_message(n.channel());
                             }
                         }
                     });
                     if client
-                        .batch_execute(&format!("LISTEN {WORK_CHANNEL}"))
+                        .batch_execute(&format!("LISTEN {WORK_CHANNEL}; LISTEN {DONE_CHANNEL}"))
                         .await
                         .is_ok()
                     {
-                        wake();
+                        wake(WORK_CHANNEL);
                         let _ = driver.await;
                     } else {
                         driver.abort();
@@ -363,14 +366,14 @@ impl PgStore {
     }
 
     /// Competes for the cron leader's lock every `interval` on a
-    /// connection of its own: `on_change(true, marks)` when this node
-    /// becomes leader (with every DAG's last fired slot, read under the
-    /// lock), `on_change(false, ..)` when that connection breaks (the
-    /// server frees the lock with it).
+    /// connection of its own: `on_change(true, leading)` when this node
+    /// becomes leader (what it needs, read under the lock),
+    /// `on_change(false, ..)` when that connection breaks (the server
+    /// frees the lock with it).
     pub fn lead(
         &self,
         interval: Duration,
-        on_change: impl Fn(bool, HashMap<String, i64>) + Send + Sync + 'static,
+        on_change: impl Fn(bool, Leading) + Send + Sync + 'static,
     ) {
         let config = self.shared.config.clone();
         self.spawn(async move {
@@ -385,9 +388,9 @@ impl PgStore {
                             }
                         } else {
                             match try_lead(&client).await {
-                                Ok(Some(marks)) => {
+                                Ok(Some(state)) => {
                                     leading = true;
-                                    on_change(true, marks);
+                                    on_change(true, state);
                                 }
                                 Ok(None) => {}
                                 Err(_) => break,
@@ -396,7 +399,7 @@ impl PgStore {
                         tokio::time::sleep(interval).await;
                     }
                     if leading {
-                        on_change(false, HashMap::new());
+                        on_change(false, Leading::default());
                     }
                     drop(client);
                     driver.abort();
@@ -413,10 +416,21 @@ impl PgStore {
     }
 }
 
-/// Takes the leader's lock if free; then the cron marks as they are.
+/// What a new cron leader reads under its lock.
+#[derive(Debug, Default)]
+pub struct Leading {
+    /// Every DAG's last fired slot.
+    pub marks: HashMap<String, i64>,
+    /// Unfinished DAG runs of the DAGs the jobs folders define, by DAG
+    /// name, wherever they run: what the overlap policies count.
+    pub active: Vec<(String, i64)>,
+}
+
+/// Takes the leader's lock if free; then the cron marks and the active
+/// DAG runs of defined DAGs as they are.
 async fn try_lead(
     client: &tokio_postgres::Client,
-) -> Result<Option<HashMap<String, i64>>, tokio_postgres::Error> {
+) -> Result<Option<Leading>, tokio_postgres::Error> {
     let got: bool = client
         .query_one("SELECT pg_try_advisory_lock($1)", &[&LEADER_LOCK])
         .await?
@@ -430,7 +444,36 @@ async fn try_lead(
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_, tokio_postgres::Error>>()?;
-    Ok(Some(marks))
+    let active = client
+        .query(
+            "SELECT dag, id FROM dag_runs WHERE state = 'active' AND dag IN (SELECT name FROM dag_defs)",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    Ok(Some(Leading { marks, active }))
+}
+
+impl PgStore {
+    /// Of `dag_runs`, those that are finished (or gone: pruned).
+    pub fn ended_among(&mut self, dag_runs: &[u64]) -> Result<Vec<u64>, StoreError> {
+        let ids: Vec<i64> = dag_runs.iter().map(|&d| d as i64).collect();
+        let rows = on_client!(self, |client| async {
+            let rows = client
+                .query(
+                    "SELECT w.id FROM UNNEST($1::int8[]) AS w(id)
+                     WHERE NOT EXISTS (SELECT 1 FROM dag_runs d WHERE d.id = w.id AND d.state = 'active')",
+                    &[&ids],
+                )
+                .await?;
+            Ok::<_, StoreError>(rows)
+        })?;
+        rows.iter()
+            .map(|r| int(r.try_get::<_, i64>(0)?, "DAG run id"))
+            .collect()
+    }
 }
 
 /// The unfinished DAG runs of `nodes` lose their owner, and every node's

@@ -60,6 +60,9 @@ const CRON_MARKS: &str =
      WHERE cron_marks.last_slot < excluded.last_slot";
 /// Wakes the claimers of every node (delivered at commit).
 const NOTIFY_WORK: &str = "SELECT pg_notify('ax_work', '')";
+/// Wakes the claimers that watch DAG runs of other nodes (delivered at
+/// commit; see `Engine::watched_elsewhere`).
+const NOTIFY_DONE: &str = "SELECT pg_notify('ax_done', '')";
 const SET_QUEUES: &str =
     "INSERT INTO trigger_queues (dag, queue) SELECT * FROM UNNEST($1::text[], $2::text[])
      ON CONFLICT (dag) DO UPDATE SET queue = excluded.queue";
@@ -328,6 +331,9 @@ impl Rows {
             ));
             if d.offered.contains(&true) {
                 out.push((NOTIFY_WORK, Vec::new()));
+            }
+            if d.finished_at.iter().any(Option::is_some) {
+                out.push((NOTIFY_DONE, Vec::new()));
             }
         }
         let r = &self.runs;

@@ -38,7 +38,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-pub use cluster::{Claimed, Me, STRIDE};
+pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
 pub use nodes::{Beat, NodeInfo, NodeRow};
 
 use super::specs::SpecHashes;
@@ -46,7 +46,7 @@ use super::{StoreError, error_chain, parse_state};
 
 /// Connections one axd holds at most (scheduler reads, writer, pruner and
 /// the node heartbeat use one each; the rest is slack).
-const POOL_SIZE: usize = 8;
+pub(crate) const POOL_SIZE: usize = 8;
 
 /// Unique keys held at once by one axd (each until its commit).
 const HOLDS_POOL_SIZE: usize = 4;
@@ -249,19 +249,28 @@ fn build_pool(config: &tokio_postgres::Config, size: usize) -> Result<Pool, Stor
 /// Runs `$body` (a future using `$client`, a pooled connection) on the
 /// store's runtime and waits for it. A call that fails because its
 /// connection was closed under it (the server restarted or cut it) runs
-/// once more on a fresh connection: the pool only notices a closed
-/// connection when it is handed out again.
+/// again on another connection: the pool only notices a closed
+/// connection when it is handed out again, and the error can arrive
+/// before the client has seen the connection close.
 macro_rules! on_client {
     ($store:expr, |$client:ident| $body:expr) => {{
         let shared = &*$store.shared;
         shared.block_on(async {
-            let mut retried = false;
+            // Every idle connection of the pool may have been cut at
+            // once: one more try per connection the pool can hold.
+            let mut tries_left = $crate::store::postgres::POOL_SIZE + 1;
             loop {
+                tries_left -= 1;
                 #[allow(unused_mut)]
                 let mut $client = shared.client().await?;
                 let result = $body.await;
                 match result {
-                    Err(_) if !retried && $client.is_closed() => retried = true,
+                    // Not back into the pool: the next `get` could hand
+                    // it out again before its closing is noticed.
+                    Err(StoreError::ConnectionLost(_)) if tries_left > 0 => {
+                        drop(deadpool_postgres::Object::take($client));
+                    }
+                    Err(_) if tries_left > 0 && $client.is_closed() => {}
                     result => break result,
                 }
             }
