@@ -1,6 +1,18 @@
-//! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store).
+//! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store),
+//! and `ax dags`'s lines for DAGs whose nodes hold different versions.
 
-use ax_shared::api::NodeView;
+use ax_shared::api::{DagView, NodeView};
+
+/// One line per DAG the alive nodes disagree on: `etl: DIFFERS: node-b
+/// has 0123abcd (this node 89abcdef); node-c lacks it`.
+pub fn differences(dags: &[DagView]) -> Vec<String> {
+    dags.iter()
+        .filter_map(|d| {
+            let v = d.versions.as_ref()?;
+            (!v.agrees()).then(|| format!("{}: DIFFERS: {}", d.name, v.describe()))
+        })
+        .collect()
+}
 
 /// One line per node: id, host, alive or DEAD with its heartbeat's age,
 /// slots, version, start, and which node answered.
@@ -30,6 +42,40 @@ pub fn lines(nodes: &[NodeView]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ax_shared::api::{DagVersions, NodeVersion};
+
+    #[test]
+    fn dags_whose_nodes_differ_are_named_with_the_nodes() {
+        let dag = |name: &str, differ: Vec<NodeVersion>| DagView {
+            name: name.into(),
+            versions: Some(DagVersions {
+                hash: Some("89abcdef01234567".into()),
+                agree: 3 - differ.len() as u32,
+                differ,
+            }),
+            ..DagView::default()
+        };
+        let lines = differences(&[
+            dag("report", vec![]),
+            dag(
+                "etl",
+                vec![
+                    NodeVersion {
+                        node: "node-b".into(),
+                        hash: Some("0123abcd99999999".into()),
+                    },
+                    NodeVersion {
+                        node: "node-c".into(),
+                        hash: None,
+                    },
+                ],
+            ),
+        ]);
+        assert_eq!(
+            lines,
+            ["etl: DIFFERS: node-b has 0123abcd (this node 89abcdef); node-c lacks it"]
+        );
+    }
 
     #[test]
     fn dead_nodes_stand_out() {
