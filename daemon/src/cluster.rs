@@ -34,6 +34,16 @@ struct Snapshot {
     rows: Vec<NodeRow>,
     pool_running: Vec<(String, u32)>,
     versions: Arc<ByDag>,
+    /// Attempts running per node (absent: none).
+    node_running: HashMap<String, u32>,
+}
+
+/// What a beat read besides the node rows.
+#[derive(Default)]
+struct Published {
+    pool_running: Vec<(String, u32)>,
+    dag_versions: Vec<DagVersionRow>,
+    node_running: Vec<(String, u32)>,
 }
 
 /// DAG → each version loaded and the nodes (by id, sorted) that loaded it.
@@ -85,12 +95,12 @@ impl Registry {
         }
     }
 
-    fn publish(
-        &self,
-        rows: Vec<NodeRow>,
-        pool_running: Vec<(String, u32)>,
-        dag_versions: Vec<DagVersionRow>,
-    ) {
+    fn publish(&self, rows: Vec<NodeRow>, beat: Published) {
+        let Published {
+            pool_running,
+            dag_versions,
+            node_running,
+        } = beat;
         let mut versions = ByDag::new();
         for v in dag_versions {
             versions.entry(v.dag).or_default().push((v.hash, v.nodes));
@@ -100,6 +110,7 @@ impl Registry {
             rows,
             pool_running,
             versions: Arc::new(versions),
+            node_running: node_running.into_iter().collect(),
         });
     }
 
@@ -158,6 +169,7 @@ impl Registry {
                         beat_age_ms: age,
                         alive: alive(age, r.heartbeat_ms),
                         this: *r.id == *self.me,
+                        running: Some(snapshot.node_running.get(&r.id).copied().unwrap_or(0)),
                     }
                 })
                 .collect(),
@@ -253,7 +265,14 @@ pub fn run(
                 }
                 first = false;
                 failing = false;
-                registry.publish(rows, beat.pool_running, beat.dag_versions);
+                registry.publish(
+                    rows,
+                    Published {
+                        pool_running: beat.pool_running,
+                        dag_versions: beat.dag_versions,
+                        node_running: beat.node_running,
+                    },
+                );
                 match store.release_dead() {
                     Ok(dead) if !dead.is_empty() => tracing::warn!(
                         "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
@@ -322,8 +341,11 @@ mod tests {
         };
         r.publish(
             vec![row("me", 10), row("other", 1600)],
-            vec![("io".into(), 3)],
-            vec![],
+            Published {
+                pool_running: vec![("io".into(), 3)],
+                node_running: vec![("other".into(), 2)],
+                ..Published::default()
+            },
         );
         assert_eq!(r.pool_running("io"), Some(3));
         assert_eq!(r.pool_running("default"), Some(0));
@@ -331,6 +353,7 @@ mod tests {
         assert!(v[0].this && v[0].alive);
         assert!(!v[1].this && !v[1].alive);
         assert!(v[1].beat_age_ms >= 1600);
+        assert_eq!((v[0].running, v[1].running), (Some(0), Some(2)));
     }
 
     #[test]
@@ -354,12 +377,14 @@ mod tests {
         };
         r.publish(
             vec![row("a", 0), row("b", 0), row("c", 0), row("dead", 999_999)],
-            vec![],
-            vec![
-                version("etl", "h1", &["a", "b", "dead"]),
-                version("etl", "h2", &["c"]),
-                version("report", "h3", &["a", "b", "c"]),
-            ],
+            Published {
+                dag_versions: vec![
+                    version("etl", "h1", &["a", "b", "dead"]),
+                    version("etl", "h2", &["c"]),
+                    version("report", "h3", &["a", "b", "c"]),
+                ],
+                ..Published::default()
+            },
         );
         let v = r.versions().unwrap();
         let etl = v.of("etl", Some("h1"));

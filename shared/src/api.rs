@@ -141,6 +141,10 @@ pub struct NodeView {
     /// The node that answered this `status`.
     #[serde(default)]
     pub this: bool,
+    /// Attempts running on that node (started, not finished), as the
+    /// answering node's last heartbeat read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
 }
 
 /// The `axd.toml` values in force (durations as written in the file:

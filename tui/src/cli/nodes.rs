@@ -15,7 +15,7 @@ pub fn differences(dags: &[DagView]) -> Vec<String> {
 }
 
 /// One line per node: id, host, alive or DEAD with its heartbeat's age,
-/// slots, version, start, and which node answered.
+/// slots, attempts running there, version, start, and which node answered.
 pub fn lines(nodes: &[NodeView]) -> Vec<String> {
     let mut out = vec![format!(
         "nodes: {} alive of {}",
@@ -24,13 +24,16 @@ pub fn lines(nodes: &[NodeView]) -> Vec<String> {
     )];
     for n in nodes {
         out.push(format!(
-            "  {:<24} {:<16} {:<5} beat {:.1}s ago (every {:.1}s)  slots {}  v{}  since {}{}",
+            "  {:<24} {:<16} {:<5} beat {:.1}s ago (every {:.1}s)  slots {}{}  v{}  since {}{}",
             n.id,
             n.host,
             if n.alive { "alive" } else { "DEAD" },
             n.beat_age_ms as f64 / 1000.0,
             n.heartbeat_ms as f64 / 1000.0,
             n.slots,
+            n.running
+                .map(|r| format!("  running {r}"))
+                .unwrap_or_default(),
             n.version,
             n.started_at,
             if n.this { "  (this node)" } else { "" }
@@ -88,9 +91,12 @@ mod tests {
             beat_age_ms: if alive { 400 } else { 9000 },
             alive,
             this,
+            running: alive.then_some(3),
             ..NodeView::default()
         };
         let l = lines(&[node("a", true, true), node("b", false, false)]);
+        assert!(l[1].contains("slots 8  running 3  v0.1.0"), "{}", l[1]);
+        assert!(l[2].contains("slots 8  v0.1.0"), "{}", l[2]);
         assert_eq!(l[0], "nodes: 1 alive of 2");
         assert!(
             l[1].contains("alive beat 0.4s ago") && l[1].ends_with("(this node)"),

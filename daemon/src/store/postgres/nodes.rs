@@ -42,6 +42,8 @@ pub struct Beat {
     pub pool_running: Vec<(String, u32)>,
     /// The versions of each DAG the nodes have loaded (`node_dags`).
     pub dag_versions: Vec<DagVersionRow>,
+    /// Attempts running per node (nodes with none are absent).
+    pub node_running: Vec<(String, u32)>,
 }
 
 /// The nodes (by id, sorted) that have loaded version `hash` of `dag`.
@@ -110,6 +112,19 @@ impl PgStore {
             for r in tx.query(&statement, &[]).await? {
                 pool_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
             }
+            // From the running runs (an index), not a scan of every
+            // attempt: an unfinished attempt belongs to a running run.
+            let statement = tx
+                .prepare_cached(
+                    "SELECT a.node, count(*) FROM runs r
+                     JOIN attempts a ON a.run = r.id AND a.finished_at IS NULL
+                     WHERE r.state = 'running' AND a.node IS NOT NULL GROUP BY a.node",
+                )
+                .await?;
+            let mut node_running = Vec::new();
+            for r in tx.query(&statement, &[]).await? {
+                node_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
+            }
             // One row per DAG and version, not per node: a cluster that
             // agrees costs one row per DAG.
             let statement = tx
@@ -151,6 +166,7 @@ impl PgStore {
                 paused,
                 pool_running,
                 dag_versions,
+                node_running,
             })
         })
     }
