@@ -6,16 +6,17 @@
 //! I/O for it; a node is dead once its last heartbeat is older than 1.5 ×
 //! its own interval.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ax_shared::api::NodeView;
+use ax_shared::api::{DagVersions, NodeVersion, NodeView};
 use ax_shared::time::Timestamp;
 
 use crate::store::StoreError;
-use crate::store::postgres::{NodeInfo, NodeRow, PgStore};
+use crate::store::postgres::{DagVersionRow, NodeInfo, NodeRow, PgStore};
 
 /// A node is dead once its last beat is older than this many intervals.
 pub const GRACE: f64 = 1.5;
@@ -32,6 +33,58 @@ struct Snapshot {
     taken: Instant,
     rows: Vec<NodeRow>,
     pool_running: Vec<(String, u32)>,
+    versions: Arc<ByDag>,
+    /// Attempts running per node (absent: none).
+    node_running: HashMap<String, u32>,
+}
+
+/// What a beat read besides the node rows.
+#[derive(Default)]
+struct Published {
+    pool_running: Vec<(String, u32)>,
+    dag_versions: Vec<DagVersionRow>,
+    node_running: Vec<(String, u32)>,
+}
+
+/// DAG → each version loaded and the nodes (by id, sorted) that loaded it.
+type ByDag = HashMap<String, Vec<(String, Vec<String>)>>;
+
+/// The DAG versions of the other alive nodes, as of the last beat: what
+/// the `dags` answer compares this node's versions with.
+pub struct Versions {
+    by_dag: Arc<ByDag>,
+    /// The other nodes alive now, by id.
+    others: Vec<String>,
+}
+
+impl Versions {
+    /// How the other alive nodes' versions of `dag` compare with this
+    /// node's, `mine`.
+    pub fn of(&self, dag: &str, mine: Option<&str>) -> DagVersions {
+        let held = self.by_dag.get(dag);
+        let mut out = DagVersions {
+            hash: mine.map(String::from),
+            agree: 1,
+            differ: Vec::new(),
+        };
+        for node in &self.others {
+            let theirs = held
+                .and_then(|v| {
+                    v.iter()
+                        .find(|(_, nodes)| nodes.binary_search(node).is_ok())
+                })
+                .map(|(hash, _)| hash.as_str());
+            if theirs == mine {
+                out.agree += 1;
+            } else {
+                out.differ.push(NodeVersion {
+                    node: node.clone(),
+                    hash: theirs.map(String::from),
+                });
+            }
+        }
+        out
+    }
 }
 
 impl Registry {
@@ -42,12 +95,42 @@ impl Registry {
         }
     }
 
-    fn publish(&self, rows: Vec<NodeRow>, pool_running: Vec<(String, u32)>) {
+    fn publish(&self, rows: Vec<NodeRow>, beat: Published) {
+        let Published {
+            pool_running,
+            dag_versions,
+            node_running,
+        } = beat;
+        let mut versions = ByDag::new();
+        for v in dag_versions {
+            versions.entry(v.dag).or_default().push((v.hash, v.nodes));
+        }
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(Snapshot {
             taken: Instant::now(),
             rows,
             pool_running,
+            versions: Arc::new(versions),
+            node_running: node_running.into_iter().collect(),
         });
+    }
+
+    /// The other alive nodes' DAG versions; `None` before the first beat.
+    /// A dead node's versions are left out (its rows go when it is
+    /// declared dead).
+    pub fn versions(&self) -> Option<Versions> {
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = guard.as_ref()?;
+        let since = snapshot.taken.elapsed().as_millis() as u64;
+        let others = snapshot
+            .rows
+            .iter()
+            .filter(|r| *r.id != *self.me && alive(r.age_ms.saturating_add(since), r.heartbeat_ms))
+            .map(|r| r.id.clone())
+            .collect();
+        Some(Versions {
+            by_dag: snapshot.versions.clone(),
+            others,
+        })
     }
 
     /// Runs running in `pool` on every node, as of the last beat.
@@ -86,6 +169,7 @@ impl Registry {
                         beat_age_ms: age,
                         alive: alive(age, r.heartbeat_ms),
                         this: *r.id == *self.me,
+                        running: Some(snapshot.node_running.get(&r.id).copied().unwrap_or(0)),
                     }
                 })
                 .collect(),
@@ -181,7 +265,14 @@ pub fn run(
                 }
                 first = false;
                 failing = false;
-                registry.publish(rows, beat.pool_running);
+                registry.publish(
+                    rows,
+                    Published {
+                        pool_running: beat.pool_running,
+                        dag_versions: beat.dag_versions,
+                        node_running: beat.node_running,
+                    },
+                );
                 match store.release_dead() {
                     Ok(dead) if !dead.is_empty() => tracing::warn!(
                         "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
@@ -250,7 +341,11 @@ mod tests {
         };
         r.publish(
             vec![row("me", 10), row("other", 1600)],
-            vec![("io".into(), 3)],
+            Published {
+                pool_running: vec![("io".into(), 3)],
+                node_running: vec![("other".into(), 2)],
+                ..Published::default()
+            },
         );
         assert_eq!(r.pool_running("io"), Some(3));
         assert_eq!(r.pool_running("default"), Some(0));
@@ -258,5 +353,55 @@ mod tests {
         assert!(v[0].this && v[0].alive);
         assert!(!v[1].this && !v[1].alive);
         assert!(v[1].beat_age_ms >= 1600);
+        assert_eq!((v[0].running, v[1].running), (Some(0), Some(2)));
+    }
+
+    #[test]
+    fn versions_compare_the_alive_nodes_only() {
+        let r = Registry::new("a");
+        assert!(r.versions().is_none());
+        let row = |id: &str, age_ms| NodeRow {
+            id: id.into(),
+            host: "h".into(),
+            version: "v".into(),
+            slots: 4,
+            heartbeat_ms: 60_000,
+            started_at: 0,
+            last_beat: 0,
+            age_ms,
+        };
+        let version = |dag: &str, hash: &str, nodes: &[&str]| DagVersionRow {
+            dag: dag.into(),
+            hash: hash.into(),
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        };
+        r.publish(
+            vec![row("a", 0), row("b", 0), row("c", 0), row("dead", 999_999)],
+            Published {
+                dag_versions: vec![
+                    version("etl", "h1", &["a", "b", "dead"]),
+                    version("etl", "h2", &["c"]),
+                    version("report", "h3", &["a", "b", "c"]),
+                ],
+                ..Published::default()
+            },
+        );
+        let v = r.versions().unwrap();
+        let etl = v.of("etl", Some("h1"));
+        assert_eq!(etl.agree, 2);
+        assert_eq!(
+            etl.differ,
+            vec![NodeVersion {
+                node: "c".into(),
+                hash: Some("h2".into())
+            }]
+        );
+        assert_eq!(etl.describe(), "c has h2 (this node h1)");
+        let report = v.of("report", Some("h3"));
+        assert!(report.agrees() && report.agree == 3, "{report:?}");
+        assert_eq!(report.summary(), "3 nodes agree");
+        let only_here = v.of("new", Some("h4"));
+        assert_eq!(only_here.summary(), "DIFFERS");
+        assert_eq!(only_here.describe(), "b lacks it; c lacks it");
     }
 }

@@ -18,6 +18,9 @@ pub struct DagEntry {
     /// The current file's error, if it is broken.
     pub error: Option<FileError>,
     pub hash: String,
+    /// `spec`'s definition hash (`store::specs::definition_hash`): what
+    /// the nodes of a cluster compare.
+    pub version: Option<String>,
 }
 
 /// Every job file below `dir` that is not ignored (SPEC §2): regular files
@@ -97,6 +100,7 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
                 file: PathBuf::from(&d.spec.file),
                 error: None,
                 hash: String::new(),
+                version: None,
             });
             entry.error = Some(e.clone());
             continue;
@@ -106,9 +110,11 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
             file: PathBuf::from(&d.spec.file),
             error: None,
             hash: String::new(),
+            version: None,
         });
         entry.error = None;
         if entry.hash != hash {
+            entry.version = Some(crate::store::specs::definition_hash(&d.spec));
             entry.spec = Some(Arc::new(d.spec));
             entry.hash = hash;
         }
@@ -119,6 +125,7 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
             file: path,
             error: None,
             hash: String::new(),
+            version: None,
         });
         entry.error = Some(e);
     }

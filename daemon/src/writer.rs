@@ -58,6 +58,8 @@ pub struct Step {
     pub trigger_queues: Vec<(String, Vec<crate::engine::Trigger>)>,
     pub dag_defs: Vec<Arc<DagSpec>>,
     pub removed_defs: Vec<String>,
+    /// `dag_defs` is every DAG of the jobs folder (`Commit::defs_complete`).
+    pub defs_complete: bool,
     /// Runs whose progress changed (notified, not stored).
     pub progress: Vec<u64>,
     /// Answers to send once written.
@@ -73,7 +75,7 @@ pub struct Step {
 
 impl Step {
     fn has_definitions(&self) -> bool {
-        !self.dag_defs.is_empty() || !self.removed_defs.is_empty()
+        !self.dag_defs.is_empty() || !self.removed_defs.is_empty() || self.defs_complete
     }
 }
 
@@ -212,6 +214,7 @@ fn merge(steps: &[Step]) -> Commit<'_> {
         c.dag_defs
             .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
         c.removed_defs.extend(s.removed_defs.iter().cloned());
+        c.defs_complete |= s.defs_complete;
     }
     c
 }

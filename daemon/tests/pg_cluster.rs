@@ -1,7 +1,8 @@
 //! The node registry (SPEC §9): two real axd on one PostgreSQL database
 //! see each other in `status`; one killed with SIGKILL is shown dead once
 //! its heartbeat is older than 1.5 × the interval, comes back alive under
-//! the same id when restarted, and leaves the registry on a clean stop.
+//! the same id when restarted, and leaves the registry on a clean stop;
+//! each node's running attempts are counted.
 //! Without a server the test says `skipped: …` and passes, unless
 //! `AX_REQUIRE_PG=1`.
 
@@ -94,6 +95,40 @@ async fn two_nodes_see_each_other_and_a_killed_one_is_shown_dead() {
     assert_eq!(b.term(), Some(0));
     let nodes = wait_nodes(&mut ca, "B gone", |n| n.len() == 1).await;
     assert_eq!(nodes[0].id, id_a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_node_shows_the_attempts_running_on_it() {
+    let Some(db) = TestDb::create("pg_cluster_running") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
+        db.url
+    );
+    let a = Daemon::start_with(&config, &[]);
+    let b = Daemon::start_with(&config, &[]);
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let idle = |n: &[NodeView]| n.len() == 2 && n.iter().all(|n| n.alive && n.running == Some(0));
+    wait_nodes(&mut cb, "both alive and idle", idle).await;
+    let ids = submit(&mut ca, json!({"command": "sleep 3", "name": "busy"})).await;
+    let run = wait_run(&mut ca, ids[0], 20, |r| {
+        r.state.as_str() == "running" && r.attempts.first().is_some_and(|a| a.node.is_some())
+    })
+    .await;
+    let on = run.attempts[0].node.clone().unwrap();
+    // Seen through either node, whichever ran it.
+    for c in [&mut ca, &mut cb] {
+        wait_nodes(c, "one attempt running on its node", |n| {
+            n.len() == 2
+                && n.iter()
+                    .all(|n| n.running == Some(if n.id == on { 1 } else { 0 }))
+        })
+        .await;
+    }
+    wait_state(&mut ca, ids[0], "success", 20).await;
+    wait_nodes(&mut ca, "idle again", idle).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -141,6 +141,10 @@ pub struct NodeView {
     /// The node that answered this `status`.
     #[serde(default)]
     pub this: bool,
+    /// Attempts running on that node (started, not finished), as the
+    /// answering node's last heartbeat read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<u32>,
 }
 
 /// The `axd.toml` values in force (durations as written in the file:
@@ -184,6 +188,74 @@ pub struct DagView {
     /// Job id → its deps, for drawing.
     #[serde(default)]
     pub deps: BTreeMap<String, Vec<String>>,
+    /// Whether the alive nodes of a cluster hold this version of the DAG
+    /// (SPEC §9); absent on a single node (SQLite) and before the node's
+    /// first heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<DagVersions>,
+}
+
+/// How a DAG's definition on the node answering compares with the one
+/// each other alive node of the cluster has loaded from its own jobs
+/// folder. A version is the content hash of the definition without its
+/// file path (nodes may keep the folder in different places).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DagVersions {
+    /// This node's version; absent while its file never parsed.
+    pub hash: Option<String>,
+    /// Alive nodes with the same version, this one included.
+    pub agree: u32,
+    /// Alive nodes with another version, or none, by node id.
+    #[serde(default)]
+    pub differ: Vec<NodeVersion>,
+}
+
+/// What another node has loaded of a DAG.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeVersion {
+    pub node: String,
+    /// Absent: that node has no such DAG.
+    pub hash: Option<String>,
+}
+
+impl DagVersions {
+    /// How many hex digits of a version are shown.
+    pub const SHORT: usize = 8;
+
+    pub fn agrees(&self) -> bool {
+        self.differ.is_empty()
+    }
+
+    /// `3 nodes agree`, `1 node`, or `DIFFERS`.
+    pub fn summary(&self) -> String {
+        match (self.agrees(), self.agree) {
+            (false, _) => "DIFFERS".into(),
+            (true, 1) => "1 node".into(),
+            (true, n) => format!("{n} nodes agree"),
+        }
+    }
+
+    /// The differences in words: `node-b has 0123abcd (this node
+    /// 89abcdef); node-c lacks it`; empty when the nodes agree.
+    pub fn describe(&self) -> String {
+        let short = |h: &Option<String>| match h {
+            Some(h) => h.chars().take(Self::SHORT).collect::<String>(),
+            None => "none".into(),
+        };
+        self.differ
+            .iter()
+            .map(|d| match &d.hash {
+                Some(_) => format!(
+                    "{} has {} (this node {})",
+                    d.node,
+                    short(&d.hash),
+                    short(&self.hash)
+                ),
+                None => format!("{} lacks it", d.node),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -38,6 +38,7 @@ fn dag(name: &str) -> DagView {
         ]
         .into_iter()
         .collect(),
+        versions: None,
     }
 }
 

@@ -161,10 +161,11 @@ impl Scheduler {
     fn list_dags(&mut self) -> Result<Vec<DagView>, RpcError> {
         let last = self.store.last_dag_run_states().map_err(store_err)?;
         let active = self.active_since();
+        let versions = self.nodes.as_ref().and_then(|n| n.versions());
         Ok(self
             .registry
             .iter()
-            .map(|(n, e)| self.dag_view(n, e, &last, &active))
+            .map(|(n, e)| self.dag_view(n, e, &last, &active, versions.as_ref()))
             .collect())
     }
 
@@ -174,7 +175,14 @@ impl Scheduler {
             .registry
             .get(&p.name)
             .ok_or_else(|| not_found(format!("DAG {:?}", p.name)))?;
-        Ok(self.dag_view(&p.name, entry, &last, &self.active_since()))
+        let versions = self.nodes.as_ref().and_then(|n| n.versions());
+        Ok(self.dag_view(
+            &p.name,
+            entry,
+            &last,
+            &self.active_since(),
+            versions.as_ref(),
+        ))
     }
 
     /// Starts a DAG run and names what it created.

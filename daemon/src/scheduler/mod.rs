@@ -548,6 +548,7 @@ impl Scheduler {
             paused: defs.paused,
             dag_defs: defs.dag_defs,
             removed_defs: defs.removed,
+            defs_complete: defs.complete,
             progress,
             replies,
             status: announce.then(|| self.status(now)),

@@ -29,11 +29,18 @@ pub struct PendingDefs {
     pub dag_defs: Vec<Arc<DagSpec>>,
     pub removed: Vec<String>,
     pub paused: Vec<(String, bool)>,
+    /// `dag_defs` is every DAG this node defines (a scan defining all):
+    /// in a cluster, the node's record of loaded versions is replaced
+    /// by it rather than updated.
+    pub complete: bool,
 }
 
 impl PendingDefs {
     pub fn is_empty(&self) -> bool {
-        self.dag_defs.is_empty() && self.removed.is_empty() && self.paused.is_empty()
+        self.dag_defs.is_empty()
+            && self.removed.is_empty()
+            && self.paused.is_empty()
+            && !self.complete
     }
 }
 
@@ -52,6 +59,7 @@ impl DagRegistry {
                 spec.name.clone(),
                 DagEntry {
                     file: PathBuf::from(&spec.file),
+                    version: Some(crate::store::specs::definition_hash(&spec)),
                     spec: Some(Arc::new(spec)),
                     error: None,
                     hash: String::new(),
@@ -83,13 +91,24 @@ impl DagRegistry {
                 tracing::warn!(dag = %name, "job file error: {e}");
             }
             let changed = before.get(name) != Some(&entry.hash);
-            if changed && let Some(spec) = &entry.spec {
+            let all = matches!(define, Define::All { .. });
+            if changed && entry.spec.is_some() {
                 tracing::info!(dag = %name, file = %entry.file.display(), "DAG loaded");
+            }
+            // Defining all writes all: a node's record of what it loaded
+            // (a cluster) is then whole, a broken file's last good
+            // version included.
+            if (changed || all)
+                && let Some(spec) = &entry.spec
+            {
                 self.pending.dag_defs.push(spec.clone());
             }
-            if changed || matches!(define, Define::All { .. }) {
+            if changed || all {
                 to_define.extend(entry.spec.clone());
             }
+        }
+        if matches!(define, Define::All { .. }) {
+            self.pending.complete = true;
         }
         let mut effects = Vec::new();
         for spec in to_define {

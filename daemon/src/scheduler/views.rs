@@ -197,6 +197,7 @@ impl Scheduler {
         entry: &DagEntry,
         last: &HashMap<String, String>,
         active: &HashMap<Arc<str>, Millis>,
+        versions: Option<&crate::cluster::Versions>,
     ) -> DagView {
         let last_run_state = last.get(name).and_then(|s| DagRunState::parse(s));
         // An active DAG run shows when it started; an ended one when it
@@ -231,6 +232,7 @@ impl Scheduler {
                         .collect()
                 })
                 .unwrap_or_default(),
+            versions: versions.map(|v| v.of(name, entry.version.as_deref())),
         }
     }
 

@@ -153,6 +153,9 @@ pub struct Commit<'a> {
     pub trigger_queues: Vec<(String, Vec<Trigger>)>,
     pub dag_defs: Vec<(&'a DagSpec, String)>,
     pub removed_defs: Vec<String>,
+    /// `dag_defs` is every DAG the node defines: in a cluster its record
+    /// of loaded versions (`node_dags`) is replaced, not updated.
+    pub defs_complete: bool,
 }
 
 impl Commit<'_> {
@@ -165,6 +168,7 @@ impl Commit<'_> {
             && self.trigger_queues.is_empty()
             && self.dag_defs.is_empty()
             && self.removed_defs.is_empty()
+            && !self.defs_complete
     }
 }
 

@@ -91,7 +91,35 @@ pub fn def_text(def: &DagSpec) -> Result<(String, String), StoreError> {
     Ok((content_hash(&text), text))
 }
 
+/// A DAG definition's version as the nodes of a cluster compare it: the
+/// content hash of its JSON without `file`, since nodes may keep the same
+/// jobs folder in different places.
+pub fn definition_hash(def: &DagSpec) -> String {
+    let mut value = serde_json::to_value(def).unwrap_or_default();
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("file");
+    }
+    content_hash(&value.to_string())
+}
+
 /// Parses a stored spec.
 pub fn parse_spec(text: &str, what: &str) -> Result<DagSpec, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definition_hash_ignores_where_the_file_is() {
+        let mut a = DagSpec::adhoc("etl", vec![]);
+        a.file = "/srv/a/jobs/etl.toml".into();
+        let mut b = a.clone();
+        b.file = "/srv/b/jobs/etl.toml".into();
+        assert_eq!(definition_hash(&a), definition_hash(&b));
+        assert_ne!(def_text(&a).unwrap().0, def_text(&b).unwrap().0);
+        b.schedule = Some("0 3 * * *".into());
+        assert_ne!(definition_hash(&a), definition_hash(&b));
+    }
 }

@@ -87,7 +87,7 @@ enum Command {
         #[arg(short = 'f', long)]
         follow: bool,
     },
-    /// DAGs: schedule, next fire, last run state, load error.
+    /// DAGs: schedule, next fire, last run state, load error; in a cluster, whether the nodes hold the same version.
     Dags,
     /// The DAG drawn as text; with --run, each node's state.
     Dag {

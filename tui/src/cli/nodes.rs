@@ -1,9 +1,21 @@
-//! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store).
+//! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store),
+//! and `ax dags`'s lines for DAGs whose nodes hold different versions.
 
-use ax_shared::api::NodeView;
+use ax_shared::api::{DagView, NodeView};
+
+/// One line per DAG the alive nodes disagree on: `etl: DIFFERS: node-b
+/// has 0123abcd (this node 89abcdef); node-c lacks it`.
+pub fn differences(dags: &[DagView]) -> Vec<String> {
+    dags.iter()
+        .filter_map(|d| {
+            let v = d.versions.as_ref()?;
+            (!v.agrees()).then(|| format!("{}: DIFFERS: {}", d.name, v.describe()))
+        })
+        .collect()
+}
 
 /// One line per node: id, host, alive or DEAD with its heartbeat's age,
-/// slots, version, start, and which node answered.
+/// slots, attempts running there, version, start, and which node answered.
 pub fn lines(nodes: &[NodeView]) -> Vec<String> {
     let mut out = vec![format!(
         "nodes: {} alive of {}",
@@ -12,13 +24,16 @@ pub fn lines(nodes: &[NodeView]) -> Vec<String> {
     )];
     for n in nodes {
         out.push(format!(
-            "  {:<24} {:<16} {:<5} beat {:.1}s ago (every {:.1}s)  slots {}  v{}  since {}{}",
+            "  {:<24} {:<16} {:<5} beat {:.1}s ago (every {:.1}s)  slots {}{}  v{}  since {}{}",
             n.id,
             n.host,
             if n.alive { "alive" } else { "DEAD" },
             n.beat_age_ms as f64 / 1000.0,
             n.heartbeat_ms as f64 / 1000.0,
             n.slots,
+            n.running
+                .map(|r| format!("  running {r}"))
+                .unwrap_or_default(),
             n.version,
             n.started_at,
             if n.this { "  (this node)" } else { "" }
@@ -30,6 +45,40 @@ pub fn lines(nodes: &[NodeView]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ax_shared::api::{DagVersions, NodeVersion};
+
+    #[test]
+    fn dags_whose_nodes_differ_are_named_with_the_nodes() {
+        let dag = |name: &str, differ: Vec<NodeVersion>| DagView {
+            name: name.into(),
+            versions: Some(DagVersions {
+                hash: Some("89abcdef01234567".into()),
+                agree: 3 - differ.len() as u32,
+                differ,
+            }),
+            ..DagView::default()
+        };
+        let lines = differences(&[
+            dag("report", vec![]),
+            dag(
+                "etl",
+                vec![
+                    NodeVersion {
+                        node: "node-b".into(),
+                        hash: Some("0123abcd99999999".into()),
+                    },
+                    NodeVersion {
+                        node: "node-c".into(),
+                        hash: None,
+                    },
+                ],
+            ),
+        ]);
+        assert_eq!(
+            lines,
+            ["etl: DIFFERS: node-b has 0123abcd (this node 89abcdef); node-c lacks it"]
+        );
+    }
 
     #[test]
     fn dead_nodes_stand_out() {
@@ -42,9 +91,12 @@ mod tests {
             beat_age_ms: if alive { 400 } else { 9000 },
             alive,
             this,
+            running: alive.then_some(3),
             ..NodeView::default()
         };
         let l = lines(&[node("a", true, true), node("b", false, false)]);
+        assert!(l[1].contains("slots 8  running 3  v0.1.0"), "{}", l[1]);
+        assert!(l[2].contains("slots 8  v0.1.0"), "{}", l[2]);
         assert_eq!(l[0], "nodes: 1 alive of 2");
         assert!(
             l[1].contains("alive beat 0.4s ago") && l[1].ends_with("(this node)"),

@@ -390,15 +390,32 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &dags));
             }
+            // In a cluster, whether the alive nodes hold the same version.
+            let cluster = dags.iter().any(|d| d.versions.is_some());
+            let nodes_of = |d: &ax_shared::api::DagView| match (&d.versions, cluster) {
+                (_, false) => String::new(),
+                (Some(v), true) => format!("{:<16} ", v.summary()),
+                (None, true) => format!("{:<16} ", "-"),
+            };
             let _ = writeln!(
                 o.out,
-                "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} ERROR",
-                "DAG", "SCHEDULE", "NEXT FIRE", "PAUSED", "LAST RUN", "AT"
+                "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}ERROR",
+                "DAG",
+                "SCHEDULE",
+                "NEXT FIRE",
+                "PAUSED",
+                "LAST RUN",
+                "AT",
+                if cluster {
+                    format!("{:<16} ", "NODES")
+                } else {
+                    String::new()
+                }
             );
             for d in &dags {
                 let _ = writeln!(
                     o.out,
-                    "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}",
+                    "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}{}",
                     truncate(&d.name, 24),
                     d.schedule.as_deref().unwrap_or("-"),
                     d.next_fire.map_or("-".into(), |t| {
@@ -408,8 +425,12 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     if d.paused { "yes" } else { "no" },
                     d.last_run_state.map_or("-", |s| s.as_str()),
                     d.last_run_at.map_or("-".into(), |t| t.to_string()),
+                    nodes_of(d),
                     d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
                 );
+            }
+            for line in super::nodes::differences(&dags) {
+                let _ = writeln!(o.out, "{line}");
             }
             Ok(exit::OK)
         }

@@ -10,10 +10,18 @@ pub enum View {
     Dags,
     Pools,
     Events,
+    /// The nodes of a cluster (a PostgreSQL store).
+    Nodes,
 }
 
 impl View {
-    pub const ALL: [View; 4] = [View::Runs, View::Dags, View::Pools, View::Events];
+    pub const ALL: [View; 5] = [
+        View::Runs,
+        View::Dags,
+        View::Pools,
+        View::Events,
+        View::Nodes,
+    ];
 
     /// The name typed after `:`.
     pub fn name(self) -> &'static str {
@@ -22,6 +30,7 @@ impl View {
             View::Dags => "dags",
             View::Pools => "pools",
             View::Events => "events",
+            View::Nodes => "nodes",
         }
     }
 

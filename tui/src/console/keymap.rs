@@ -159,7 +159,7 @@ pub const KEYMAP: &[Binding] = &[
         label: ":",
         action: Action::StartCommand,
         scope: Scope::Lists,
-        help: "command line: :runs :dags :pools :events (Tab completes)",
+        help: "views: :runs :dags :pools :events :nodes (Tab completes)",
         footer: "view",
     },
     Binding {

@@ -8,7 +8,7 @@ use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, ListDags, ListRuns, Logs,
-    Pause, Resume, Retry, StateFilter, Subscribe, Trigger,
+    Pause, Resume, Retry, StateFilter, Status, Subscribe, Trigger,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
@@ -102,6 +102,7 @@ fn coalesce(batch: Vec<Command>) -> Vec<Command> {
                     | (Command::FetchDetail(_), Command::FetchDetail(_))
                     | (Command::FetchDagRun(_), Command::FetchDagRun(_))
                     | (Command::FetchDags, Command::FetchDags)
+                    | (Command::FetchStatus, Command::FetchStatus)
                     | (Command::FetchEvents(_), Command::FetchEvents(_))
                     | (Command::FetchLogTail(_), Command::FetchLogTail(_))
             )
@@ -285,6 +286,10 @@ async fn execute(
         Command::FetchDags => {
             let dags = c.request(ListDags).await?;
             send(events, DaemonEvent::Dags(dags));
+        }
+        Command::FetchStatus => {
+            let status = c.request(Status).await?;
+            send(events, DaemonEvent::Status(Box::new(status)));
         }
         Command::FetchEvents(q) => {
             let list = c

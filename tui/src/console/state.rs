@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use ax_shared::RunState;
-use ax_shared::api::{DagRunView, DagView, EventView, RunView, StatusView};
+use ax_shared::api::{DagRunView, DagView, EventView, NodeView, RunView, StatusView};
 use chrono::{DateTime, FixedOffset, Utc};
 
 pub use super::action::{Action, CancelTarget, Mode, View};
@@ -82,6 +82,8 @@ pub enum Command {
     FetchLatestDagRun(String),
     FetchDags,
     FetchEvents(EventQuery),
+    /// The daemon's status now (the nodes view's heartbeat ages).
+    FetchStatus,
     Cancel(u64),
     CancelDagRun(u64),
     Retry(u64),
@@ -195,7 +197,7 @@ pub struct App {
     pub view: View,
     pub tab: usize,
     /// The text filter of each view, by `View::index`.
-    pub filters: [String; 4],
+    pub filters: [String; View::ALL.len()],
     /// The runs view shows one DAG's runs only (Enter in the DAGs view).
     pub runs_dag: Option<String>,
     pub runs: Vec<RunView>,
@@ -203,6 +205,7 @@ pub struct App {
     pub dags: Vec<DagView>,
     pub dag_selected: usize,
     pub pool_selected: usize,
+    pub node_selected: usize,
     pub events: Vec<EventView>,
     pub event_selected: usize,
     /// The DAG lists or the events are out of date (refetched on the next
@@ -251,6 +254,7 @@ impl App {
             dags: Vec::new(),
             dag_selected: 0,
             pool_selected: 0,
+            node_selected: 0,
             events: Vec::new(),
             event_selected: 0,
             stale: false,
@@ -293,6 +297,24 @@ impl App {
         self.shown_dags().get(self.dag_selected).copied()
     }
 
+    /// The nodes the nodes view lists (its filter applied to id and
+    /// host); empty without a cluster.
+    pub fn shown_nodes(&self) -> Vec<&NodeView> {
+        let f = self.filters[View::Nodes.index()].to_lowercase();
+        let Some(cluster) = self.status.as_ref().and_then(|s| s.cluster.as_ref()) else {
+            return vec![];
+        };
+        cluster
+            .nodes
+            .iter()
+            .filter(|n| {
+                f.is_empty()
+                    || n.id.to_lowercase().contains(&f)
+                    || n.host.to_lowercase().contains(&f)
+            })
+            .collect()
+    }
+
     /// The events the events view lists (newest first).
     pub fn shown_events(&self) -> Vec<&EventView> {
         let q = self.event_query();
@@ -330,13 +352,15 @@ impl App {
     }
 
     /// What the list in front needs from the daemon (pools come with
-    /// every status).
+    /// every status; nodes too, but heartbeats age while nothing changes,
+    /// so the nodes view asks for the status itself).
     pub(super) fn view_commands(&self) -> Vec<Command> {
         match self.view {
             View::Runs => vec![self.window_command()],
             View::Dags => vec![Command::FetchDags],
             View::Events => vec![Command::FetchEvents(self.event_query())],
             View::Pools => vec![],
+            View::Nodes => vec![Command::FetchStatus],
         }
     }
 
@@ -400,6 +424,9 @@ impl App {
             }
             DaemonEvent::Status(s) => {
                 self.set_status(*s);
+                self.node_selected = self
+                    .node_selected
+                    .min(self.shown_nodes().len().saturating_sub(1));
                 vec![]
             }
             DaemonEvent::Window(runs) => {
@@ -510,6 +537,11 @@ impl App {
         }
         if self.stale && matches!(self.view, View::Dags | View::Events) {
             self.stale = false;
+            return self.view_commands();
+        }
+        // Once a second: a node's heartbeat age and liveness change with
+        // no change notification.
+        if self.view == View::Nodes && self.mode != Mode::Dag && self.mode != Mode::Log {
             return self.view_commands();
         }
         vec![]

@@ -93,6 +93,7 @@ pub fn render(f: &mut Frame, app: &App) {
             View::Dags => views::dags::render(f, app, body),
             View::Pools => views::pools::render(f, app, body),
             View::Events => views::events::render(f, app, body),
+            View::Nodes => views::nodes::render(f, app, body),
         },
     }
     render_status(f, app, status);

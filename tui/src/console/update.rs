@@ -63,7 +63,7 @@ impl App {
             },
             [] => {
                 self.say(
-                    format!("unknown command :{typed} (try :runs :dags :pools :events)"),
+                    format!("unknown command :{typed} (try :runs :dags :pools :events :nodes)"),
                     true,
                 );
                 vec![]
@@ -107,6 +107,10 @@ impl App {
                 self.event_selected = clamp(self.event_selected, self.shown_events().len());
                 vec![]
             }
+            View::Nodes => {
+                self.node_selected = clamp(self.node_selected, self.shown_nodes().len());
+                vec![]
+            }
         }
     }
 
@@ -116,6 +120,7 @@ impl App {
             View::Dags => self.dag_selected = 0,
             View::Pools => self.pool_selected = 0,
             View::Events => self.event_selected = 0,
+            View::Nodes => self.node_selected = 0,
         }
         self.view_commands()
     }

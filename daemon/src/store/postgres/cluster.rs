@@ -477,11 +477,14 @@ impl PgStore {
 }
 
 /// The unfinished DAG runs of `nodes` lose their owner, and every node's
-/// claimer is woken.
+/// claimer is woken. Their record of loaded DAG versions goes too: a node
+/// that comes back writes it anew from its jobs folder at start-up.
 async fn hand_back(
     tx: &deadpool_postgres::Transaction<'_>,
     nodes: &[String],
 ) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM node_dags WHERE node = ANY($1)", &[&nodes])
+        .await?;
     let n = tx
         .execute(
             "UPDATE dag_runs SET owner = NULL WHERE owner = ANY($1) AND state = 'active'",

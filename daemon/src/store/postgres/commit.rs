@@ -16,7 +16,7 @@ use futures_util::future::try_join_all;
 use tokio_postgres::types::ToSql;
 
 use super::{PgStore, text};
-use crate::store::specs::{SpecHashes, def_text};
+use crate::store::specs::{SpecHashes, def_text, definition_hash};
 use crate::store::{
     Commit, StoreError, attempts_to_write, dag_run_state_str, delay_str, state_str,
 };
@@ -27,6 +27,13 @@ const DEFS: &str = "INSERT INTO dag_defs (name, file, hash, loaded_at)
      SELECT n, f, h, $4 FROM UNNEST($1::text[], $2::text[], $3::text[]) AS t(n, f, h)
      ON CONFLICT (name) DO UPDATE SET file = excluded.file, hash = excluded.hash, loaded_at = excluded.loaded_at";
 const REMOVE_DEFS: &str = "DELETE FROM dag_defs WHERE name = ANY($1)";
+/// What node `$1` has loaded: each DAG's definition hash.
+const NODE_DAGS: &str = "INSERT INTO node_dags (node, dag, hash, loaded_at)
+     SELECT $1, d, h, $4 FROM UNNEST($2::text[], $3::text[]) AS t(d, h)
+     ON CONFLICT (node, dag) DO UPDATE SET hash = excluded.hash, loaded_at = excluded.loaded_at";
+const REMOVE_NODE_DAGS: &str = "DELETE FROM node_dags WHERE node = $1 AND dag = ANY($2)";
+/// Node `$1` defines exactly the DAGs `$2`: its other rows go.
+const ONLY_NODE_DAGS: &str = "DELETE FROM node_dags WHERE node = $1 AND NOT (dag = ANY($2))";
 /// A new DAG run is owned by the node writing it (`$9`), or by none when
 /// offered; the owner is never changed by a later write of the row.
 const DAG_RUNS: &str = "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at, owner, priority)
@@ -143,6 +150,10 @@ struct Rows {
     def_name: Vec<String>,
     def_file: Vec<String>,
     def_hash: Vec<String>,
+    /// Each of `def_name`'s definition hash (`specs::definition_hash`).
+    def_version: Vec<String>,
+    /// `def_name` is every DAG the node defines.
+    defs_complete: bool,
     loaded_at: i64,
     removed_defs: Vec<String>,
     dag_runs: DagRunRows,
@@ -196,9 +207,11 @@ impl Rows {
                 rows.def_name.push(def.name.clone());
                 rows.def_file.push(def.file.clone());
                 rows.def_hash.push(hash);
+                rows.def_version.push(definition_hash(def));
             }
         }
         rows.removed_defs = c.removed_defs.clone();
+        rows.defs_complete = c.defs_complete;
         rows.loaded_at = crate::time::now_ms();
         let d = &mut rows.dag_runs;
         for r in last_of_each(c.dag_runs.iter(), |r| r.id) {
@@ -310,6 +323,22 @@ impl Rows {
         }
         if !self.removed_defs.is_empty() {
             out.push((REMOVE_DEFS, vec![&self.removed_defs]));
+        }
+        // What this node loaded, in a cluster (a registered node); the
+        // statements touch disjoint rows, so their order does not matter.
+        if let Some(node) = &self.node {
+            if !self.def_name.is_empty() {
+                out.push((
+                    NODE_DAGS,
+                    vec![node, &self.def_name, &self.def_version, &self.loaded_at],
+                ));
+            }
+            if !self.removed_defs.is_empty() {
+                out.push((REMOVE_NODE_DAGS, vec![node, &self.removed_defs]));
+            }
+            if self.defs_complete {
+                out.push((ONLY_NODE_DAGS, vec![node, &self.def_name]));
+            }
         }
         let d = &self.dag_runs;
         if !d.id.is_empty() {

@@ -39,7 +39,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
-pub use nodes::{Beat, NodeInfo, NodeRow};
+pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
 
 use super::specs::SpecHashes;
 use super::{StoreError, error_chain, parse_state};

@@ -40,12 +40,24 @@ pub struct Beat {
     pub paused: Vec<String>,
     /// Runs running per pool, on every node.
     pub pool_running: Vec<(String, u32)>,
+    /// The versions of each DAG the nodes have loaded (`node_dags`).
+    pub dag_versions: Vec<DagVersionRow>,
+    /// Attempts running per node (nodes with none are absent).
+    pub node_running: Vec<(String, u32)>,
+}
+
+/// The nodes (by id, sorted) that have loaded version `hash` of `dag`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DagVersionRow {
+    pub dag: String,
+    pub hash: String,
+    pub nodes: Vec<String>,
 }
 
 impl PgStore {
     /// Writes this node's beat (the first of a life also sets
-    /// `started_at`) and reads every node and the paused DAGs back, in one
-    /// transaction.
+    /// `started_at`) and reads every node, the paused DAGs, the running
+    /// counts and the nodes' DAG versions back, in one transaction.
     pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Beat, StoreError> {
         let upsert = format!(
             "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
@@ -100,6 +112,39 @@ impl PgStore {
             for r in tx.query(&statement, &[]).await? {
                 pool_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
             }
+            // From the running runs (an index), not a scan of every
+            // attempt: an unfinished attempt belongs to a running run.
+            let statement = tx
+                .prepare_cached(
+                    "SELECT a.node, count(*) FROM runs r
+                     JOIN attempts a ON a.run = r.id AND a.finished_at IS NULL
+                     WHERE r.state = 'running' AND a.node IS NOT NULL GROUP BY a.node",
+                )
+                .await?;
+            let mut node_running = Vec::new();
+            for r in tx.query(&statement, &[]).await? {
+                node_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
+            }
+            // One row per DAG and version, not per node: a cluster that
+            // agrees costs one row per DAG.
+            let statement = tx
+                .prepare_cached(
+                    "SELECT dag, hash, array_agg(node ORDER BY node) FROM node_dags
+                     GROUP BY dag, hash ORDER BY dag, hash",
+                )
+                .await?;
+            let dag_versions = tx
+                .query(&statement, &[])
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok(DagVersionRow {
+                        dag: r.try_get(0)?,
+                        hash: r.try_get(1)?,
+                        nodes: r.try_get(2)?,
+                    })
+                })
+                .collect::<Result<_, tokio_postgres::Error>>()?;
             tx.commit().await?;
             let nodes = rows
                 .iter()
@@ -120,6 +165,8 @@ impl PgStore {
                 nodes,
                 paused,
                 pool_running,
+                dag_versions,
+                node_running,
             })
         })
     }

@@ -81,6 +81,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE pool_slots (pool TEXT NOT NULL, slot BIGINT NOT NULL, node TEXT, PRIMARY KEY (pool, slot));
     CREATE INDEX pool_slots_node ON pool_slots(node) WHERE node IS NOT NULL;
     "#,
+    // 8: the version (definition hash, without the file's path) of each
+    // DAG each node has loaded from its own jobs folder, written with
+    // the node's `dag_defs` rows; a dead or departed node's rows go with
+    // its DAG runs
+    r#"
+    CREATE TABLE node_dags (
+        node TEXT NOT NULL, dag TEXT NOT NULL, hash TEXT NOT NULL, loaded_at BIGINT NOT NULL,
+        PRIMARY KEY (node, dag));
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

@@ -1,6 +1,7 @@
 //! The DAGs view: every DAG of the jobs folder with its schedule, next
-//! fire (local time), paused state, last DAG run and its file's error; the
-//! selected DAG's file and whole error below.
+//! fire (local time), paused state, last DAG run, in a cluster whether
+//! the alive nodes hold the same version, and its file's error; the
+//! selected DAG's file, the nodes that differ and the whole error below.
 
 use ax_shared::api::{DagRunState, DagView};
 use ax_shared::time::elapsed_coarse;
@@ -108,7 +109,9 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
         ),
         middle,
     );
-    let cols = [
+    // In a cluster, a column says whether the alive nodes agree.
+    let cluster = app.dags.iter().any(|d| d.versions.is_some());
+    let mut cols = vec![
         col("NAME", Kind::Name),
         col("SCHEDULE", Kind::Optional(2)),
         col("NEXT FIRE", Kind::Optional(1)),
@@ -117,15 +120,18 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
         col("JOBS", Kind::Optional(3)),
         col("ERROR", Kind::Rest),
     ];
+    if cluster {
+        cols.insert(5, col("NODES", Kind::Fixed));
+    }
     let shown = app.shown_dags();
     let red = fg(app, Color::Red);
     let rows: Vec<Vec<Styled>> = shown
         .iter()
         .map(|d| {
-            vec![
+            let mut row = vec![
                 (
                     d.name.clone(),
-                    if d.error.is_some() {
+                    if d.error.is_some() || differs(d) {
                         red
                     } else {
                         Style::default()
@@ -147,14 +153,26 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
                     Some(e) => (format!("✗ {e}"), red),
                     None => plain(""),
                 },
-            ]
+            ];
+            if cluster {
+                row.insert(5, nodes_cell(app, d));
+            }
+            row
         })
         .collect();
     let errors = app.dags.iter().filter(|d| d.error.is_some()).count();
-    let title = if errors > 0 {
-        format!(" DAGs ({}, {errors} with errors) ", app.dags.len())
-    } else {
+    let differing = app.dags.iter().filter(|d| differs(d)).count();
+    let mut notes = Vec::new();
+    if errors > 0 {
+        notes.push(format!("{errors} with errors"));
+    }
+    if differing > 0 {
+        notes.push(format!("{differing} differ across nodes"));
+    }
+    let title = if notes.is_empty() {
         format!(" DAGs ({}) ", app.dags.len())
+    } else {
+        format!(" DAGs ({}, {}) ", app.dags.len(), notes.join(", "))
     };
     let selected = (!shown.is_empty()).then_some(app.dag_selected);
     list_table(
@@ -172,6 +190,20 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
     render_selected(f, app, bottom);
 }
 
+/// Whether the alive nodes of a cluster hold different versions of `d`.
+pub fn differs(d: &DagView) -> bool {
+    d.versions.as_ref().is_some_and(|v| !v.agrees())
+}
+
+/// `✓ 3 nodes agree`, or `≠ DIFFERS` in red.
+fn nodes_cell(app: &App, d: &DagView) -> Styled {
+    match &d.versions {
+        Some(v) if v.agrees() => (format!("✓ {}", v.summary()), Style::default()),
+        Some(v) => (format!("≠ {}", v.summary()), fg(app, Color::Red)),
+        None => plain("—"),
+    }
+}
+
 /// The selected DAG: its file, schedule and the whole error.
 fn render_selected(f: &mut Frame, app: &App, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(" DAG ");
@@ -182,23 +214,28 @@ fn render_selected(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     };
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled(
-                format!("{} ", d.name),
-                Style::default().add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(format!("· {}", d.file)),
-        ]),
-        Line::from(format!(
-            "schedule {} {} · next {} · {} · last run {}",
-            d.schedule.as_deref().unwrap_or("none"),
-            d.timezone.as_deref().unwrap_or(""),
-            next_fire(app, d),
-            if d.paused { "paused" } else { "not paused" },
-            last_run(app, d)
-        )),
-    ];
+    let mut lines = vec![Line::from(vec![
+        Span::styled(
+            format!("{} ", d.name),
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!("· {}", d.file)),
+    ])];
+    // Before the schedule: at 80 columns the panel's last lines are cut.
+    if let Some(v) = d.versions.as_ref().filter(|v| !v.agrees()) {
+        lines.push(Line::from(Span::styled(
+            format!("≠ nodes differ: {}", v.describe()),
+            fg(app, Color::Red),
+        )));
+    }
+    lines.extend([Line::from(format!(
+        "schedule {} {} · next {} · {} · last run {}",
+        d.schedule.as_deref().unwrap_or("none"),
+        d.timezone.as_deref().unwrap_or(""),
+        next_fire(app, d),
+        if d.paused { "paused" } else { "not paused" },
+        last_run(app, d)
+    ))]);
     match (&d.error, located(d)) {
         (Some(e), Some(text)) => lines.push(Line::from(Span::styled(
             format!("✗ {}: {text}", e.file),

@@ -1,9 +1,10 @@
-//! The body of each view: the four lists (runs, DAGs, pools, events) and
-//! the two sub-screens (DAG drawing, full log).
+//! The body of each view: the five lists (runs, DAGs, pools, events,
+//! nodes) and the two sub-screens (DAG drawing, full log).
 
 pub mod dags;
 pub mod events;
 pub mod graph;
+pub mod nodes;
 pub mod pools;
 pub mod runs;
 
