@@ -81,6 +81,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE pool_slots (pool TEXT NOT NULL, slot BIGINT NOT NULL, node TEXT, PRIMARY KEY (pool, slot));
     CREATE INDEX pool_slots_node ON pool_slots(node) WHERE node IS NOT NULL;
     "#,
+    // 8: attempt logs shipped by the node that ran them, readable through
+    // any node; `log_done` marks a log wholly shipped (its length in bytes)
+    r#"
+    CREATE TABLE log_chunks (
+        run BIGINT NOT NULL, attempt BIGINT NOT NULL, "offset" BIGINT NOT NULL, data BYTEA NOT NULL,
+        PRIMARY KEY (run, attempt, "offset"));
+    CREATE TABLE log_done (
+        run BIGINT NOT NULL, attempt BIGINT NOT NULL, bytes BIGINT NOT NULL, PRIMARY KEY (run, attempt));
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").
