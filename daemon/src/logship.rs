@@ -137,7 +137,10 @@ pub fn run(logs: PgLogs, log_dir: PathBuf, inbox: Inbox) {
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
+                // No notice can come any more: wait for the round rather
+                // than spin on the closed channel.
                 stopping.get_or_insert_with(Instant::now);
+                std::thread::sleep(next_round.saturating_duration_since(Instant::now()));
             }
         }
         let now = Instant::now();

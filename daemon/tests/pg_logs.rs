@@ -177,3 +177,68 @@ async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
     let done = format!("SELECT count(*) FROM log_done WHERE run = {run}");
     assert_eq!(db.query(&done).unwrap()[0][0], "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_log_and_a_silent_one_read_the_same_through_another_node() {
+    let Some(db) = TestDb::create("pg_logs_cap") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n[logs]\nmax_bytes = 2000\n",
+        db.url
+    );
+    let jobs = [
+        ("chatty.toml", "command = \"yes line | head -n 1000\"\n"),
+        ("silent.toml", "command = \"true\"\n"),
+    ];
+    let a = Daemon::start_with(&config, &jobs);
+    let b = Daemon::start_with(&config, &jobs);
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let chatty = trigger(&mut cb, "chatty").await[0];
+    let silent = trigger(&mut cb, "silent").await[0];
+    for run in [chatty, silent] {
+        let r = wait_state(&mut ca, run, "success", 20).await;
+        assert_eq!(r.attempts[0].node.as_deref(), Some(node_id(&b).as_str()));
+    }
+
+    // A follow through A from the start reads the capped log whole, as B
+    // wrote it, then eof.
+    let mut got = String::new();
+    let mut offset = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "no eof; got {got:?}");
+        let chunk = logs(
+            &mut ca,
+            json!({"run": chatty, "offset": offset, "follow": true}),
+        )
+        .await;
+        got.push_str(chunk["data"].as_str().unwrap());
+        offset = chunk["offset"].as_u64().unwrap();
+        if chunk["eof"] == true {
+            break;
+        }
+    }
+    let file = std::fs::read_to_string(b.path(&format!("state/logs/{chatty}.1.log"))).unwrap();
+    assert_eq!(got, file);
+    assert!(got.starts_with("line\nline\n"), "{got:.40}");
+    assert!(
+        got.contains("[ax] log reached logs.max_bytes (2000 bytes)") && got.len() < 2300,
+        "{got}"
+    );
+
+    // A silent attempt has no file; through A its log is empty and
+    // complete (eof at once, not after a wait).
+    let started = Instant::now();
+    let chunk = logs(&mut ca, json!({"run": silent, "follow": true})).await;
+    assert_eq!(
+        (chunk["data"].as_str(), chunk["eof"].as_bool()),
+        (Some(""), Some(true))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
