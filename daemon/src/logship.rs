@@ -243,7 +243,7 @@ impl Shipper {
             read.push((key, len, at_end));
         }
         if !chunks.is_empty() || !done.is_empty() {
-            if let Err(e) = self.logs.ship(&chunks, &done) {
+            if let Err(e) = self.logs.ship(chunks, &done) {
                 self.failures += 1;
                 if self.failures == 1 {
                     tracing::warn!("cannot ship job logs to the store (will retry): {e}");

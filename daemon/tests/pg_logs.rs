@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ax_daemon::store::postgres::{PgStore, PgUrl};
+use ax_daemon::store::postgres::{PgStore, PgUrl, ShippedChunk, ShippedDone};
 use ax_daemon::store::prune::Prune;
 use ax_shared::client::Client;
 use ax_testkit::pg::TestDb;
@@ -241,4 +241,61 @@ async fn a_capped_log_and_a_silent_one_read_the_same_through_another_node() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
+    let Some(db) = TestDb::create("pg_logs_store") else {
+        return;
+    };
+    let store = PgStore::open(&PgUrl::parse(&db.url).unwrap()).unwrap();
+    let logs = store.logs();
+    let chunk = |offset: u64, data: &str| ShippedChunk {
+        run: 7,
+        attempt: 1,
+        offset,
+        data: data.as_bytes().to_vec(),
+    };
+    let ship = |chunks: Vec<ShippedChunk>, done: Vec<ShippedDone>| {
+        let logs = logs.clone();
+        async move {
+            tokio::task::spawn_blocking(move || logs.ship(chunks, &done))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    ship(vec![chunk(0, "hello"), chunk(5, " world")], vec![]).await;
+    let r = logs.read(7, 1, 3, 4).await.unwrap();
+    assert_eq!(
+        (r.data.as_slice(), r.next, r.done),
+        (&b"lo w"[..], 7, false)
+    );
+    // A batch shipped twice (its commit's answer lost) changes nothing.
+    ship(vec![chunk(5, " world")], vec![]).await;
+    // A gap (a chunk whose predecessor is missing) is never read past.
+    ship(vec![chunk(20, "later")], vec![]).await;
+    let r = logs.read(7, 1, 0, 100).await.unwrap();
+    assert_eq!(
+        (r.data.as_slice(), r.next, r.done),
+        (&b"hello world"[..], 11, false)
+    );
+    assert_eq!(logs.len(7, 1).await.unwrap(), 25);
+
+    // Complete once marked, and only at its end.
+    let done = ShippedDone {
+        run: 7,
+        attempt: 1,
+        bytes: 11,
+    };
+    ship(vec![], vec![done]).await;
+    let r = logs.read(7, 1, 6, 100).await.unwrap();
+    assert_eq!((r.data.as_slice(), r.done), (&b"world"[..], true));
+    let r = logs.read(7, 1, 2, 3).await.unwrap();
+    assert_eq!((r.data.as_slice(), r.done), (&b"llo"[..], false));
+    let r = logs.read(7, 1, 11, 100).await.unwrap();
+    assert!(r.data.is_empty() && r.done);
+    // Another attempt of the same run is its own log.
+    let r = logs.read(7, 2, 0, 100).await.unwrap();
+    assert!(r.data.is_empty() && !r.done && r.finished_at.is_none());
 }

@@ -42,7 +42,7 @@ pub struct StoredRange {
     pub data: Vec<u8>,
     /// The offset after `data`.
     pub next: u64,
-    /// The log is complete (`log_done`).
+    /// The log is complete (`log_done`) and `next` is at its end.
     pub done: bool,
     /// When the attempt ended, as its `attempts` row says (ms); `None`
     /// while it runs.
@@ -69,13 +69,13 @@ impl PgStore {
 impl PgLogs {
     /// Writes `chunks` and then the `done` marks in one transaction.
     /// Idempotent: a batch whose commit was lost may be shipped again.
-    pub fn ship(&self, chunks: &[ShippedChunk], done: &[ShippedDone]) -> Result<(), StoreError> {
+    pub fn ship(&self, chunks: Vec<ShippedChunk>, done: &[ShippedDone]) -> Result<(), StoreError> {
         let (mut runs, mut attempts, mut offsets, mut data) = (vec![], vec![], vec![], vec![]);
         for c in chunks {
             runs.push(c.run as i64);
             attempts.push(i64::from(c.attempt));
             offsets.push(c.offset as i64);
-            data.push(c.data.clone());
+            data.push(c.data);
         }
         let (mut done_runs, mut done_attempts, mut done_bytes) = (vec![], vec![], vec![]);
         for d in done {
@@ -118,23 +118,48 @@ impl PgLogs {
         max: usize,
     ) -> Result<StoredRange, StoreError> {
         self.on_runtime(move |client| async move {
-            let (r, a, o) = (run as i64, i64::from(attempt), offset as i64);
-            let rows = client
-                .query(
-                    r#"SELECT "offset", data FROM log_chunks
-                       WHERE run = $1 AND attempt = $2
-                         AND "offset" + length(data) > $3 AND "offset" < $3 + $4
-                       ORDER BY "offset""#,
-                    &[&r, &a, &o, &(max as i64)],
+            // One statement, so one snapshot: a log read as complete has
+            // all its chunks in the same read (the mark is committed with
+            // or after the last chunk).
+            let statement = client
+                .prepare_cached(
+                    r#"SELECT (SELECT bytes FROM log_done WHERE run = $1 AND attempt = $2),
+                              (SELECT finished_at FROM attempts WHERE run = $1 AND n = $2),
+                              c."offset", c.data
+                       FROM (SELECT 1) AS one
+                       LEFT JOIN LATERAL (
+                         SELECT "offset", data FROM log_chunks
+                         WHERE run = $1 AND attempt = $2
+                           AND "offset" + length(data) > $3 AND "offset" < $3 + $4) AS c ON true
+                       ORDER BY c."offset""#,
                 )
                 .await?;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+                &(run as i64),
+                &i64::from(attempt),
+                &(offset as i64),
+                &(max as i64),
+            ];
+            let rows = client.query(&statement, &params).await?;
+            let mut range = StoredRange {
+                next: offset,
+                ..StoredRange::default()
+            };
             let mut data = Vec::new();
-            for row in rows {
-                let at: u64 = int(row.try_get(0)?, "log offset")?;
-                let bytes: &[u8] = row.try_get(1)?;
+            let mut complete_at: Option<i64> = None;
+            for row in &rows {
+                complete_at = row.try_get(0)?;
+                range.finished_at = row.try_get(1)?;
+                let (Some(at), Some(bytes)) = (
+                    row.try_get::<_, Option<i64>>(2)?,
+                    row.try_get::<_, Option<&[u8]>>(3)?,
+                ) else {
+                    continue;
+                };
+                let at: u64 = int(at, "log offset")?;
                 // Contiguous chunks: stop at a gap rather than skip it.
                 let want = offset + data.len() as u64;
-                if at > want {
+                if at > want || data.len() >= max {
                     break;
                 }
                 let from = (want - at) as usize;
@@ -143,33 +168,11 @@ impl PgLogs {
                 }
                 let take = (max - data.len()).min(bytes.len() - from);
                 data.extend_from_slice(&bytes[from..from + take]);
-                if data.len() >= max {
-                    break;
-                }
             }
-            let done = client
-                .query_opt(
-                    "SELECT 1 FROM log_done WHERE run = $1 AND attempt = $2",
-                    &[&r, &a],
-                )
-                .await?
-                .is_some();
-            let finished_at: Option<i64> = match client
-                .query_opt(
-                    "SELECT finished_at FROM attempts WHERE run = $1 AND n = $2",
-                    &[&r, &a],
-                )
-                .await?
-            {
-                Some(row) => row.try_get(0)?,
-                None => None,
-            };
-            Ok(StoredRange {
-                next: offset + data.len() as u64,
-                data,
-                done,
-                finished_at,
-            })
+            range.next = offset + data.len() as u64;
+            range.done = complete_at.is_some_and(|len| range.next as i64 >= len);
+            range.data = data;
+            Ok(range)
         })
         .await
     }
