@@ -158,6 +158,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         mut initial,
         stored_terminal,
         cron_marks,
+        unshipped,
     } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
@@ -195,6 +196,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 .name("ax-logship".into())
                 .spawn(move || crate::logship::run(logs, dir, inbox))
                 .context("cannot start the log shipper thread")?;
+            for (run, attempt) in unshipped {
+                notices.resumed(run, attempt);
+            }
             (Some(notices), Some(thread))
         }
         None => (None, None),
@@ -466,6 +470,9 @@ struct Restored {
     initial: Vec<Effect>,
     stored_terminal: BTreeMap<RunState, u64>,
     cron_marks: HashMap<String, i64>,
+    /// Attempts this node was running when its earlier life ended: the
+    /// rest of their logs is shipped now (a cluster only).
+    unshipped: Vec<(crate::engine::RunId, u32)>,
 }
 
 /// Loads unfinished runs into a new engine (a node of a cluster: the
@@ -505,12 +512,22 @@ fn restore(
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);
     }
-    let interrupted = loaded
+    let running: Vec<_> = loaded
         .dag_runs
         .iter()
         .flat_map(|d| &d.runs)
         .filter(|r| r.state == RunState::Running)
-        .count();
+        .collect();
+    let interrupted = running.len();
+    let unshipped = match me {
+        Some(me) => running
+            .iter()
+            .filter_map(|r| r.attempts.last().map(|a| (r.id, a)))
+            .filter(|(_, a)| a.node.as_deref() == Some(me.id.as_str()))
+            .map(|(id, a)| (id, a.n))
+            .collect(),
+        None => Vec::new(),
+    };
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     // Paused DAGs first: restoring dispatches, and a paused DAG's runs
     // must stay held.
@@ -536,6 +553,7 @@ fn restore(
         initial,
         stored_terminal,
         cron_marks: loaded.cron_marks,
+        unshipped,
     })
 }
 

@@ -18,6 +18,10 @@
 //! the commit) while the job writes, and the completion mark within one
 //! interval of the attempt's end.
 //!
+//! A node that restarts ships the rest of the logs of the attempts its
+//! earlier life was running (those of the DAG runs it loads back),
+//! continuing after what the store already has.
+//!
 //! Never blocks the scheduler (a thread of its own, fed by a channel);
 //! a store error is logged once per outage and the same bytes are shipped
 //! again after a pause (writes are idempotent), never a panic.
@@ -30,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::RunId;
 use crate::executor::log_path;
+use crate::store::StoreError;
 use crate::store::postgres::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone};
 
 /// How often a hot attempt's file is read and shipped.
@@ -51,6 +56,9 @@ enum Notice {
     Wrote(RunId, u32),
     /// The attempt ended: its log file is final (or absent: it was silent).
     Ended(RunId, u32),
+    /// The attempt ended with an earlier life of this axd: its file is
+    /// final, and the store has some of it already.
+    Resumed(RunId, u32),
     /// axd is stopping: ship what is left, then end.
     Stop,
 }
@@ -66,6 +74,10 @@ impl Notices {
 
     pub fn ended(&self, run: RunId, attempt: u32) {
         let _ = self.0.send(Notice::Ended(run, attempt));
+    }
+
+    pub fn resumed(&self, run: RunId, attempt: u32) {
+        let _ = self.0.send(Notice::Resumed(run, attempt));
     }
 
     /// Ends the shipper once it has shipped what it can (within
@@ -86,8 +98,9 @@ pub fn channel() -> (Notices, Inbox) {
 /// An attempt whose log is not wholly shipped yet.
 #[derive(Debug)]
 struct Tracked {
-    /// Bytes of the file committed to the store.
-    shipped: u64,
+    /// Bytes of the file committed to the store; `None` until read from
+    /// the store (an attempt of an earlier life).
+    shipped: Option<u64>,
     /// When the last `Wrote` arrived.
     notified: Instant,
     /// Read every round; a cold attempt keeps its place (what is
@@ -175,13 +188,14 @@ impl Shipper {
     /// Takes a notice in; true for `Stop`.
     fn note(&mut self, notice: Notice) -> bool {
         let now = Instant::now();
-        let (key, ended) = match notice {
-            Notice::Wrote(run, attempt) => ((run, attempt), false),
-            Notice::Ended(run, attempt) => ((run, attempt), true),
+        let (key, ended, shipped) = match notice {
+            Notice::Wrote(run, attempt) => ((run, attempt), false, Some(0)),
+            Notice::Ended(run, attempt) => ((run, attempt), true, Some(0)),
+            Notice::Resumed(run, attempt) => ((run, attempt), true, None),
             Notice::Stop => return true,
         };
         let t = self.tracked.entry(key).or_insert(Tracked {
-            shipped: 0,
+            shipped,
             notified: now,
             hot: true,
             ended: false,
@@ -199,6 +213,9 @@ impl Shipper {
     /// the marks of ended attempts shipped to their end. Returns the pause
     /// before the next round. `all`: also attempts gone cold (stopping).
     fn round(&mut self, now: Instant, all: bool) -> Duration {
+        if let Err(e) = self.resolve() {
+            return self.failed(&e);
+        }
         let mut chunks = Vec::new();
         let mut done = Vec::new();
         let mut budget = BATCH_BYTES;
@@ -208,7 +225,10 @@ impl Shipper {
             if budget == 0 {
                 break;
             }
-            let (new, at_end) = match read_from(&self.log_dir, key, t.shipped, budget) {
+            let Some(shipped) = t.shipped else {
+                continue; // resolved above
+            };
+            let (new, at_end) = match read_from(&self.log_dir, key, shipped, budget) {
                 Ok(r) => r,
                 Err(e) => {
                     // The file cannot be read (removed, disk error): what
@@ -223,7 +243,7 @@ impl Shipper {
             };
             budget -= new.len();
             let len = new.len() as u64;
-            let mut offset = t.shipped;
+            let mut offset = shipped;
             for piece in new.chunks(CHUNK_BYTES) {
                 chunks.push(ShippedChunk {
                     run: key.0.0,
@@ -237,19 +257,14 @@ impl Shipper {
                 done.push(ShippedDone {
                     run: key.0.0,
                     attempt: key.1,
-                    bytes: t.shipped + len,
+                    bytes: shipped + len,
                 });
             }
             read.push((key, len, at_end));
         }
         if !chunks.is_empty() || !done.is_empty() {
             if let Err(e) = self.logs.ship(chunks, &done) {
-                self.failures += 1;
-                if self.failures == 1 {
-                    tracing::warn!("cannot ship job logs to the store (will retry): {e}");
-                }
-                return (SHIP_INTERVAL * 2u32.saturating_pow(self.failures.min(5)))
-                    .min(MAX_BACKOFF);
+                return self.failed(&e);
             }
             if self.failures > 0 {
                 tracing::info!("job logs ship to the store again");
@@ -260,7 +275,7 @@ impl Shipper {
             let Some(t) = self.tracked.get_mut(&key) else {
                 continue;
             };
-            t.shipped += len;
+            t.shipped = t.shipped.map(|s| s + len);
             // Cold: nothing new, and no notice within the last interval (a
             // write the reader did not announce came less than one
             // interval after its last notice, so this read saw it). A
@@ -273,6 +288,28 @@ impl Shipper {
             }
         }
         SHIP_INTERVAL
+    }
+
+    /// Reads from the store how much it has of each attempt of an earlier
+    /// life, so that shipping goes on after it (chunks start where the
+    /// last one ended).
+    fn resolve(&mut self) -> Result<(), StoreError> {
+        for (&(run, attempt), t) in self.tracked.iter_mut() {
+            if t.shipped.is_none() {
+                t.shipped = Some(self.logs.stored_len(run.0, attempt)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes a round the store refused; returns the pause before the next
+    /// try (doubling, at most `MAX_BACKOFF`).
+    fn failed(&mut self, e: &StoreError) -> Duration {
+        self.failures += 1;
+        if self.failures == 1 {
+            tracing::warn!("cannot ship job logs to the store (will retry): {e}");
+        }
+        (SHIP_INTERVAL * 2u32.saturating_pow(self.failures.min(5))).min(MAX_BACKOFF)
     }
 }
 

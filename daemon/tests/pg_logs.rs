@@ -299,3 +299,64 @@ async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
     let r = logs.read(7, 2, 0, 100).await.unwrap();
     assert!(r.data.is_empty() && !r.done && r.finished_at.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() {
+    let Some(db) = TestDb::create("pg_logs_restart") else {
+        return;
+    };
+    // A long heartbeat: B comes back well within its grace and takes its
+    // own DAG run back.
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"5s\"\n",
+        db.url
+    );
+    let jobs = [("sleeper.toml", "command = \"echo before; sleep 60\"\n")];
+    let a = Daemon::start_with(&config, &jobs);
+    let mut b = Daemon::start_with(&config, &jobs);
+    let mut ca = a.client().await;
+    let run = trigger(&mut b.client().await, "sleeper").await[0];
+    let mut offset = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while offset < 7 {
+        assert!(Instant::now() < deadline, "\"before\" never came through A");
+        let chunk = logs(
+            &mut ca,
+            json!({"run": run, "offset": offset, "follow": true, "wait_ms": 1000}),
+        )
+        .await;
+        offset = chunk["offset"].as_u64().unwrap();
+    }
+
+    // B dies; output its job wrote that B never shipped (appended here
+    // while B is down) is shipped when B comes back.
+    b.kill9();
+    let file = b.path(&format!("state/logs/{run}.1.log"));
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text, "before\n");
+    text.push_str("written while down\n");
+    std::fs::write(&file, &text).unwrap();
+    b.spawn();
+
+    let mut got = String::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no eof within 10 s; got {got:?}");
+        let chunk = logs(
+            &mut ca,
+            json!({"run": run, "attempt": 1, "offset": offset, "follow": true, "wait_ms": 1000}),
+        )
+        .await;
+        got.push_str(chunk["data"].as_str().unwrap());
+        offset = chunk["offset"].as_u64().unwrap();
+        if chunk["eof"] == true {
+            break;
+        }
+    }
+    assert_eq!(got, "written while down\n");
+    let r = get_run(&mut ca, run).await;
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.to_string()).as_deref(),
+        Some("interrupted")
+    );
+}

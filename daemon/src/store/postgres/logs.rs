@@ -19,6 +19,10 @@ use super::{PgStore, Shared, StoreError, int, on_client};
 /// read touches few rows and no row approaches PostgreSQL's limits.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
+/// The length of an attempt's shipped log: where its last chunk ends.
+const LEN: &str = r#"SELECT COALESCE(MAX("offset" + length(data)), 0)::int8 FROM log_chunks
+                     WHERE run = $1 AND attempt = $2"#;
+
 /// Bytes of an attempt's log, from `offset` on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShippedChunk {
@@ -177,15 +181,22 @@ impl PgLogs {
         .await
     }
 
+    /// How many bytes of an attempt's log the store holds, waiting for
+    /// the answer (for the shipper's thread).
+    pub fn stored_len(&self, run: u64, attempt: u32) -> Result<u64, StoreError> {
+        on_client!(self, |client| async {
+            let row = client
+                .query_one(LEN, &[&(run as i64), &i64::from(attempt)])
+                .await?;
+            int(row.try_get(0)?, "log length")
+        })
+    }
+
     /// How many bytes of an attempt's log the store holds.
     pub async fn len(&self, run: u64, attempt: u32) -> Result<u64, StoreError> {
         self.on_runtime(move |client| async move {
             let row = client
-                .query_one(
-                    r#"SELECT COALESCE(MAX("offset" + length(data)), 0)::int8 FROM log_chunks
-                       WHERE run = $1 AND attempt = $2"#,
-                    &[&(run as i64), &i64::from(attempt)],
-                )
+                .query_one(LEN, &[&(run as i64), &i64::from(attempt)])
                 .await?;
             int(row.try_get(0)?, "log length")
         })
