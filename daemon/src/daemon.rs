@@ -123,6 +123,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         writer: writer_store,
         pruner: pruner_store,
         heartbeat: mut heartbeat_store,
+        logs: shipped_logs,
         name: db,
     } = open_stores(&cfg)?;
     // On PostgreSQL this node registers first: its number decides its
@@ -157,6 +158,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         mut initial,
         stored_terminal,
         cron_marks,
+        unshipped,
     } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
@@ -184,6 +186,30 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     } else {
         tracing::warn!("cannot become a child subreaper; orphans of jobs go to PID 1");
     }
+    // In a cluster, the log shipper: a thread of its own, told by the
+    // executor when logs grow and attempts end.
+    let (ship, logship_thread) = match &shipped_logs {
+        Some(logs) => {
+            let (notices, inbox) = crate::logship::channel();
+            let (logs, dir) = (logs.clone(), log_dir.clone());
+            let thread = std::thread::Builder::new()
+                .name("ax-logship".into())
+                .spawn(move || crate::logship::run(logs, dir, inbox))
+                .context("cannot start the log shipper thread")?;
+            for (run, attempt) in unshipped {
+                notices.resumed(run, attempt);
+            }
+            (Some(notices), Some(thread))
+        }
+        None => (None, None),
+    };
+    let remote_logs = match (&shipped_logs, &me) {
+        (Some(logs), Some((me, _))) => Some(crate::scheduler::RemoteLogs {
+            logs: logs.clone(),
+            node: Arc::from(me.id.as_str()),
+        }),
+        _ => None,
+    };
     let exec_tx = {
         let tx = tx.clone();
         Executor::start(
@@ -191,6 +217,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 log_dir: log_dir.clone(),
                 socket: cfg.socket.clone(),
                 log_max_bytes: Arc::new(std::sync::atomic::AtomicU64::new(cfg.log_max_bytes)),
+                ship: ship.clone(),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));
@@ -308,6 +335,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         notify: notify_tx,
         log_dir,
         metrics: metrics_shared,
+        remote_logs,
     };
     let access = Access {
         owner_uid: nix::unistd::getuid().as_raw(),
@@ -377,6 +405,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         pruner: pruner_thread,
         heartbeat: heartbeat_thread.map(|t| (heartbeat_stop, t)),
         claimer: claimer_thread.map(|t| (claimer_stop, claimer_nudge, t)),
+        logship: ship.zip(logship_thread),
     };
     let code = serve_until_stopped(&shutdown, &tx, threads).await?;
     let _ = server.await;
@@ -393,6 +422,8 @@ struct Stores {
     pruner: Box<dyn Prune>,
     /// The heartbeat thread's handle (PostgreSQL only).
     heartbeat: Option<PgStore>,
+    /// The shipped logs (PostgreSQL only).
+    logs: Option<crate::store::postgres::PgLogs>,
     /// What the log calls the store: the database file, or the URL
     /// without its password.
     name: String,
@@ -410,6 +441,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
             writer: Box::new(main.another()),
             pruner: Box::new(main.another()),
             heartbeat: Some(main.another()),
+            logs: Some(main.logs()),
             main: Box::new(main),
             name,
         });
@@ -424,6 +456,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         writer: Box::new(open()?),
         pruner: Box::new(open()?),
         heartbeat: None,
+        logs: None,
         name: db.display().to_string(),
     })
 }
@@ -437,6 +470,9 @@ struct Restored {
     initial: Vec<Effect>,
     stored_terminal: BTreeMap<RunState, u64>,
     cron_marks: HashMap<String, i64>,
+    /// Attempts this node was running when its earlier life ended: the
+    /// rest of their logs is shipped now (a cluster only).
+    unshipped: Vec<(crate::engine::RunId, u32)>,
 }
 
 /// Loads unfinished runs into a new engine (a node of a cluster: the
@@ -476,12 +512,22 @@ fn restore(
     for (id, state) in &loaded.external {
         engine.note_external(*id, *state);
     }
-    let interrupted = loaded
+    let running: Vec<_> = loaded
         .dag_runs
         .iter()
         .flat_map(|d| &d.runs)
         .filter(|r| r.state == RunState::Running)
-        .count();
+        .collect();
+    let interrupted = running.len();
+    let unshipped = match me {
+        Some(me) => running
+            .iter()
+            .filter_map(|r| r.attempts.last().map(|a| (r.id, a)))
+            .filter(|(_, a)| a.node.as_deref() == Some(me.id.as_str()))
+            .map(|(id, a)| (id, a.n))
+            .collect(),
+        None => Vec::new(),
+    };
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     // Paused DAGs first: restoring dispatches, and a paused DAG's runs
     // must stay held.
@@ -507,6 +553,7 @@ fn restore(
         initial,
         stored_terminal,
         cron_marks: loaded.cron_marks,
+        unshipped,
     })
 }
 
@@ -524,6 +571,8 @@ struct Threads {
         Option<crate::claimer::Link>,
         JoinHandle<()>,
     )>,
+    /// The log shipper and what stops it.
+    logship: Option<(crate::logship::Notices, JoinHandle<()>)>,
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or
@@ -540,6 +589,7 @@ async fn serve_until_stopped(
         pruner: pruner_thread,
         heartbeat,
         claimer,
+        logship,
     } = threads;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -563,6 +613,15 @@ async fn serve_until_stopped(
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
     let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
+    // Every attempt has ended (the scheduler waited for them): the
+    // shipper ships the rest of their logs and ends.
+    let logship_ended = match logship {
+        Some((notices, thread)) => {
+            notices.stop();
+            tokio::task::spawn_blocking(move || thread.join()).await
+        }
+        None => Ok(Ok(())),
+    };
     // The claimer stops claiming (the scheduler that adopted is gone).
     let claimer_ended = match claimer {
         Some((stop, link, thread)) => {
@@ -601,6 +660,10 @@ async fn serve_until_stopped(
         (
             "claimer",
             claimer_ended.unwrap_or_else(|e| Err(Box::new(e))),
+        ),
+        (
+            "log shipper",
+            logship_ended.unwrap_or_else(|e| Err(Box::new(e))),
         ),
     ]))
 }

@@ -35,6 +35,9 @@ use crate::shutdown::Shutdown;
 /// Requests of one connection in flight at once.
 const MAX_INFLIGHT: usize = 4096;
 
+/// How long a follow that found no new output waits before looking again.
+pub(crate) const FOLLOW_PAUSE: Duration = Duration::from_millis(100);
+
 #[derive(Clone, Debug, Default)]
 pub struct Access {
     pub owner_uid: u32,
@@ -483,7 +486,16 @@ fn decode_hello(params: Value, role: Option<Role>, uid: u32) -> Result<(Peer, Va
 /// follows a log by calling again with the returned offset.
 async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChunk, RpcError> {
     let run = p.run;
-    let attempts = handle.ask(peer, LogInfo { run }).await?.attempts;
+    let info = handle
+        .ask(
+            peer,
+            LogInfo {
+                run,
+                attempt: p.attempt,
+            },
+        )
+        .await?;
+    let attempts = info.attempts;
     let attempt = match p.attempt {
         Some(a) if a == 0 || a as u32 > attempts => {
             return Err(RpcError::new(
@@ -495,6 +507,13 @@ async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChunk, RpcErro
         None if attempts == 0 => return Ok(log_chunk(run, 0, 0, b"", true)),
         None => attempts,
     };
+    // An attempt another node of the cluster ran: its log is in the store.
+    if let Some(remote) = &handle.remote_logs
+        && let Some(node) = &info.node
+        && **node != *remote.node
+    {
+        return crate::server_logs::from_store(&remote.logs, run, attempt, &p).await;
+    }
     let mut offset = p.offset.unwrap_or(0);
     // `tail: N`: the last N bytes (the console's log tail).
     if let Some(tail) = p.tail {
@@ -503,20 +522,30 @@ async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChunk, RpcErro
             .unwrap_or(0);
         offset = len.saturating_sub(tail);
     }
-    let max = p.max.unwrap_or(256 * 1024).min(MAX_FRAME as u64 / 2) as usize;
-    let follow = p.follow.unwrap_or(false);
-    let wait = Duration::from_millis(p.wait_ms.unwrap_or(10_000).min(60_000));
-    let deadline = tokio::time::Instant::now() + wait;
+    let (max, follow, deadline) = read_limits(&p);
     loop {
-        let running_now = attempt == attempts && handle.ask(peer, LogInfo { run }).await?.running;
+        let running_now = attempt == attempts
+            && handle
+                .ask(peer, LogInfo { run, attempt: None })
+                .await?
+                .running;
         let (data, next) = read_log(&handle.log_dir, run, attempt, offset, max)
             .map_err(|e| RpcError::new(codes::INTERNAL, format!("reading the log: {e}")))?;
         let eof = data.is_empty() && !running_now;
         if !data.is_empty() || eof || !follow || tokio::time::Instant::now() >= deadline {
             return Ok(log_chunk(run, attempt, next, &data, eof));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(FOLLOW_PAUSE).await;
     }
+}
+
+/// What a `logs` request asks at most: bytes per answer, whether it
+/// follows, and until when a follow waits for output.
+pub(crate) fn read_limits(p: &Logs) -> (usize, bool, tokio::time::Instant) {
+    let max = p.max.unwrap_or(256 * 1024).min(MAX_FRAME as u64 / 2) as usize;
+    let follow = p.follow.unwrap_or(false);
+    let wait = Duration::from_millis(p.wait_ms.unwrap_or(10_000).min(60_000));
+    (max, follow, tokio::time::Instant::now() + wait)
 }
 
 /// Reads a range of an attempt's log: the bytes and the offset after them.
@@ -543,7 +572,7 @@ pub fn read_log(
 }
 
 /// `offset` is where the next read starts.
-fn log_chunk(run: u64, attempt: u32, offset: u64, data: &[u8], eof: bool) -> LogChunk {
+pub(crate) fn log_chunk(run: u64, attempt: u32, offset: u64, data: &[u8], eof: bool) -> LogChunk {
     LogChunk {
         run,
         attempt,

@@ -447,4 +447,8 @@ pub struct SubscribeAnswer {
 pub struct LogInfoView {
     pub attempts: u32,
     pub running: bool,
+    /// The cluster node that ran the attempt asked about (PostgreSQL
+    /// store only): another node's log is read from the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }

@@ -512,14 +512,30 @@ impl Scheduler {
 
     fn log_info(&mut self, p: LogInfo) -> Result<LogInfoView, RpcError> {
         let id = p.run;
-        let (attempts, running) = match self.engine.run(RunId(id)) {
-            Some(r) => (r.attempts.len() as u32, r.state == RunState::Running),
+        // The attempt asked about: its number, or the last one's.
+        let wanted = |count: usize| p.attempt.unwrap_or(count as u64);
+        let (attempts, running, node) = match self.engine.run(RunId(id)) {
+            Some(r) => {
+                let n = wanted(r.attempts.len());
+                let node = r.attempts.iter().find(|a| u64::from(a.n) == n);
+                let node = node.and_then(|a| a.node.clone());
+                (r.attempts.len() as u32, r.state == RunState::Running, node)
+            }
             None => match self.store.get_run(id).map_err(store_err)? {
-                Some(v) => (v.attempts.len() as u32, v.state == RunState::Running),
+                Some(v) => {
+                    let n = wanted(v.attempts.len());
+                    let node = v.attempts.iter().find(|a| u64::from(a.n) == n);
+                    let node = node.and_then(|a| a.node.clone());
+                    (v.attempts.len() as u32, v.state == RunState::Running, node)
+                }
                 None => return Err(not_found(format!("run {id}"))),
             },
         };
-        Ok(LogInfoView { attempts, running })
+        Ok(LogInfoView {
+            attempts,
+            running,
+            node,
+        })
     }
 
     fn events(&mut self, p: Events) -> Result<Vec<EventView>, RpcError> {

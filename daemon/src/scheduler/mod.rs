@@ -100,6 +100,17 @@ pub struct Handle {
     pub log_dir: PathBuf,
     /// The connection counts the socket server keeps.
     pub metrics: crate::metrics::Shared,
+    /// In a cluster: where the logs of attempts that ran on other nodes
+    /// are read.
+    pub remote_logs: Option<RemoteLogs>,
+}
+
+/// The store's shipped logs, and this node's id (its own attempts' logs
+/// are its files).
+#[derive(Clone)]
+pub struct RemoteLogs {
+    pub logs: crate::store::postgres::PgLogs,
+    pub node: Arc<str>,
 }
 
 fn shutting_down() -> RpcError {

@@ -409,6 +409,9 @@ pub struct Logs {
 pub struct LogInfo {
     #[serde(with = "run_id")]
     pub run: u64,
+    /// The attempt whose node the answer names (default: the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u64>,
 }
 
 /// Events after a sequence number that match every filter given, oldest

@@ -25,6 +25,7 @@
 mod cluster;
 mod commit;
 mod load;
+mod logs;
 mod nodes;
 mod prune;
 mod queries;
@@ -39,6 +40,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
+pub use logs::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone, StoredRange};
 pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
 
 use super::specs::SpecHashes;

@@ -115,6 +115,18 @@ impl Prune for PgStore {
                 &[&picked],
             )
             .await?;
+            // Shipped logs go with their attempts (`logs.retain` and
+            // `keep_runs` alike), as log files do on the node that ran them.
+            tx.execute(
+                "DELETE FROM log_chunks WHERE run IN (SELECT id FROM runs WHERE dag_run = ANY($1))",
+                &[&picked],
+            )
+            .await?;
+            tx.execute(
+                "DELETE FROM log_done WHERE run IN (SELECT id FROM runs WHERE dag_run = ANY($1))",
+                &[&picked],
+            )
+            .await?;
             tx.execute("DELETE FROM events WHERE dag_run = ANY($1)", &[&picked])
                 .await?;
             tx.execute("DELETE FROM runs WHERE dag_run = ANY($1)", &[&picked])

@@ -90,6 +90,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
         node TEXT NOT NULL, dag TEXT NOT NULL, hash TEXT NOT NULL, loaded_at BIGINT NOT NULL,
         PRIMARY KEY (node, dag));
     "#,
+    // 9: attempt logs shipped by the node that ran them, readable through
+    // any node; `log_done` marks a log wholly shipped (its length in bytes)
+    r#"
+    CREATE TABLE log_chunks (
+        run BIGINT NOT NULL, attempt BIGINT NOT NULL, "offset" BIGINT NOT NULL, data BYTEA NOT NULL,
+        PRIMARY KEY (run, attempt, "offset"));
+    CREATE TABLE log_done (
+        run BIGINT NOT NULL, attempt BIGINT NOT NULL, bytes BIGINT NOT NULL, PRIMARY KEY (run, attempt));
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

@@ -22,6 +22,12 @@ use crate::cli::exit;
 /// Events read per request while catching up from the store.
 const CATCH_UP_PAGE: u64 = 5000;
 
+/// How long `ax logs -f` waits for a notification before reading the run
+/// again anyway: in a cluster, a run that another node holds changes
+/// without a notification from the node asked (each node notifies of its
+/// own steps), so its next attempt or its end is found by reading.
+const REREAD: Duration = Duration::from_secs(1);
+
 /// The flags of `ax events`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EventsArgs {
@@ -246,10 +252,16 @@ async fn follow_run(c: &mut Client, o: &mut Out<'_>, run: u64) -> Result<i32, Cl
 }
 
 /// Waits for a notification about `run` (or a `lagged` notice, after which
-/// it subscribes again: the caller re-reads the run either way).
+/// it subscribes again), at most `REREAD`: the caller re-reads the run
+/// either way.
 async fn wait_for_change(c: &mut Client, run: u64) -> Result<(), ClientError> {
     loop {
-        match c.next_notification().await? {
+        // Cancel-safe: a notification half read stays buffered in the
+        // connection for the next call.
+        let Ok(notification) = tokio::time::timeout(REREAD, c.next_notification()).await else {
+            return Ok(());
+        };
+        match notification? {
             Notification::Lagged(_) => {
                 c.request(Subscribe).await?;
                 return Ok(());
