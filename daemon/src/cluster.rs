@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{DagVersions, NodeVersion, NodeView};
+use ax_shared::api::{ClusterRuns, DagVersions, NodeVersion, NodeView};
 use ax_shared::time::Timestamp;
 
 use crate::store::StoreError;
@@ -36,6 +36,7 @@ struct Snapshot {
     versions: Arc<ByDag>,
     /// Attempts running per node (absent: none).
     node_running: HashMap<String, u32>,
+    runs: ClusterRuns,
 }
 
 /// What a beat read besides the node rows.
@@ -44,6 +45,7 @@ struct Published {
     pool_running: Vec<(String, u32)>,
     dag_versions: Vec<DagVersionRow>,
     node_running: Vec<(String, u32)>,
+    runs: ClusterRuns,
 }
 
 /// DAG → each version loaded and the nodes (by id, sorted) that loaded it.
@@ -100,6 +102,7 @@ impl Registry {
             pool_running,
             dag_versions,
             node_running,
+            runs,
         } = beat;
         let mut versions = ByDag::new();
         for v in dag_versions {
@@ -111,7 +114,15 @@ impl Registry {
             pool_running,
             versions: Arc::new(versions),
             node_running: node_running.into_iter().collect(),
+            runs,
         });
+    }
+
+    /// The cluster's unfinished runs and recent failures, as of the last
+    /// beat; `None` before the first beat succeeded.
+    pub fn runs(&self) -> Option<ClusterRuns> {
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().map(|s| s.runs.clone())
     }
 
     /// The other alive nodes' DAG versions; `None` before the first beat.
@@ -271,6 +282,10 @@ pub fn run(
                         pool_running: beat.pool_running,
                         dag_versions: beat.dag_versions,
                         node_running: beat.node_running,
+                        runs: ClusterRuns {
+                            unfinished: beat.unfinished.into_iter().collect(),
+                            failed_last_hour: beat.failed_last_hour,
+                        },
                     },
                 );
                 match store.release_dead() {

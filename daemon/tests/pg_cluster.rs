@@ -131,6 +131,46 @@ async fn each_node_shows_the_attempts_running_on_it() {
     wait_nodes(&mut ca, "idle again", idle).await;
 }
 
+/// `status` through any node counts the whole cluster's unfinished runs
+/// and recent failures, whichever node holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_counts_the_cluster_s_runs_through_any_node() {
+    let Some(db) = TestDb::create("pg_cluster_counts") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
+        db.url
+    );
+    let a = Daemon::start_with(&config, &[]);
+    let b = Daemon::start_with(&config, &[]);
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    for _ in 0..2 {
+        let ids = submit(&mut ca, json!({"command": "exit 3", "name": "bad"})).await;
+        wait_state(&mut ca, ids[0], "failed", 20).await;
+    }
+    let long = submit(&mut cb, json!({"command": "sleep 30", "name": "long"})).await;
+    wait_state(&mut cb, long[0], "running", 20).await;
+    for c in [&mut ca, &mut cb] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let runs = status(c).await.cluster.and_then(|c| c.runs);
+            let seen = runs.as_ref().map(|r| {
+                (
+                    r.unfinished.get(&ax_shared::RunState::Running).copied(),
+                    r.failed_last_hour,
+                )
+            });
+            if seen == Some((Some(1), 2)) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster counts: {runs:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_has_no_nodes_and_refuses_a_cluster_table() {
     let d = Daemon::start(&[]);

@@ -118,6 +118,20 @@ pub struct StatusView {
 pub struct ClusterView {
     /// Every registered node, as this node's heartbeat last read them.
     pub nodes: Vec<NodeView>,
+    /// Runs over every node, as of the same heartbeat (the rest of a
+    /// `StatusView` describes the node that answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<ClusterRuns>,
+}
+
+/// Runs over a whole cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterRuns {
+    /// Unfinished runs per state (`waiting`, `delayed`, `ready`,
+    /// `running`); a state with none is absent.
+    pub unfinished: BTreeMap<RunState, u64>,
+    /// Runs that ended `failed` or `timed_out` in the last hour.
+    pub failed_last_hour: u64,
 }
 
 /// One axd of a cluster, from the `nodes` table. Times are the database

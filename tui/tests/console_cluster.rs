@@ -51,7 +51,10 @@ fn nodes() -> Vec<NodeView> {
 fn cluster_app() -> App {
     let mut a = app();
     let mut s = status();
-    s.cluster = Some(Box::new(ClusterView { nodes: nodes() }));
+    s.cluster = Some(Box::new(ClusterView {
+        nodes: nodes(),
+        runs: None,
+    }));
     a.on_daemon(DaemonEvent::Status(Box::new(s)));
     a
 }

@@ -124,8 +124,8 @@ impl Scheduler {
             cluster: self
                 .nodes
                 .as_ref()
-                .and_then(|n| n.view())
-                .map(|nodes| Box::new(ClusterView { nodes })),
+                .and_then(|n| Some((n.view()?, n.runs())))
+                .map(|(nodes, runs)| Box::new(ClusterView { nodes, runs })),
         }
     }
 

@@ -1,7 +1,22 @@
 //! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store),
 //! and `ax dags`'s lines for DAGs whose nodes hold different versions.
 
-use ax_shared::api::{DagView, NodeView};
+use ax_shared::RunState;
+use ax_shared::api::{ClusterRuns, DagView, NodeView};
+
+/// `in the cluster: 3 running, 1 ready, 0 waiting, 0 delayed; 2 failed
+/// in the last hour`.
+pub fn cluster_runs_line(runs: &ClusterRuns) -> String {
+    let n = |s: RunState| runs.unfinished.get(&s).copied().unwrap_or(0);
+    format!(
+        "in the cluster: {} running, {} ready, {} waiting, {} delayed; {} failed in the last hour",
+        n(RunState::Running),
+        n(RunState::Ready),
+        n(RunState::Waiting),
+        n(RunState::Delayed),
+        runs.failed_last_hour
+    )
+}
 
 /// One line per DAG the alive nodes disagree on: `etl: DIFFERS: node-b
 /// has 0123abcd (this node 89abcdef); node-c lacks it`.
@@ -45,6 +60,18 @@ pub fn lines(nodes: &[NodeView]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_runs_name_every_unfinished_state_and_the_failures() {
+        let runs = ClusterRuns {
+            unfinished: [(RunState::Running, 3), (RunState::Delayed, 1)].into(),
+            failed_last_hour: 2,
+        };
+        assert_eq!(
+            cluster_runs_line(&runs),
+            "in the cluster: 3 running, 0 ready, 0 waiting, 1 delayed; 2 failed in the last hour"
+        );
+    }
     use ax_shared::api::{DagVersions, NodeVersion};
 
     #[test]

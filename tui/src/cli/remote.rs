@@ -229,11 +229,25 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 }
                 .ok();
             }
-            let _ = writeln!(o.out, "runs:");
+            let cluster_runs = s.cluster.as_ref().and_then(|c| c.runs.as_ref());
+            // In a cluster the counts below are the answering node's.
+            let here = if cluster_runs.is_some() {
+                " (this node)"
+            } else {
+                ""
+            };
+            let _ = writeln!(o.out, "runs{here}:");
             for (state, n) in &s.runs {
                 let _ = writeln!(o.out, "  {state:<10} {n}");
             }
-            let _ = writeln!(o.out, "failed in the last hour: {}", s.failed_last_hour);
+            let _ = writeln!(
+                o.out,
+                "failed in the last hour{here}: {}",
+                s.failed_last_hour
+            );
+            if let Some(runs) = cluster_runs {
+                let _ = writeln!(o.out, "{}", super::nodes::cluster_runs_line(runs));
+            }
             let size = |b: Option<u64>| b.map_or_else(|| "not measured yet".into(), human_bytes);
             let _ = writeln!(
                 o.out,

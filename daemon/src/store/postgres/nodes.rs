@@ -2,7 +2,9 @@
 //! database server's clock, so a node's age does not depend on how well
 //! the machines' clocks agree.
 
-use super::{PgStore, int, on_client};
+use ax_shared::RunState;
+
+use super::{PgStore, int, on_client, parse_state};
 use crate::store::StoreError;
 
 /// The server's clock in ms.
@@ -44,6 +46,12 @@ pub struct Beat {
     pub dag_versions: Vec<DagVersionRow>,
     /// Attempts running per node (nodes with none are absent).
     pub node_running: Vec<(String, u32)>,
+    /// Unfinished runs per state over the cluster (states with none are
+    /// absent).
+    pub unfinished: Vec<(RunState, u64)>,
+    /// Runs of any node that ended failed or timed out in the last hour
+    /// (by the server's clock).
+    pub failed_last_hour: u64,
 }
 
 /// The nodes (by id, sorted) that have loaded version `hash` of `dag`.
@@ -125,6 +133,36 @@ impl PgStore {
             for r in tx.query(&statement, &[]).await? {
                 node_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
             }
+            // Index ranges of `runs_state`: the unfinished states, and the
+            // failed ones (bounded by retention), never the whole table.
+            let unfinished_states: Vec<&str> = RunState::ALL
+                .into_iter()
+                .filter(|s| !s.is_terminal())
+                .map(crate::store::state_str)
+                .collect();
+            let statement = tx
+                .prepare_cached(
+                    "SELECT state, count(*) FROM runs WHERE state = ANY($1) GROUP BY state",
+                )
+                .await?;
+            let mut unfinished = Vec::new();
+            for r in tx.query(&statement, &[&unfinished_states]).await? {
+                let state: &str = r.try_get(0)?;
+                unfinished.push((parse_state(state)?, int(r.try_get(1)?, "runs")?));
+            }
+            let failed_states = [RunState::Failed, RunState::TimedOut].map(crate::store::state_str);
+            let statement = tx
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM runs WHERE state = ANY($1)
+                     AND finished_at >= {SERVER_NOW} - 3600000"
+                ))
+                .await?;
+            let failed_last_hour = int(
+                tx.query_one(&statement, &[&&failed_states[..]])
+                    .await?
+                    .try_get(0)?,
+                "failed runs",
+            )?;
             // One row per DAG and version, not per node: a cluster that
             // agrees costs one row per DAG.
             let statement = tx
@@ -167,6 +205,8 @@ impl PgStore {
                 pool_running,
                 dag_versions,
                 node_running,
+                unfinished,
+                failed_last_hour,
             })
         })
     }
