@@ -66,7 +66,7 @@ pub struct Step {
     pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
     /// The status to notify with, when anyone is subscribed.
     pub status: Option<StatusView>,
-    /// Called once the step is durable (after its answers are sent).
+    /// Called once the step is durable (before its answers are sent).
     pub on_commit: Option<Box<dyn FnOnce() + Send>>,
     /// Unique keys this step's submissions hold in the store, released
     /// (dropped with the step) once it is durable.
@@ -137,11 +137,15 @@ pub fn run(
                     let n = step.events.len();
                     let seqs = seqs.get(at..at + n).unwrap_or(&[]);
                     at += n;
-                    for (reply, answer) in step.replies {
-                        let _ = reply.send(answer);
-                    }
+                    // `on_commit` queues its message to the scheduler before
+                    // any client hears of the step: a request a client sends
+                    // after its answer is then handled after that message
+                    // (a triggered run read back is no longer "being written").
                     if let Some(on_commit) = step.on_commit {
                         on_commit();
+                    }
+                    for (reply, answer) in step.replies {
+                        let _ = reply.send(answer);
                     }
                     announce(&notify, &step.events, &step.progress, step.status, seqs);
                 }
