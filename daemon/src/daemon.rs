@@ -258,7 +258,27 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
             };
             let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
-            store.listen(link.waker());
+            // Other nodes' events for this node's subscribers: read on a
+            // thread of their own (detached: it holds nothing to flush).
+            let (commits, committed) = std::sync::mpsc::channel();
+            {
+                let (store, tx, notify) = (store.another(), tx.clone(), notify_tx.clone());
+                std::thread::Builder::new()
+                    .name("ax-feed".into())
+                    .spawn(move || crate::feed::run(store, committed, tx, notify))
+                    .context("cannot start the feed thread")?;
+            }
+            let wake_claimer = link.waker();
+            let me_id = me.id.clone();
+            store.listen(move |channel, payload| {
+                if channel != crate::store::postgres::EVENTS_CHANNEL {
+                    wake_claimer(channel);
+                } else if let Some((node, seqs)) = crate::store::postgres::parse_payload(payload)
+                    && node != me_id
+                {
+                    let _ = commits.send(seqs);
+                }
+            });
             {
                 let tx = tx.clone();
                 store.lead(cfg.heartbeat, move |leader, leading| {

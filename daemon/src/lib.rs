@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod dags;
 pub mod engine;
 pub mod executor;
+pub mod feed;
 pub mod logship;
 pub mod metrics;
 pub mod metrics_http;

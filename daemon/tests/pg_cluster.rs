@@ -171,6 +171,48 @@ async fn status_counts_the_cluster_s_runs_through_any_node() {
     }
 }
 
+/// A subscriber of one node hears of what another node commits: the
+/// creation of a DAG run submitted through the other node, and the end
+/// of its run wherever it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
+    let Some(db) = TestDb::create("pg_cluster_feed") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"1s\"\n",
+        db.url
+    );
+    let a = Daemon::start_with(&config, &[]);
+    let b = Daemon::start_with(&config, &[]);
+    let mut sub = a.client().await;
+    sub.request(ax_shared::protocol::request::Subscribe)
+        .await
+        .unwrap();
+    let mut cb = b.client().await;
+    let answer = cb
+        .call("submit", json!({"command": "true", "name": "far"}))
+        .await
+        .unwrap();
+    let dag_run = answer["dag_run"].as_u64().unwrap();
+    let run = run_ids(&answer)[0];
+    let (mut created, mut ended) = (false, false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(created && ended) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let note = tokio::time::timeout(left, sub.next_notification())
+            .await
+            .unwrap_or_else(|_| panic!("heard created: {created}, ended: {ended}"))
+            .unwrap();
+        if let ax_shared::protocol::Notification::Changed(c) = note {
+            for e in c.events {
+                created |= e.dag_run == dag_run && e.reason.starts_with("DAG run created");
+                ended |= e.run == Some(run) && e.to == Some(ax_shared::RunState::Success);
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_has_no_nodes_and_refuses_a_cluster_table() {
     let d = Daemon::start(&[]);

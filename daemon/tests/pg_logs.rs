@@ -28,7 +28,7 @@ fn node_id(d: &Daemon) -> String {
 /// few thousand numbered lines and a last one.
 fn printer(gate: &Path) -> String {
     format!(
-        "command = \"echo first; while [ ! -e {} ]; do sleep 0.05; done; seq 1 3000; echo last\"\n",
+        "overlap = \"replace\"\ncommand = \"echo first; while [ ! -e {} ]; do sleep 0.05; done; seq 1 3000; echo last\"\n",
         gate.display()
     )
 }
@@ -66,7 +66,8 @@ async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
     let mut ca = a.client().await;
     let mut cb = b.client().await;
 
-    // A triggered DAG run stays on the node that triggered it: B.
+    // A triggered DAG run of a `replace` DAG stays on the node that
+    // triggered it: B.
     let run = trigger(&mut cb, "printer").await[0];
     let seen = wait_run(&mut ca, run, 20, |r| {
         r.state.as_str() == "running" && !r.attempts.is_empty()
@@ -188,8 +189,12 @@ async fn a_capped_log_and_a_silent_one_read_the_same_through_another_node() {
         db.url
     );
     let jobs = [
-        ("chatty.toml", "command = \"yes line | head -n 1000\"\n"),
-        ("silent.toml", "command = \"true\"\n"),
+        // `replace`: their DAG runs stay on the node that triggers them.
+        (
+            "chatty.toml",
+            "overlap = \"replace\"\ncommand = \"yes line | head -n 1000\"\n",
+        ),
+        ("silent.toml", "overlap = \"replace\"\ncommand = \"true\"\n"),
     ];
     let a = Daemon::start_with(&config, &jobs);
     let b = Daemon::start_with(&config, &jobs);
@@ -311,7 +316,11 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
         "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"5s\"\n",
         db.url
     );
-    let jobs = [("sleeper.toml", "command = \"echo before; sleep 60\"\n")];
+    // `replace`: the DAG run stays on the node that triggers it.
+    let jobs = [(
+        "sleeper.toml",
+        "overlap = \"replace\"\ncommand = \"echo before; sleep 60\"\n",
+    )];
     let a = Daemon::start_with(&config, &jobs);
     let mut b = Daemon::start_with(&config, &jobs);
     let mut ca = a.client().await;
@@ -354,7 +363,8 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
         }
     }
     assert_eq!(got, "written while down\n");
-    let r = get_run(&mut ca, run).await;
+    // The log can be complete before B's restore is committed.
+    let r = wait_run(&mut ca, run, 20, |r| r.attempts[0].outcome.is_some()).await;
     assert_eq!(
         r.attempts[0].outcome.map(|o| o.to_string()).as_deref(),
         Some("interrupted")

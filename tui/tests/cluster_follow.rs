@@ -42,7 +42,7 @@ fn logs_follow_through_another_node_reads_every_attempt_and_the_end() {
     let work = tempfile::tempdir().unwrap();
     let count = work.path().join("count");
     let jobs = format!(
-        "retries = 2\nbackoff = {{ kind = \"fixed\", base = \"500ms\", jitter = \"0s\" }}\n\
+        "overlap = \"replace\"\nretries = 2\nbackoff = {{ kind = \"fixed\", base = \"500ms\", jitter = \"0s\" }}\n\
          command = \"n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}; echo \\\"line of attempt $n\\\"; sleep 0.3; [ $n -ge 3 ]\"\n",
         count = count.display(),
     );
@@ -54,7 +54,8 @@ fn logs_follow_through_another_node_reads_every_attempt_and_the_end() {
     let a = Daemon::start(axd.clone(), &config, &[("flaky.toml", &jobs)]).unwrap();
     let b = Daemon::start(axd, &config, &[("flaky.toml", &jobs)]).unwrap();
 
-    // Triggered through B, the DAG run stays on B; followed through A.
+    // Triggered through B, the DAG run of a `replace` DAG stays on B;
+    // followed through A.
     let out = ax(&b.socket, &["--json", "trigger", "flaky"])
         .output()
         .unwrap();

@@ -84,6 +84,9 @@ pub enum Msg {
         leader: bool,
         leading: crate::store::postgres::Leading,
     },
+    /// Events other nodes committed (a cluster), for this node's
+    /// subscribers.
+    RemoteEvents(Vec<ax_shared::api::EventView>),
     /// Watched DAG runs of other nodes ended (a cluster); `done` is
     /// dropped once applied and what is still watched published.
     EndedElsewhere {
@@ -447,6 +450,7 @@ impl Scheduler {
                     };
                     effects.extend(self.engine.handle(now, input).effects);
                 }
+                Msg::RemoteEvents(events) => self.announce_remote(now, events),
                 Msg::EndedElsewhere { dag_runs, done } => {
                     let input = Input::EndedElsewhere { dag_runs };
                     effects.extend(self.engine.handle(now, input).effects);

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{
-    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, MetricsText, PoolView,
-    RunView, StatusView,
+    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView, MetricsText,
+    PoolView, RunView, StatusView,
 };
-use ax_shared::protocol::{RpcError, codes};
+use ax_shared::protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
@@ -30,6 +30,20 @@ fn dag_run_state(s: engine::DagRunState) -> DagRunState {
 }
 
 impl Scheduler {
+    /// Events another node committed, announced to this node's
+    /// subscribers as its own are, with this node's status.
+    pub(super) fn announce_remote(&self, now: Millis, events: Vec<EventView>) {
+        if self.notify.receiver_count() == 0 {
+            return;
+        }
+        let note = Notification::Changed(Changed {
+            events,
+            progress: Vec::new(),
+            status: Box::new(self.status(now)),
+        });
+        let _ = self.notify.send(Arc::from(note.to_line()));
+    }
+
     /// `status`: the counts and the config in force. Notifications carry
     /// the counts only (the config changes with a reload, not per step).
     pub(super) fn status_with_config(&self, now: Millis) -> StatusView {

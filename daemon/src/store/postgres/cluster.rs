@@ -328,12 +328,12 @@ impl PgStore {
         })
     }
 
-    /// Calls `wake(channel)` at each `ax_work` and `ax_done` notification,
-    /// and `wake(WORK_CHANNEL)` once each time the dedicated LISTEN
-    /// connection is (re)established, since notifications sent while it
-    /// was down are lost. Runs on the store's runtime for as long as the
-    /// store lives.
-    pub fn listen(&self, wake: impl Fn(&str) + Send + Sync + 'static) {
+    /// Calls `wake(channel, payload)` at each `ax_work`, `ax_done` and
+    /// `ax_events` notification, and `wake(WORK_CHANNEL, "")` once each
+    /// time the dedicated LISTEN connection is (re)established, since
+    /// notifications sent while it was down are lost. Runs on the store's
+    /// runtime for as long as the store lives.
+    pub fn listen(&self, wake: impl Fn(&str, &str) + Send + Sync + 'static) {
         let config = self.shared.config.clone();
         let wake = Arc::new(wake);
         self.spawn(async move {
@@ -345,16 +345,19 @@ impl PgStore {
                             futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
                         while let Some(Ok(m)) = messages.next().await {
                             if let AsyncMessage::Notification(n) = m {
-                                on_message(n.channel());
+                                on_message(n.channel(), n.payload());
                             }
                         }
                     });
                     if client
-                        .batch_execute(&format!("LISTEN {WORK_CHANNEL}; LISTEN {DONE_CHANNEL}"))
+                        .batch_execute(&format!(
+                            "LISTEN {WORK_CHANNEL}; LISTEN {DONE_CHANNEL}; LISTEN {}",
+                            super::feed::EVENTS_CHANNEL
+                        ))
                         .await
                         .is_ok()
                     {
-                        wake(WORK_CHANNEL);
+                        wake(WORK_CHANNEL, "");
                         let _ = driver.await;
                     } else {
                         driver.abort();

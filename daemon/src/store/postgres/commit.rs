@@ -74,6 +74,8 @@ const SET_QUEUES: &str =
     "INSERT INTO trigger_queues (dag, queue) SELECT * FROM UNNEST($1::text[], $2::text[])
      ON CONFLICT (dag) DO UPDATE SET queue = excluded.queue";
 const CLEAR_QUEUES: &str = "DELETE FROM trigger_queues WHERE dag = ANY($1)";
+/// The change feed (`feed`): delivered at commit.
+const NOTIFY_EVENTS: &str = "SELECT pg_notify('ax_events', $1)";
 const NEXT_SEQS: &str = "SELECT nextval('events_seq_seq') FROM generate_series(1, $1::int8)";
 const EVENTS: &str = "INSERT INTO events (seq, at, run, dag_run, from_state, to_state, reason, actor)
      SELECT * FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::text[], $7::text[], $8::text[])";
@@ -505,6 +507,11 @@ async fn transaction(
             ],
         )
         .await?;
+        // Other nodes announce these events to their subscribers.
+        if let Some(me) = me {
+            let payload = super::feed::payload(&me.id, &seqs);
+            tx.execute(NOTIFY_EVENTS, &[&payload]).await?;
+        }
     }
     tx.commit().await?;
     Ok(seqs)

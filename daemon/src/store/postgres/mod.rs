@@ -24,6 +24,7 @@
 
 mod cluster;
 mod commit;
+mod feed;
 mod load;
 mod logs;
 mod nodes;
@@ -40,6 +41,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
+pub use feed::{EVENTS_CHANNEL, EventSeqs, parse_payload};
 pub use logs::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone, StoredRange};
 pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
 

@@ -18,7 +18,7 @@ use crate::store::specs::parse_spec;
 use crate::store::{EventQuery, Loaded, RunQuery, Store, StoreError};
 
 const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
-const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
+pub(super) const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
 
 /// SQL with numbered parameters, built clause by clause.
 #[derive(Default)]
@@ -69,7 +69,7 @@ fn run_view(r: &Row) -> Result<RunView, StoreError> {
     })
 }
 
-fn event_view(r: &Row) -> Result<EventView, StoreError> {
+pub(super) fn event_view(r: &Row) -> Result<EventView, StoreError> {
     let state = |i: usize| -> Result<Option<RunState>, StoreError> {
         r.try_get::<_, Option<&str>>(i)?
             .map(parse_state)
