@@ -98,6 +98,10 @@ impl Registry {
     }
 
     fn publish(&self, rows: Vec<NodeRow>, beat: Published) {
+        self.publish_taken(rows, beat, Instant::now());
+    }
+
+    fn publish_taken(&self, rows: Vec<NodeRow>, beat: Published, taken: Instant) {
         let Published {
             pool_running,
             dag_versions,
@@ -109,7 +113,7 @@ impl Registry {
             versions.entry(v.dag).or_default().push((v.hash, v.nodes));
         }
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(Snapshot {
-            taken: Instant::now(),
+            taken,
             rows,
             pool_running,
             versions: Arc::new(versions),
@@ -131,11 +135,10 @@ impl Registry {
     pub fn versions(&self) -> Option<Versions> {
         let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let snapshot = guard.as_ref()?;
-        let since = snapshot.taken.elapsed().as_millis() as u64;
         let others = snapshot
             .rows
             .iter()
-            .filter(|r| *r.id != *self.me && alive(r.age_ms.saturating_add(since), r.heartbeat_ms))
+            .filter(|r| *r.id != *self.me && alive(r.age_ms, r.heartbeat_ms))
             .map(|r| r.id.clone())
             .collect();
         Some(Versions {
@@ -178,7 +181,11 @@ impl Registry {
                         started_at: Timestamp::from_millis(r.started_at),
                         last_beat: Timestamp::from_millis(r.last_beat),
                         beat_age_ms: age,
-                        alive: alive(age, r.heartbeat_ms),
+                        // As the database's clock judged it at the read: a
+                        // beat is up to one interval old when read, and the
+                        // read up to one of this node's intervals old, so
+                        // judging the aged figure would show live nodes dead.
+                        alive: alive(r.age_ms, r.heartbeat_ms),
                         this: *r.id == *self.me,
                         running: Some(snapshot.node_running.get(&r.id).copied().unwrap_or(0)),
                     }
@@ -369,6 +376,35 @@ mod tests {
         assert!(!v[1].this && !v[1].alive);
         assert!(v[1].beat_age_ms >= 1600);
         assert_eq!((v[0].running, v[1].running), (Some(0), Some(2)));
+    }
+
+    #[test]
+    fn a_node_alive_at_the_read_stays_alive_while_the_snapshot_ages() {
+        let r = Registry::new("me");
+        let row = |id: &str, age_ms| NodeRow {
+            id: id.into(),
+            host: "h".into(),
+            version: "v".into(),
+            slots: 4,
+            heartbeat_ms: 1000,
+            started_at: 0,
+            last_beat: 0,
+            age_ms,
+        };
+        // Read 900 ms ago, when the peer's beat was 1.4 s old (alive: at
+        // most 1.5 intervals): aged, 2.3 s, yet alive until the next read.
+        let taken = Instant::now()
+            .checked_sub(Duration::from_millis(900))
+            .unwrap();
+        r.publish_taken(
+            vec![row("me", 0), row("peer", 1400)],
+            Published::default(),
+            taken,
+        );
+        let v = r.view().unwrap();
+        assert!(v[1].alive, "{v:?}");
+        assert!(v[1].beat_age_ms >= 2300);
+        assert_eq!(r.versions().unwrap().others, vec!["peer".to_string()]);
     }
 
     #[test]
