@@ -188,3 +188,40 @@ async fn nodes_that_load_different_versions_of_a_dag_are_flagged() {
         .unwrap();
     assert_eq!(left[0][0], "0");
 }
+
+/// A node restarted defines its DAGs from its own folder, never from the
+/// file another node last stored for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_keeps_its_own_files() {
+    let Some(db) = TestDb::create("pg_dags_own_files") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
+        db.url
+    );
+    let mut a = Daemon::start_with(&config, &[("etl.toml", ETL)]);
+    let b = Daemon::start_with(&config, &[("etl.toml", ETL)]);
+    let stored_by_b = |db: &TestDb| {
+        db.query("SELECT file FROM dag_defs WHERE name = 'etl'")
+            .unwrap()[0][0]
+            .starts_with(&*b.path("jobs.d").to_string_lossy())
+    };
+    // B started last: the shared row names B's file.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stored_by_b(&db) {
+        assert!(Instant::now() < deadline, "B never stored its file");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.stop();
+    a.spawn();
+    let mut c = a.client().await;
+    let dags: Vec<DagView> =
+        serde_json::from_value(c.call("list_dags", json!(null)).await.unwrap()).unwrap();
+    let etl = dags.iter().find(|d| d.name == "etl").unwrap();
+    assert!(
+        etl.file.starts_with(&*a.path("jobs.d").to_string_lossy()),
+        "{} is not A's own file",
+        etl.file
+    );
+}

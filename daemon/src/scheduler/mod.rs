@@ -293,7 +293,12 @@ impl Scheduler {
         watermarks: &HashMap<String, i64>,
     ) -> Vec<Effect> {
         match self.store.load_dag_defs() {
-            Ok(defs) => self.registry.restore_last_good(defs),
+            // In a cluster `dag_defs` is the last version any node loaded:
+            // only one from a file of this node's own folder is its own.
+            Ok(mut defs) => {
+                defs.retain(|d| std::path::Path::new(&d.file).starts_with(&self.cfg.jobs_dir));
+                self.registry.restore_last_good(defs)
+            }
             Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
         }
         let define = Define::All { watermarks };
