@@ -265,10 +265,20 @@ pub fn run(
     let mut first = true;
     let mut failing = false;
     let mut paused: Option<Vec<String>> = None;
+    // The highest ids stored, as last told to the scheduler: its new ids
+    // follow them, so ids stay roughly in creation order across nodes.
+    let mut highest_ids = (0, 0);
     loop {
         match store.beat(&me, first) {
             Ok(beat) => {
                 let rows = beat.nodes;
+                if beat.highest_ids > highest_ids {
+                    highest_ids = beat.highest_ids;
+                    let _ = scheduler.send(crate::scheduler::Msg::IdsSeen {
+                        run: highest_ids.0,
+                        dag_run: highest_ids.1,
+                    });
+                }
                 if let Some(before) = &paused
                     && *before != beat.paused
                 {

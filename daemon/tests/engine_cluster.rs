@@ -269,3 +269,17 @@ fn a_new_leader_counts_dag_runs_active_anywhere() {
     trigger(&mut sim, "free");
     assert_eq!(sim.engine.forget_offered(), 1);
 }
+
+#[test]
+fn ids_skip_past_what_other_nodes_stored_and_keep_their_offset() {
+    let mut sim = node(3);
+    assert_eq!(sim.submit(dag("d", vec![job("a")])), vec![RunId(1024 + 3)]);
+    sim.engine.skip_ids_past(50_000, 20_000);
+    let r = sim.submit(dag("d", vec![job("a")]));
+    assert!(r[0].0 > 50_000 && r[0].0 % 1024 == 3, "{r:?}");
+    let dr = sim.engine.run(r[0]).unwrap().dag_run;
+    assert!(dr.0 > 20_000 && dr.0 % 1024 == 3, "{dr:?}");
+    sim.engine.skip_ids_past(10, 10);
+    let again = sim.submit(dag("d", vec![job("a")]));
+    assert_eq!(again[0].0, r[0].0 + 1024, "never back");
+}

@@ -146,8 +146,10 @@ async fn status_counts_the_cluster_s_runs_through_any_node() {
     let b = Daemon::start_with(&config, &[]);
     let mut ca = a.client().await;
     let mut cb = b.client().await;
+    let mut highest = 0;
     for _ in 0..2 {
         let ids = submit(&mut ca, json!({"command": "exit 3", "name": "bad"})).await;
+        highest = highest.max(ids[0]);
         wait_state(&mut ca, ids[0], "failed", 20).await;
     }
     let long = submit(&mut cb, json!({"command": "sleep 30", "name": "long"})).await;
@@ -169,6 +171,9 @@ async fn status_counts_the_cluster_s_runs_through_any_node() {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
+    // B's heartbeat has read A's runs: B numbers its next ones after them.
+    let next = submit(&mut cb, json!({"command": "true", "name": "later"})).await;
+    assert!(next[0] > highest, "{} after {highest}", next[0]);
 }
 
 /// A subscriber of one node hears of what another node commits: the

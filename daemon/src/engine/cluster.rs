@@ -103,6 +103,14 @@ impl Engine {
         self.node = Some(id.to_string());
     }
 
+    /// Numbers new ids after `run` and `dag_run` (ids other nodes have
+    /// stored), so that ids follow creation order across the cluster to
+    /// within a heartbeat, and `newest first` by id stays true.
+    pub fn skip_ids_past(&mut self, run: u64, dag_run: u64) {
+        self.next_run = self.next_run.max(self.ids.counter_from(run + 1));
+        self.next_dag_run = self.next_dag_run.max(self.ids.counter_from(dag_run + 1));
+    }
+
     /// Whether this engine fires cron slots (one node alone: always; in a
     /// cluster: only the leader).
     pub fn is_cron_leader(&self) -> bool {

@@ -84,6 +84,11 @@ pub enum Msg {
         leader: bool,
         leading: crate::store::postgres::Leading,
     },
+    /// The highest run and DAG run ids any node has stored (a cluster).
+    IdsSeen {
+        run: u64,
+        dag_run: u64,
+    },
     /// Events other nodes committed (a cluster), for this node's
     /// subscribers.
     RemoteEvents(Vec<ax_shared::api::EventView>),
@@ -456,6 +461,7 @@ impl Scheduler {
                     effects.extend(self.engine.handle(now, input).effects);
                 }
                 Msg::RemoteEvents(events) => self.announce_remote(now, events),
+                Msg::IdsSeen { run, dag_run } => self.engine.skip_ids_past(run, dag_run),
                 Msg::EndedElsewhere { dag_runs, done } => {
                     let input = Input::EndedElsewhere { dag_runs };
                     effects.extend(self.engine.handle(now, input).effects);

@@ -52,6 +52,8 @@ pub struct Beat {
     /// Runs of any node that ended failed or timed out in the last hour
     /// (by the server's clock).
     pub failed_last_hour: u64,
+    /// The highest run and DAG run ids stored, by any node.
+    pub highest_ids: (u64, u64),
 }
 
 /// The nodes (by id, sorted) that have loaded version `hash` of `dag`.
@@ -163,6 +165,18 @@ impl PgStore {
                     .try_get(0)?,
                 "failed runs",
             )?;
+            // Two primary-key lookups.
+            let statement = tx
+                .prepare_cached(
+                    "SELECT (SELECT COALESCE(max(id), 0) FROM runs),
+                            (SELECT COALESCE(max(id), 0) FROM dag_runs)",
+                )
+                .await?;
+            let row = tx.query_one(&statement, &[]).await?;
+            let highest_ids = (
+                int(row.try_get(0)?, "run id")?,
+                int(row.try_get(1)?, "DAG run id")?,
+            );
             // One row per DAG and version, not per node: a cluster that
             // agrees costs one row per DAG.
             let statement = tx
@@ -207,6 +221,7 @@ impl PgStore {
                 node_running,
                 unfinished,
                 failed_last_hour,
+                highest_ids,
             })
         })
     }
