@@ -283,3 +283,21 @@ fn ids_skip_past_what_other_nodes_stored_and_keep_their_offset() {
     let again = sim.submit(dag("d", vec![job("a")]));
     assert_eq!(again[0].0, r[0].0 + 1024, "never back");
 }
+
+#[test]
+fn a_follower_shows_the_next_slot_the_leader_will_fire() {
+    let mut sim = node(1);
+    let mut spec = DagSpec::adhoc("tick", vec![job("t")]);
+    spec.schedule = Some("*/10 * * * * *".into());
+    sim.input(Input::DefineDag {
+        spec: std::sync::Arc::new(spec),
+        zone: chrono_tz::UTC,
+        watermark: None,
+    })
+    .unwrap();
+    assert_eq!(sim.engine.next_fire("tick"), None, "nothing armed");
+    let next = sim.engine.next_slot("tick", sim.now).expect("a slot");
+    assert!(next > sim.now && next - sim.now <= 10_000 && next % 10_000 == 0);
+    sim.input(Input::Pause { dag: "tick".into() }).unwrap();
+    assert_eq!(sim.engine.next_slot("tick", sim.now), None, "paused");
+}

@@ -580,6 +580,22 @@ impl Engine {
         self.dags.get(dag).and_then(|d| d.next_fire)
     }
 
+    /// When the DAG's next slot fires: the armed time here, or, on a
+    /// cluster's follower (which arms nothing), the slot after `now` the
+    /// leader will fire.
+    pub fn next_slot(&self, dag: &str, now: Millis) -> Option<Millis> {
+        let def = self.dags.get(dag)?;
+        if def.next_fire.is_some() || self.cron_leader {
+            return def.next_fire;
+        }
+        if !def.spec.enabled || self.paused.contains(dag) {
+            return None;
+        }
+        let from = DateTime::<Utc>::from_timestamp_millis(now.max(def.watermark))?;
+        let next = def.schedule.as_ref()?.next_after(from, &def.zone)?;
+        Some(next.timestamp_millis())
+    }
+
     /// Last fired slot of a DAG (its watermark).
     pub fn watermark(&self, dag: &str) -> Option<Millis> {
         self.dags.get(dag).map(|d| d.watermark)

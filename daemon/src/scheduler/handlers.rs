@@ -83,8 +83,8 @@ impl Scheduler {
             Request::Metrics(_) => encode_answer(self.metrics_text(now)),
             Request::ListRuns(p) => wire(self.list_runs(now, *p)),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
-            Request::ListDags(_) => wire(self.list_dags()),
-            Request::GetDag(p) => wire(self.get_dag(*p)),
+            Request::ListDags(_) => wire(self.list_dags(now)),
+            Request::GetDag(p) => wire(self.get_dag(now, *p)),
             Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
             Request::Trigger(p) => wire(self.trigger(now, peer, *p, effects)),
@@ -158,25 +158,26 @@ impl Scheduler {
         Ok(view)
     }
 
-    fn list_dags(&mut self) -> Result<Vec<DagView>, RpcError> {
-        let last = self.store.last_dag_run_states().map_err(store_err)?;
+    fn list_dags(&mut self, now: Millis) -> Result<Vec<DagView>, RpcError> {
+        let last = self.store.last_dag_runs().map_err(store_err)?;
         let active = self.active_since();
         let versions = self.nodes.as_ref().and_then(|n| n.versions());
         Ok(self
             .registry
             .iter()
-            .map(|(n, e)| self.dag_view(n, e, &last, &active, versions.as_ref()))
+            .map(|(n, e)| self.dag_view(now, n, e, &last, &active, versions.as_ref()))
             .collect())
     }
 
-    fn get_dag(&mut self, p: GetDag) -> Result<DagView, RpcError> {
-        let last = self.store.last_dag_run_states().map_err(store_err)?;
+    fn get_dag(&mut self, now: Millis, p: GetDag) -> Result<DagView, RpcError> {
+        let last = self.store.last_dag_runs().map_err(store_err)?;
         let entry = self
             .registry
             .get(&p.name)
             .ok_or_else(|| not_found(format!("DAG {:?}", p.name)))?;
         let versions = self.nodes.as_ref().and_then(|n| n.versions());
         Ok(self.dag_view(
+            now,
             &p.name,
             entry,
             &last,

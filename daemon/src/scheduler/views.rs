@@ -18,7 +18,7 @@ use super::handlers::store_err;
 use crate::dags::DagEntry;
 use crate::engine::{self, DagRunId, Millis, RunId};
 use crate::metrics::{DagStat, PoolStat, Snapshot};
-use crate::store::RunQuery;
+use crate::store::{LastDagRun, RunQuery};
 
 fn dag_run_state(s: engine::DagRunState) -> DagRunState {
     match s {
@@ -203,22 +203,24 @@ impl Scheduler {
         out
     }
 
-    /// `last`: the state of each DAG's newest DAG run, as the store has it;
-    /// `active`: from `active_since`.
+    /// `last`: each DAG's newest DAG run, as the store has it (any node's,
+    /// in a cluster); `active`: from `active_since`.
     pub(super) fn dag_view(
         &self,
+        now: Millis,
         name: &str,
         entry: &DagEntry,
-        last: &HashMap<String, String>,
+        last: &HashMap<String, LastDagRun>,
         active: &HashMap<Arc<str>, Millis>,
         versions: Option<&crate::cluster::Versions>,
     ) -> DagView {
-        let last_run_state = last.get(name).and_then(|s| DagRunState::parse(s));
+        let last = last.get(name);
+        let last_run_state = last.map(|l| dag_run_state(l.state));
         // An active DAG run shows when it started; an ended one when it
-        // ended (the metrics keep the last success and failure per DAG).
+        // ended. One this engine holds is newer than what the store has.
         let last_run_at = match last_run_state {
-            Some(DagRunState::Active) => active.get(name).copied(),
-            Some(_) => self.metrics.last_ended(name),
+            Some(DagRunState::Active) => active.get(name).copied().or(last.map(|l| l.at)),
+            Some(_) => last.map(|l| l.at),
             None => None,
         };
         let spec = entry.spec.as_deref();
@@ -233,7 +235,7 @@ impl Scheduler {
                 .unwrap_or_default(),
             schedule: spec.and_then(|s| s.schedule.clone()),
             timezone: spec.map(|_| tz),
-            next_fire: self.engine.next_fire(name).map(Timestamp::from_millis),
+            next_fire: self.engine.next_slot(name, now).map(Timestamp::from_millis),
             paused: self.engine.is_paused(name),
             last_run_state,
             last_run_at: last_run_at.map(Timestamp::from_millis),

@@ -227,8 +227,9 @@ pub trait Store: Send {
     fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError>;
     /// Count of runs per state, over the whole store.
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
-    /// State of the newest DAG run of each DAG.
-    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError>;
+    /// The newest DAG run of each DAG: its state, and when it ended (or,
+    /// active, began).
+    fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError>;
     /// When each DAG last had a DAG run succeed and fail (or be cancelled),
     /// in ms: what the metrics' per-DAG timestamps start from.
     fn dag_history(&mut self) -> Result<HashMap<String, crate::metrics::DagHistory>, StoreError>;
@@ -259,6 +260,14 @@ pub trait Store: Send {
     fn take_unique_holds(&mut self) -> Option<Hold> {
         None
     }
+}
+
+/// A DAG's newest DAG run, as the store has it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastDagRun {
+    pub state: DagRunState,
+    /// `finished_at`, or `created_at` while it is active (ms).
+    pub at: i64,
 }
 
 /// Something held until it is dropped (a lock in the store).

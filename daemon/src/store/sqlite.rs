@@ -19,7 +19,9 @@ mod load;
 
 use super::specs::{SpecHashes, def_text};
 use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
-use super::{dag_run_state_str, parse_outcome, parse_state, state_str};
+use super::{
+    LastDagRun, dag_run_state_str, parse_dag_run_state, parse_outcome, parse_state, state_str,
+};
 use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
 use ax_shared::time::Timestamp;
 
@@ -497,11 +499,21 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT dag, state FROM dag_runs WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT dag, state, COALESCE(finished_at, created_at) FROM dag_runs
+             WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let state: String = r.get(1)?;
+            Ok((
+                r.get(0)?,
+                LastDagRun {
+                    state: parse_dag_run_state(&state),
+                    at: r.get(2)?,
+                },
+            ))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

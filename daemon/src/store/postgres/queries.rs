@@ -15,7 +15,9 @@ use tokio_postgres::types::ToSql;
 use super::{PgStore, int, on_client, opt_int, parse_state};
 use crate::engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 use crate::store::specs::parse_spec;
-use crate::store::{EventQuery, Loaded, RunQuery, Store, StoreError};
+use crate::store::{
+    EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError, parse_dag_run_state,
+};
 
 const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
 pub(super) const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
@@ -336,18 +338,26 @@ impl Store for PgStore {
         on_client!(self, |client| state_counts(&client))
     }
 
-    fn last_dag_run_states(&mut self) -> Result<HashMap<String, String>, StoreError> {
+    fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {
         on_client!(self, |client| async {
             let statement = client
                 .prepare_cached(
-                    "SELECT dag, state FROM dag_runs WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)",
+                    "SELECT dag, state, COALESCE(finished_at, created_at) FROM dag_runs
+                     WHERE id IN (SELECT MAX(id) FROM dag_runs GROUP BY dag)",
                 )
                 .await?;
             client
                 .query(&statement, &[])
                 .await?
                 .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .map(|r| {
+                    let state: &str = r.try_get(1)?;
+                    let last = LastDagRun {
+                        state: parse_dag_run_state(state),
+                        at: r.try_get(2)?,
+                    };
+                    Ok((r.try_get(0)?, last))
+                })
                 .collect::<Result<_, StoreError>>()
         })
     }
