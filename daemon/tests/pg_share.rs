@@ -195,6 +195,58 @@ async fn a_killed_node_s_runs_finish_elsewhere_and_it_rejoins() {
     assert_ne!(rejoined[0][0], "0", "the restarted node ran none");
 }
 
+/// The processes of a node killed with SIGKILL outlive it (only the job's
+/// shell gets its death signal); once another node has taken the run
+/// over, the node restarted on that machine kills what is left of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_kills_what_its_earlier_life_left_running() {
+    let _one_cluster_at_a_time = SERIAL.lock().await;
+    let Some(db) = TestDb::create("pg_share_orphans") else {
+        return;
+    };
+    let config = format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
+        db.url
+    );
+    // Alone, the victim claims the run; the shell waits on its child.
+    let mut victim = Daemon::start_with(&config, &[]);
+    let mut c = victim.client().await;
+    let run = submit(
+        &mut c,
+        json!({"command": "sleep 120; true", "name": "stuck"}),
+    )
+    .await[0];
+    let with_pid = format!("SELECT count(*) FROM attempts WHERE run = {run} AND pid IS NOT NULL");
+    wait_count(&db, &with_pid, 20, |n| n == 1);
+    let pgid: i32 = db
+        .query(&format!("SELECT pid FROM attempts WHERE run = {run}"))
+        .unwrap()[0][0]
+        .parse()
+        .unwrap();
+    let group_alive = || unsafe { libc::kill(-pgid, 0) } == 0;
+    assert!(group_alive());
+    let survivor = Daemon::start_with(&config, &[]);
+    victim.kill9();
+    wait_count(
+        &db,
+        &format!("SELECT count(*) FROM attempts WHERE run = {run} AND outcome = 'interrupted'"),
+        30,
+        |n| n == 1,
+    );
+    assert!(group_alive(), "the job's child outlived its axd");
+    victim.spawn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while group_alive() {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted node left it running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(victim.log().contains("left by an earlier axd"));
+    drop(survivor);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cron_fires_each_slot_once_across_a_leader_s_death() {
     let _one_cluster_at_a_time = SERIAL.lock().await;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use ax_shared::DagSpec;
 use deadpool_postgres::Object;
 
+use super::nodes::SERVER_NOW;
 use super::{int, opt_int, parse_state};
 use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger};
 use crate::store::specs::parse_spec;
@@ -63,6 +64,25 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         trigger_queues,
         orphans,
     })
+}
+
+/// Attempts `node` started that ended `interrupted` in the last day
+/// (another node took their run over) with the pid they had: (pid, pid
+/// start time). A pid whose start time differs is another process now,
+/// and is left alone (`executor::sweep_orphan`).
+pub(super) async fn interrupted_elsewhere(
+    client: &Object,
+    node: &str,
+) -> Result<Vec<(u32, Option<u64>)>, StoreError> {
+    let sql = format!(
+        "SELECT pid, pid_start FROM attempts
+         WHERE node = $1 AND outcome = 'interrupted' AND pid IS NOT NULL
+           AND finished_at >= {SERVER_NOW} - 86400000"
+    );
+    let rows = client.query(&sql, &[&node]).await?;
+    rows.iter()
+        .map(|r| Ok((int(r.try_get(0)?, "pid")?, opt_int(r, 1, "pid start time")?)))
+        .collect()
 }
 
 /// DAG runs read back, with what they need from outside themselves.

@@ -288,16 +288,28 @@ impl Store for PgStore {
         self.take_key_holds()
     }
 
-    /// A registered node loads only the DAG runs it owns.
+    /// A registered node loads only the DAG runs it owns, and the attempts
+    /// it started that another node ended as `interrupted` (it was
+    /// declared dead) as orphans: their processes may outlive the axd
+    /// that started them, and this node is the one on their machine.
     fn load(&mut self) -> Result<Loaded, StoreError> {
-        let filter = match self.shared.node.get() {
+        let me = self.shared.node.get().cloned();
+        let filter = match &me {
             Some(me) => format!(
                 "d.state = 'active' AND d.owner = {}",
                 super::cluster::quote(&me.id)
             ),
             None => "d.state = 'active'".to_string(),
         };
-        on_client!(self, |client| super::load::load_where(&client, &filter))
+        on_client!(self, |client| async {
+            let mut loaded = super::load::load_where(&client, &filter).await?;
+            if let Some(me) = &me {
+                loaded
+                    .orphans
+                    .extend(super::load::interrupted_elsewhere(&client, &me.id).await?);
+            }
+            Ok::<_, StoreError>(loaded)
+        })
     }
 
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
