@@ -667,14 +667,16 @@ async fn each<M: Method>(
                 worst = worst.max(code);
                 results.push(json!({"id": id, "ok": false, "error": e.to_string()}));
                 if !o.json {
-                    let _ = writeln!(
-                        o.err,
-                        "ax: run {id}: {}",
-                        match &e {
-                            ClientError::Rpc(r) => r.message.clone(),
-                            other => other.to_string(),
-                        }
-                    );
+                    let message = match &e {
+                        ClientError::Rpc(r) => r.message.clone(),
+                        other => other.to_string(),
+                    };
+                    // Named once: axd's message may already begin with it.
+                    if message.starts_with(&format!("run {id} ")) {
+                        let _ = writeln!(o.err, "ax: {message}");
+                    } else {
+                        let _ = writeln!(o.err, "ax: run {id}: {message}");
+                    }
                 }
             }
         }
