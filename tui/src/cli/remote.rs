@@ -494,12 +494,22 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
         Remote::Trigger { dag, force } => {
             let r = c
                 .request(Trigger {
-                    dag,
+                    dag: dag.clone(),
                     force: force.then_some(true),
                 })
                 .await?;
             if !o.json {
-                let _ = writeln!(o.err, "ax: {}", trigger_line(&r));
+                // A paused DAG's new run waits for `ax resume`.
+                let paused = !r.runs.is_empty()
+                    && c.request(GetDag { name: dag.clone() })
+                        .await
+                        .is_ok_and(|d| d.paused);
+                let held = if paused {
+                    format!(" (held: {dag} is paused; `ax resume {dag}` lets it run)")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(o.err, "ax: {}{held}", trigger_line(&r));
                 if r.runs.is_empty() {
                     return Ok(exit::OK);
                 }
