@@ -259,12 +259,16 @@ pub fn run(
     me: NodeInfo,
     registry: Registry,
     scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
+    loaded_paused: Vec<String>,
     stop: Receiver<()>,
 ) {
     let interval = Duration::from_millis(me.heartbeat_ms);
     let mut first = true;
     let mut failing = false;
-    let mut paused: Option<Vec<String>> = None;
+    // Compared with from the first beat on: a pause or resume another node
+    // committed between this node's load and its first beat is followed
+    // too.
+    let mut paused = loaded_paused;
     // The highest ids stored, as last told to the scheduler: its new ids
     // follow them, so ids stay roughly in creation order across nodes.
     let mut highest_ids = (0, 0);
@@ -279,15 +283,12 @@ pub fn run(
                         dag_run: highest_ids.1,
                     });
                 }
-                if let Some(before) = &paused
-                    && *before != beat.paused
-                {
+                if paused != beat.paused {
                     let _ = scheduler.send(crate::scheduler::Msg::Paused {
-                        before: before.clone(),
-                        now: beat.paused.clone(),
+                        before: std::mem::replace(&mut paused, beat.paused),
+                        now: paused.clone(),
                     });
                 }
-                paused = Some(beat.paused);
                 if failing {
                     tracing::info!("node heartbeat written again");
                 }

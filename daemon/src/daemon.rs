@@ -159,6 +159,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         stored_terminal,
         cron_marks,
         unshipped,
+        paused,
     } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
@@ -298,7 +299,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
                     .spawn(move || {
-                        crate::cluster::run(store, info, registry, tx, heartbeat_stopped)
+                        crate::cluster::run(store, info, registry, tx, paused, heartbeat_stopped)
                     })
                     .context("cannot start the heartbeat thread")?
             };
@@ -493,6 +494,9 @@ struct Restored {
     /// Attempts this node was running when its earlier life ended: the
     /// rest of their logs is shipped now (a cluster only).
     unshipped: Vec<(crate::engine::RunId, u32)>,
+    /// The paused DAGs as loaded: what the heartbeat's first read of the
+    /// stored set is compared with (a cluster only).
+    paused: Vec<String>,
 }
 
 /// Loads unfinished runs into a new engine (a node of a cluster: the
@@ -574,6 +578,7 @@ fn restore(
         stored_terminal,
         cron_marks: loaded.cron_marks,
         unshipped,
+        paused: loaded.paused,
     })
 }
 
