@@ -75,3 +75,66 @@ impl PgStore {
         Ok(by_pool)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres::{NodeInfo, PgUrl};
+    use ax_testkit::pg::TestDb;
+
+    /// A store registered and beating as node `id`.
+    fn node(db: &TestDb, id: &str) -> PgStore {
+        let mut store = PgStore::open(&PgUrl::parse(&db.url).unwrap()).unwrap();
+        store.register(id).unwrap();
+        let info = NodeInfo {
+            id: id.to_string(),
+            host: "h".to_string(),
+            version: "v".to_string(),
+            slots: 8,
+            heartbeat_ms: 60_000,
+        };
+        store.beat(&info, true).unwrap();
+        store
+    }
+
+    #[test]
+    fn wants_are_seen_by_the_other_nodes_and_go_with_a_departed_node() {
+        let Some(db) = TestDb::create("pg_wants") else {
+            return;
+        };
+        let (mut a, mut b) = (node(&db, "a"), node(&db, "b"));
+        a.ensure_pool_slots(&[("io".to_string(), 3)]).unwrap();
+        assert_eq!(a.lease("io", 3, 2).unwrap(), vec![0, 1]);
+        assert_eq!(b.lease("io", 3, 5).unwrap(), vec![2]);
+        // Nobody wants more: no pool to share.
+        assert!(a.contenders().unwrap().is_empty());
+        b.set_want("io", 4).unwrap();
+        let b_stake = Stake {
+            node: "b".to_string(),
+            leased: 1,
+            want: 4,
+        };
+        assert_eq!(a.contenders().unwrap()["io"], vec![b_stake.clone()]);
+        // B sees A's leases only once A wants too; never its own row.
+        assert!(b.contenders().unwrap().is_empty());
+        a.set_want("io", 1).unwrap();
+        b.set_want("io", 2).unwrap();
+        let a_stake = Stake {
+            node: "a".to_string(),
+            leased: 2,
+            want: 1,
+        };
+        assert_eq!(b.contenders().unwrap()["io"], vec![a_stake]);
+        assert_eq!(a.contenders().unwrap()["io"][0].want, 2);
+        a.set_want("io", 0).unwrap();
+        assert!(b.contenders().unwrap().is_empty());
+        // A node that leaves takes its leases and its demand with it.
+        b.leave("b").unwrap();
+        assert!(a.contenders().unwrap().is_empty());
+        assert_eq!(
+            db.query("SELECT count(*) FROM pool_wants").unwrap()[0][0],
+            "0"
+        );
+        assert_eq!(a.lease("io", 3, 5).unwrap(), vec![2]);
+    }
+}
