@@ -136,6 +136,8 @@ impl PgStore {
             // Slots leased in an earlier life: its engine starts with none.
             tx.execute("UPDATE pool_slots SET node = NULL WHERE node = $1", &[&id])
                 .await?;
+            tx.execute("DELETE FROM pool_wants WHERE node = $1", &[&id])
+                .await?;
             // A node restarting within its grace is alive again from now:
             // its row of the last life must not get it declared dead (and
             // fenced) before its first beat.
@@ -186,7 +188,7 @@ impl PgStore {
     /// Runs `sql` as this node, whose id is its last parameter after
     /// `params`, in a transaction checked against its epoch; returns its
     /// rows (none before the node registered).
-    fn as_node(
+    pub(super) fn as_node(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -479,14 +481,17 @@ impl PgStore {
     }
 }
 
-/// The unfinished DAG runs of `nodes` lose their owner, and every node's
-/// claimer is woken. Their record of loaded DAG versions goes too: a node
-/// that comes back writes it anew from its jobs folder at start-up.
+/// The unfinished DAG runs of `nodes` lose their owner and their pool
+/// slots, and every node's claimer is woken. Their record of loaded DAG
+/// versions and their pool demands go too: a node that comes back writes
+/// them anew (DAG versions from its jobs folder at start-up).
 async fn hand_back(
     tx: &deadpool_postgres::Transaction<'_>,
     nodes: &[String],
 ) -> Result<(), StoreError> {
     tx.execute("DELETE FROM node_dags WHERE node = ANY($1)", &[&nodes])
+        .await?;
+    tx.execute("DELETE FROM pool_wants WHERE node = ANY($1)", &[&nodes])
         .await?;
     let n = tx
         .execute(

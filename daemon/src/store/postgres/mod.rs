@@ -32,6 +32,7 @@ mod prune;
 mod queries;
 mod schema;
 mod unique;
+mod wants;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
 pub use feed::{EVENTS_CHANNEL, EventSeqs, parse_payload};
 pub use logs::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone, StoredRange};
 pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
+pub use wants::Stake;
 
 use super::specs::SpecHashes;
 use super::{StoreError, error_chain, parse_state};

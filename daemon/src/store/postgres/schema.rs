@@ -99,6 +99,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE log_done (
         run BIGINT NOT NULL, attempt BIGINT NOT NULL, bytes BIGINT NOT NULL, PRIMARY KEY (run, attempt));
     "#,
+    // 10: each node's unmet demand for a pool's slots (ready runs it
+    // cannot lease for), read by the nodes holding that pool's slots to
+    // share them fairly; a dead or departed node's rows go with its leases
+    r#"
+    CREATE TABLE pool_wants (
+        pool TEXT NOT NULL, node TEXT NOT NULL, want BIGINT NOT NULL, PRIMARY KEY (pool, node));
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

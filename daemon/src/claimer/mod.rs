@@ -17,6 +17,11 @@
 //! engine which slot numbers it may use (`Input::Leases`), and gives back
 //! slots that stayed idle for a heartbeat interval once the engine no
 //! longer holds them (taking a slot away never stops a running attempt).
+//! Ready runs it cannot lease for are recorded as the node's unmet demand
+//! (`pool_wants`, with `NOTIFY ax_work` when it starts); a node holding
+//! more than its fair share of a pool another node wants (`share`) takes
+//! the excess away from its engine and gives each slot back as its
+//! attempt ends, which wakes the wanting node's claimer to lease it.
 //!
 //! Watched DAG runs: triggered DAG runs this node offered (and, on a new
 //! cron leader, those active anywhere) count for their DAG's overlap
@@ -34,6 +39,9 @@ use crate::engine::{DagRunId, PoolLease};
 use crate::scheduler::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
+use share::{Claim, shares};
+
+mod share;
 
 /// DAG runs claimed in one transaction at most.
 const MAX_CLAIM: u32 = 64;
@@ -52,6 +60,9 @@ pub struct Link {
     pools: Arc<Mutex<Vec<PoolLease>>>,
     /// Some pool has ready runs and no free leased slot.
     wanting: Arc<AtomicBool>,
+    /// Slots taken away from the engine that attempts still hold: each
+    /// one's end wakes the claimer to give it back.
+    draining: Arc<AtomicU32>,
     /// DAG runs of other nodes whose end the engine waits to hear of
     /// (`Engine::watched_elsewhere`), as of the scheduler's last step.
     watched: Arc<Mutex<Vec<u64>>>,
@@ -68,6 +79,7 @@ impl Link {
             wake,
             pools: Arc::default(),
             wanting: Arc::default(),
+            draining: Arc::default(),
             watched: Arc::default(),
         };
         (link, woken)
@@ -95,13 +107,22 @@ impl Link {
 
     /// The scheduler's state after a step: its load (runs running or
     /// ready) and its pools. A load falling below the capacity wakes the
-    /// claimer, and so does a pool starting to want a slot.
+    /// claimer, and so do a pool starting to want a slot and a slot taken
+    /// away being let go by its attempt.
     pub fn publish(&self, load: u32, pools: Vec<PoolLease>) {
         let old = self.load.swap(load, Ordering::SeqCst);
         let wanting = pools.iter().any(wants_slots);
         let was_wanting = self.wanting.swap(wanting, Ordering::SeqCst);
+        let draining: u32 = pools
+            .iter()
+            .map(|p| p.held.difference(&p.leased).count() as u32)
+            .sum();
+        let was_draining = self.draining.swap(draining, Ordering::SeqCst);
         *self.pools.lock().unwrap_or_else(|e| e.into_inner()) = pools;
-        if (load < old && load < self.capacity) || (wanting && !was_wanting) {
+        if (load < old && load < self.capacity)
+            || (wanting && !was_wanting)
+            || draining < was_draining
+        {
             let _ = self.wake.send(());
         }
     }
@@ -136,12 +157,27 @@ struct Leases {
     idle_since: HashMap<String, Instant>,
     /// The size each pool's rows were last made for.
     ensured: HashMap<String, u32>,
+    /// The unmet demand last recorded per pool (absent: none).
+    wants: HashMap<String, u32>,
+}
+
+/// What the claimer does after a pass.
+#[derive(Debug, PartialEq)]
+enum Pass {
+    Done,
+    /// Slots were taken away from the engine: pass again once it has
+    /// published, to give back those no attempt holds.
+    Again,
+    /// The scheduler is gone.
+    Gone,
 }
 
 impl Leases {
     /// One pass over the pools: gives back slots the engine no longer
-    /// uses, takes slots away from the engine that stayed idle for an
-    /// `interval`, and leases more where ready runs wait. Each change of
+    /// uses, takes away from the engine slots above its fair share of a
+    /// pool another node wants (`share`) and slots that stayed idle for
+    /// an `interval`, leases more (up to that share) where ready runs
+    /// wait, and records the demand it could not meet. Each change of
     /// what the engine may use goes to the scheduler, and is awaited.
     fn pass(
         &mut self,
@@ -149,10 +185,19 @@ impl Leases {
         link: &Link,
         scheduler: &Sender<Msg>,
         interval: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Pass, StoreError> {
         let pools = link.pools.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut leased_total: u32 = pools.iter().map(|p| p.leased.len() as u32).sum();
-        for p in pools {
+        // Other nodes' stakes, in the pools one of them wants slots of;
+        // read only while this node has a stake of its own.
+        let contenders = if pools.iter().any(|p| p.queued > 0 || !p.leased.is_empty()) {
+            store.contenders()?
+        } else {
+            HashMap::new()
+        };
+        let me = store.me().map(|m| m.id.clone()).unwrap_or_default();
+        let mut next = Pass::Done;
+        for p in &pools {
             // A pool new or grown since (a reload) gets its slot rows.
             if self.ensured.get(&p.pool) != Some(&p.slots) {
                 store.ensure_pool_slots(&[(p.pool.clone(), p.slots)])?;
@@ -170,34 +215,72 @@ impl Leases {
                     stored.remove(s);
                 }
             }
+            // This node's share while another node wants slots of the pool.
+            let share = contenders.get(&p.pool).map(|others| {
+                let mut claims: Vec<Claim> = others
+                    .iter()
+                    .map(|o| Claim {
+                        node: &o.node,
+                        leased: o.leased,
+                        demand: o.leased + o.want,
+                    })
+                    .collect();
+                claims.push(Claim {
+                    node: &me,
+                    leased: stored.len() as u32,
+                    demand: p.held.len() as u32 + p.queued,
+                });
+                shares(p.slots, &claims)[me.as_str()]
+            });
             let idle: BTreeSet<u32> = p.leased.difference(&p.held).copied().collect();
             let mut leased = p.leased.clone();
-            if p.queued as usize > idle.len() {
+            let mut unmet = 0;
+            let mut changed = false;
+            if let Some(share) = share.filter(|s| leased.len() > *s as usize) {
+                // Above its share: keeps the slots its attempts hold first.
                 self.idle_since.remove(&p.pool);
-                let want =
+                let (held, free): (Vec<u32>, Vec<u32>) =
+                    leased.iter().partition(|s| p.held.contains(s));
+                leased = held.into_iter().chain(free).take(share as usize).collect();
+                leased_total -= p.leased.len() as u32 - share;
+                let idle_left = leased.difference(&p.held).count() as u32;
+                unmet = p.queued.saturating_sub(idle_left);
+                changed = true;
+                next = Pass::Again;
+            } else if p.queued as usize > idle.len() {
+                self.idle_since.remove(&p.pool);
+                let wanted =
                     (p.queued - idle.len() as u32).min(link.slot_cap.saturating_sub(leased_total));
-                if want == 0 {
-                    continue;
+                let room = share.map_or(wanted, |s| {
+                    wanted.min(s.saturating_sub(leased.len() as u32))
+                });
+                let got = if room > 0 {
+                    store.lease(&p.pool, p.slots, room)?
+                } else {
+                    Vec::new()
+                };
+                unmet = wanted - got.len() as u32;
+                if !got.is_empty() {
+                    leased_total += got.len() as u32;
+                    stored.extend(&got);
+                    leased.extend(got);
+                    changed = true;
                 }
-                let got = store.lease(&p.pool, p.slots, want)?;
-                if got.is_empty() {
-                    continue;
-                }
-                leased_total += got.len() as u32;
-                stored.extend(&got);
-                leased.extend(got);
             } else if p.queued == 0 && !idle.is_empty() {
                 let since = *self
                     .idle_since
                     .entry(p.pool.clone())
                     .or_insert_with(Instant::now);
-                if since.elapsed() < interval {
-                    continue;
+                if since.elapsed() >= interval {
+                    self.idle_since.remove(&p.pool);
+                    leased.retain(|s| !idle.contains(s));
+                    changed = true;
                 }
-                self.idle_since.remove(&p.pool);
-                leased.retain(|s| !idle.contains(s));
             } else {
                 self.idle_since.remove(&p.pool);
+            }
+            self.want(store, &p.pool, unmet)?;
+            if !changed {
                 continue;
             }
             let (done, applied) = std::sync::mpsc::channel();
@@ -207,11 +290,36 @@ impl Leases {
                 done,
             };
             if scheduler.send(msg).is_err() {
-                return Ok(false);
+                return Ok(Pass::Gone);
             }
             let _ = applied.recv();
         }
-        Ok(true)
+        // A pool gone from the engine (a reload) wants nothing.
+        let gone: Vec<String> = self
+            .wants
+            .keys()
+            .filter(|w| !pools.iter().any(|p| &p.pool == *w))
+            .cloned()
+            .collect();
+        for pool in gone {
+            self.want(store, &pool, 0)?;
+        }
+        Ok(next)
+    }
+
+    /// Records `unmet` as this node's demand for more slots of `pool`, if
+    /// it changed.
+    fn want(&mut self, store: &mut PgStore, pool: &str, unmet: u32) -> Result<(), StoreError> {
+        if self.wants.get(pool).copied().unwrap_or(0) == unmet {
+            return Ok(());
+        }
+        store.set_want(pool, unmet)?;
+        if unmet == 0 {
+            self.wants.remove(pool);
+        } else {
+            self.wants.insert(pool.to_string(), unmet);
+        }
+        Ok(())
     }
 }
 
@@ -229,9 +337,11 @@ pub fn run(
     let mut failing = false;
     let mut leases = Leases::default();
     while !stop.load(Ordering::SeqCst) {
+        let mut again = false;
         match leases.pass(&mut store, &link, &scheduler, interval) {
-            Ok(true) => {}
-            Ok(false) => return,
+            Ok(Pass::Done) => {}
+            Ok(Pass::Again) => again = true,
+            Ok(Pass::Gone) => return,
             Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
             Err(e) => {
                 if !failing {
@@ -292,6 +402,9 @@ pub fn run(
                     failing = true;
                 }
             }
+        }
+        if again {
+            continue;
         }
         match woken.recv_timeout(interval) {
             Ok(()) => while woken.try_recv().is_ok() {},
