@@ -289,9 +289,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let claimer_thread = {
                 let (store, link, tx) = (store.another(), link.clone(), tx.clone());
                 let (interval, stop) = (cfg.heartbeat, claimer_stop.clone());
+                let aging = crate::store::postgres::ClaimAging {
+                    cap: cfg.aging_cap,
+                    every: cfg.aging_every,
+                };
                 std::thread::Builder::new()
                     .name("ax-claimer".into())
-                    .spawn(move || crate::claimer::run(store, link, woken, tx, interval, stop))
+                    .spawn(move || {
+                        crate::claimer::run(store, link, woken, tx, interval, aging, stop)
+                    })
                     .context("cannot start the claimer thread")?
             };
             let thread = {

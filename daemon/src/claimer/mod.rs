@@ -332,6 +332,7 @@ pub fn run(
     woken: Receiver<()>,
     scheduler: Sender<Msg>,
     interval: Duration,
+    aging: crate::store::postgres::ClaimAging,
     stop: Arc<AtomicBool>,
 ) {
     let mut failing = false;
@@ -381,7 +382,7 @@ pub fn run(
         }
         let room = link.room();
         if room > 0 {
-            match store.claim(room) {
+            match store.claim(room, aging) {
                 Ok(claimed) if !claimed.dag_runs.is_empty() => {
                     failing = false;
                     let (done, adopted) = std::sync::mpsc::channel();

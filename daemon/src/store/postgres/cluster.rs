@@ -34,11 +34,39 @@ pub const DONE_CHANNEL: &str = "ax_done";
 /// How long a lost LISTEN or leader connection waits before reconnecting.
 const RECONNECT: Duration = Duration::from_secs(1);
 
-/// Claims offered DAG runs for node `$2`, at most `$1`.
-const CLAIM: &str = "WITH c AS (
-       SELECT id FROM dag_runs WHERE owner IS NULL AND state = 'active'
-       ORDER BY priority DESC, created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
-     UPDATE dag_runs d SET owner = $2 FROM c WHERE d.id = c.id RETURNING d.id";
+/// Claims offered DAG runs for node `$4`, at most `$1`, by effective
+/// priority (SPEC §4.2: `min(cap $2, priority + ⌊waited / every $3⌋)`, a
+/// priority above the cap kept), then oldest first. Without a sort of
+/// every offered row: the oldest of a priority level has the highest
+/// effective priority of its level, so a loose index scan finds the
+/// levels (at most 100) and the oldest `2 × $1` of each are the only
+/// candidates; twice the limit, so that a claimer racing another for the
+/// same rows (skipped while locked) still finds some.
+const CLAIM: &str = "WITH RECURSIVE levels(priority) AS (
+         (SELECT priority FROM dag_runs WHERE owner IS NULL AND state = 'active'
+          ORDER BY priority DESC LIMIT 1)
+       UNION ALL
+         SELECT (SELECT d.priority FROM dag_runs d
+                 WHERE d.owner IS NULL AND d.state = 'active' AND d.priority < l.priority
+                 ORDER BY d.priority DESC LIMIT 1)
+         FROM levels l WHERE l.priority IS NOT NULL),
+     candidates AS (
+       SELECT o.id, o.created_at,
+              CASE WHEN o.priority >= $2::int8 THEN o.priority
+                   ELSE LEAST($2::int8, o.priority + GREATEST(0,
+                     (extract(epoch FROM clock_timestamp()) * 1000)::bigint - o.created_at) / $3::int8)
+              END AS effective
+       FROM levels l CROSS JOIN LATERAL (
+         SELECT id, priority, created_at FROM dag_runs d
+         WHERE d.owner IS NULL AND d.state = 'active' AND d.priority = l.priority
+         ORDER BY created_at, id LIMIT 2 * $1::int8) o
+       WHERE l.priority IS NOT NULL),
+     c AS (
+       SELECT d.id FROM dag_runs d JOIN candidates k ON k.id = d.id
+       WHERE d.owner IS NULL AND d.state = 'active'
+       ORDER BY k.effective DESC, k.created_at, d.id LIMIT $1::int8
+       FOR UPDATE OF d SKIP LOCKED)
+     UPDATE dag_runs d SET owner = $4 FROM c WHERE d.id = c.id RETURNING d.id";
 /// Leases to node `$4` at most `$3` free slots of pool `$1` below `$2`.
 const LEASE: &str = "WITH c AS (
        SELECT slot FROM pool_slots WHERE pool = $1 AND node IS NULL AND slot < $2
@@ -56,6 +84,13 @@ pub struct Me {
     pub id: String,
     pub no: u64,
     pub epoch: i64,
+}
+
+/// The aging rule claims order by (`[aging]` of the claiming node).
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimAging {
+    pub cap: u8,
+    pub every: Duration,
 }
 
 /// DAG runs this node has just claimed, read back for its engine.
@@ -164,11 +199,12 @@ impl PgStore {
         self.shared.node.get()
     }
 
-    /// Claims up to `limit` offered DAG runs (highest priority, then
-    /// oldest first) in one transaction that skips rows other claimers
-    /// hold, and reads them back.
-    pub fn claim(&mut self, limit: u32) -> Result<Claimed, StoreError> {
-        let rows = self.as_node(CLAIM, &[&i64::from(limit)])?;
+    /// Claims up to `limit` offered DAG runs (highest effective priority
+    /// under `aging`, then oldest first) in one transaction that skips
+    /// rows other claimers hold, and reads them back.
+    pub fn claim(&mut self, limit: u32, aging: ClaimAging) -> Result<Claimed, StoreError> {
+        let every = (aging.every.as_millis() as i64).max(1);
+        let rows = self.as_node(CLAIM, &[&i64::from(limit), &i64::from(aging.cap), &every])?;
         if rows.is_empty() {
             return Ok(Claimed::default());
         }
@@ -510,4 +546,43 @@ async fn hand_back(
             .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres::PgUrl;
+    use ax_testkit::pg::TestDb;
+
+    #[test]
+    fn claims_go_by_effective_priority_with_aging() {
+        let Some(db) = TestDb::create("pg_claim_aging") else {
+            return;
+        };
+        let mut store = PgStore::open(&PgUrl::parse(&db.url).unwrap()).unwrap();
+        store.register("a").unwrap();
+        let now = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+        // (id, priority, waited in minutes) → effective with every 10m,
+        // cap 90: 1 → 56, 2 → 55, 3 → 95 (above the cap, kept), 4 → 90.
+        for (id, priority, waited) in [(1, 50, 60), (2, 55, 0), (3, 95, 0), (4, 10, 6000)] {
+            db.execute(&format!(
+                "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, created_at, priority)
+                 VALUES ({id}, 'd', 'h', 'active', 'test', {now} - {waited} * 60000, {priority})"
+            ))
+            .unwrap();
+        }
+        let every = 600_000i64;
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let rows = store.as_node(CLAIM, &[&1i64, &90i64, &every]).unwrap();
+            order.push(rows[0].get::<_, i64>(0));
+        }
+        assert_eq!(order, vec![3, 4, 1, 2]);
+        assert!(
+            store
+                .as_node(CLAIM, &[&1i64, &90i64, &every])
+                .unwrap()
+                .is_empty()
+        );
+    }
 }

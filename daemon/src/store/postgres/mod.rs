@@ -41,7 +41,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-pub use cluster::{Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
+pub use cluster::{ClaimAging, Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
 pub use feed::{EVENTS_CHANNEL, EventSeqs, parse_payload};
 pub use logs::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone, StoredRange};
 pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
