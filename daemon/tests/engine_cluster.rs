@@ -76,7 +76,7 @@ fn an_adopted_dag_run_runs_here_and_an_interrupted_attempt_uses_no_retry() {
         external: vec![],
     })
     .unwrap();
-    let spawned: Vec<RunId> = sim.take_spawns().iter().map(|s| s.run).collect();
+    let spawned = sim.take_spawned_runs();
     assert_eq!(spawned, vec![RunId(4097), RunId(5121)]);
     let a = &sim.engine.run(RunId(4097)).unwrap().attempts;
     assert_eq!(a[0].outcome, Some(Outcome::Interrupted));
@@ -207,7 +207,7 @@ fn triggered_dag_runs_are_offered_except_under_replace() {
     for dag in ["free", "single", "line", "newest"] {
         trigger(&mut sim, dag);
     }
-    let spawned: Vec<RunId> = sim.take_spawns().iter().map(|s| s.run).collect();
+    let spawned = sim.take_spawned_runs();
     assert_eq!(spawned.len(), 1, "only `newest` runs here");
     assert_eq!(&*sim.engine.run(spawned[0]).unwrap().dag, "newest");
     assert_eq!(sim.engine.forget_offered(), 3);

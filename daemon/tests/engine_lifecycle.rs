@@ -8,21 +8,6 @@ use ax_daemon::engine::*;
 use ax_shared::*;
 use ax_testkit::sim::*;
 
-fn ids(spawns: &[SpawnOrder]) -> Vec<RunId> {
-    spawns.iter().map(|s| s.run).collect()
-}
-
-fn weekly() -> std::sync::Arc<DagSpec> {
-    let mut calc = job("calc");
-    calc.deps = vec!["fetch_a".into(), "fetch_b".into(), "fetch_c".into()];
-    let mut email = job("email");
-    email.deps = vec!["calc".into()];
-    dag(
-        "weekly",
-        vec![job("fetch_a"), job("fetch_b"), job("fetch_c"), calc, email],
-    )
-}
-
 // ---- 4.7 cancel ----------------------------------------------------------------------
 
 #[test]
@@ -149,7 +134,7 @@ fn paused_dag_holds_ready_runs_with_a_reason() {
     sim.exit(blocker, 0);
     assert!(sim.take_spawns().is_empty());
     sim.input(Input::Resume { dag: "p".into() }).unwrap();
-    assert_eq!(ids(&sim.take_spawns()), vec![r]);
+    assert_eq!(sim.take_spawned_runs(), vec![r]);
 }
 
 #[test]

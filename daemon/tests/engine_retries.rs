@@ -7,10 +7,6 @@ use ax_daemon::engine::*;
 use ax_shared::*;
 use ax_testkit::sim::*;
 
-fn ids(spawns: &[SpawnOrder]) -> Vec<RunId> {
-    spawns.iter().map(|s| s.run).collect()
-}
-
 // ---- 4.5 timeouts, heartbeats -----------------------------------------------------
 
 #[test]
@@ -219,7 +215,7 @@ fn global_retry_budget_delays_but_never_drops() {
     assert!(sim.take_spawns().is_empty());
     sim.advance(1);
     assert_eq!(
-        ids(&sim.take_spawns()),
+        sim.take_spawned_runs(),
         vec![r[2]],
         "a token every 30 s at 2/min"
     );

@@ -5,21 +5,6 @@ use ax_daemon::engine::*;
 use ax_shared::*;
 use ax_testkit::sim::*;
 
-fn ids(spawns: &[SpawnOrder]) -> Vec<RunId> {
-    spawns.iter().map(|s| s.run).collect()
-}
-
-fn weekly() -> std::sync::Arc<DagSpec> {
-    let mut calc = job("calc");
-    calc.deps = vec!["fetch_a".into(), "fetch_b".into(), "fetch_c".into()];
-    let mut email = job("email");
-    email.deps = vec!["calc".into()];
-    dag(
-        "weekly",
-        vec![job("fetch_a"), job("fetch_b"), job("fetch_c"), calc, email],
-    )
-}
-
 // ---- 4.1 dependencies ------------------------------------------------------
 
 #[test]
@@ -27,7 +12,7 @@ fn all_mode_runs_in_dependency_order_with_parallel_fetches() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
     let r = sim.submit(weekly());
     assert_eq!(
-        ids(&sim.take_spawns()),
+        sim.take_spawned_runs(),
         vec![r[0], r[1], r[2]],
         "three fetches start together"
     );
@@ -38,9 +23,9 @@ fn all_mode_runs_in_dependency_order_with_parallel_fetches() {
     assert!(sim.take_spawns().is_empty());
     assert_eq!(sim.why(r[3]), "waiting for fetch_c (running)");
     sim.exit(r[2], 0);
-    assert_eq!(ids(&sim.take_spawns()), vec![r[3]]);
+    assert_eq!(sim.take_spawned_runs(), vec![r[3]]);
     sim.exit(r[3], 0);
-    assert_eq!(ids(&sim.take_spawns()), vec![r[4]]);
+    assert_eq!(sim.take_spawned_runs(), vec![r[4]]);
     sim.exit(r[4], 0);
     let finished: Vec<_> = sim
         .effects
@@ -93,7 +78,7 @@ fn any_mode_ready_on_first_success_cancelled_when_all_fail() {
         "one failure is not enough"
     );
     sim.exit(r[1], 0);
-    assert_eq!(ids(&sim.take_spawns()), vec![r[2]]);
+    assert_eq!(sim.take_spawned_runs(), vec![r[2]]);
 
     let r = sim.submit(dag("any2", vec![job("a"), job("b"), c]));
     sim.take_spawns();
@@ -138,7 +123,7 @@ fn after_dependencies_on_existing_runs() {
     );
     sim.take_spawns();
     sim.exit(running, 0);
-    assert_eq!(ids(&sim.take_spawns()), vec![waits]);
+    assert_eq!(sim.take_spawned_runs(), vec![waits]);
     let missing = sim.input(Input::Submit(Submit {
         dag: dag("w", vec![job("w")]),
         trigger: "test".into(),
@@ -209,7 +194,7 @@ fn aging_lets_old_low_priority_runs_through() {
     assert_eq!(sim.engine.effective_priority(high, sim.now), Some(50));
     sim.take_spawns();
     sim.exit(b, 0);
-    assert_eq!(ids(&sim.take_spawns()), vec![low]);
+    assert_eq!(sim.take_spawned_runs(), vec![low]);
     // cap: after a very long time a priority-40 run is 90, not more
     sim.now += 1000 * 60_000;
     assert_eq!(sim.engine.effective_priority(high, sim.now), Some(90));
@@ -231,7 +216,7 @@ fn pools_and_global_limit() {
     assert_eq!(sim.why(io[2]), "pool io full (2/2)");
     let d = sim.submit(dag("d", vec![job("d1"), job("d2")]));
     assert_eq!(
-        ids(&sim.take_spawns()),
+        sim.take_spawned_runs(),
         vec![d[0]],
         "a full pool does not block another pool"
     );
@@ -259,7 +244,7 @@ fn burst_slots_for_urgent_runs_only() {
     u2.priority = 90;
     let u = sim.submit(dag("u", vec![u1, u2]));
     assert_eq!(
-        ids(&sim.take_spawns()),
+        sim.take_spawned_runs(),
         vec![u[0]],
         "one burst slot, highest first"
     );
@@ -315,7 +300,7 @@ fn urgent_run_preempts_lowest_preemptible_without_consuming_a_retry() {
     sim.advance(1000);
     assert!(sim.take_kills().is_empty(), "one victim per urgent run");
     sim.die(r[0]);
-    assert_eq!(ids(&sim.take_spawns()), vec![u]);
+    assert_eq!(sim.take_spawned_runs(), vec![u]);
     let low = sim.engine.run(r[0]).unwrap();
     assert_eq!(low.state, RunState::Ready);
     assert_eq!(low.attempts[0].outcome, Some(Outcome::Preempted));

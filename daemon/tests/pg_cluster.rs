@@ -46,10 +46,7 @@ async fn two_nodes_see_each_other_and_a_killed_one_is_shown_dead() {
     let Some(db) = TestDb::create("pg_cluster_nodes") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "200ms");
     let a = Daemon::start_with(&config, &[]);
     let mut b = Daemon::start_with(&config, &[]);
     let id = |d: &Daemon| {
@@ -102,10 +99,7 @@ async fn each_node_shows_the_attempts_running_on_it() {
     let Some(db) = TestDb::create("pg_cluster_running") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "200ms");
     let a = Daemon::start_with(&config, &[]);
     let b = Daemon::start_with(&config, &[]);
     let mut ca = a.client().await;
@@ -138,10 +132,7 @@ async fn status_counts_the_cluster_s_runs_through_any_node() {
     let Some(db) = TestDb::create("pg_cluster_counts") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "200ms");
     let a = Daemon::start_with(&config, &[]);
     let b = Daemon::start_with(&config, &[]);
     let mut ca = a.client().await;
@@ -184,10 +175,7 @@ async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
     let Some(db) = TestDb::create("pg_cluster_feed") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"1s\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "1s");
     let a = Daemon::start_with(&config, &[]);
     let b = Daemon::start_with(&config, &[]);
     let mut sub = a.client().await;

@@ -86,10 +86,7 @@ async fn nodes_that_load_different_versions_of_a_dag_are_flagged() {
     let Some(db) = TestDb::create("pg_dags_versions") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"200ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "200ms");
     let jobs = [("etl.toml", ETL), ("report.toml", REPORT)];
     let a = Daemon::start_with(&config, &jobs);
     let mut b = Daemon::start_with(&config, &jobs);
@@ -196,10 +193,7 @@ async fn a_restarted_node_keeps_its_own_files() {
     let Some(db) = TestDb::create("pg_dags_own_files") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "500ms");
     let mut a = Daemon::start_with(&config, &[("etl.toml", ETL)]);
     let b = Daemon::start_with(&config, &[("etl.toml", ETL)]);
     let stored_by_b = |db: &TestDb| {

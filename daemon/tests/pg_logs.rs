@@ -54,10 +54,7 @@ async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
     };
     let gates = tempfile::tempdir().unwrap();
     let gate = gates.path().join("go");
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "500ms");
     let jobs = [("printer.toml", printer(&gate))];
     let jobs: Vec<(&str, &str)> = jobs.iter().map(|(n, j)| (*n, j.as_str())).collect();
     let a = Daemon::start_with(&config, &jobs);
@@ -312,10 +309,7 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
     };
     // A long heartbeat: B comes back well within its grace and takes its
     // own DAG run back.
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"5s\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "5s");
     // `replace`: the DAG run stays on the node that triggers it.
     let jobs = [(
         "sleeper.toml",

@@ -49,10 +49,7 @@ async fn a_node_holding_a_pool_shares_it_with_a_node_that_wants_it() {
     let Some(db) = TestDb::create("pg_rebalance") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "500ms");
     // Each job counts the jobs of pool `two` running at once, on either
     // node, by the files present in a shared folder while it runs.
     let a = Daemon::start_with(&config, &[]);

@@ -204,10 +204,7 @@ async fn a_restarted_node_kills_what_its_earlier_life_left_running() {
     let Some(db) = TestDb::create("pg_share_orphans") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"500ms\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "500ms");
     // Alone, the victim claims the run; the shell waits on its child.
     let mut victim = Daemon::start_with(&config, &[]);
     let mut c = victim.client().await;

@@ -17,10 +17,7 @@ async fn simultaneous_unique_submits_on_two_nodes_make_one_dag_run() {
     let Some(db) = TestDb::create("pg_unique_race") else {
         return;
     };
-    let config = format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"1s\"\n",
-        db.url
-    );
+    let config = cluster_config(&db, "1s");
     let nodes = [
         Daemon::start_with(&config, &[]),
         Daemon::start_with(&config, &[]),

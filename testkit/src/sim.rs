@@ -31,6 +31,19 @@ pub fn dag(name: &str, jobs: Vec<JobSpec>) -> Arc<DagSpec> {
     Arc::new(DagSpec::adhoc(name, jobs))
 }
 
+/// The weekly report DAG: three fetches, `calc` after all of them,
+/// `email` after `calc`.
+pub fn weekly() -> Arc<DagSpec> {
+    let mut calc = job("calc");
+    calc.deps = vec!["fetch_a".into(), "fetch_b".into(), "fetch_c".into()];
+    let mut email = job("email");
+    email.deps = vec!["calc".into()];
+    dag(
+        "weekly",
+        vec![job("fetch_a"), job("fetch_b"), job("fetch_c"), calc, email],
+    )
+}
+
 pub fn cfg(max: u32, pools: &[(&str, u32)]) -> EngineConfig {
     EngineConfig {
         max_concurrency: max,
@@ -118,6 +131,11 @@ impl Sim {
             _ => true,
         });
         out
+    }
+
+    /// The runs of the spawn orders issued since the last call, in order.
+    pub fn take_spawned_runs(&mut self) -> Vec<RunId> {
+        self.take_spawns().iter().map(|s| s.run).collect()
     }
 
     pub fn take_kills(&mut self) -> Vec<(RunId, KillReason)> {

@@ -29,6 +29,14 @@ slots = 1
 slots = 2
 "#;
 
+/// The config of a cluster node on `db`'s database, beating every `beat`.
+pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
+    format!(
+        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n",
+        db.url
+    )
+}
+
 const AXD: &str = env!("CARGO_BIN_EXE_axd");
 
 pub struct Daemon(ax_testkit::Daemon);
