@@ -85,7 +85,7 @@ struct Raw {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawCluster {
-    heartbeat: Option<Dur>,
+    heartbeat: Option<Heartbeat>,
 }
 
 #[derive(Deserialize, Default)]
@@ -141,6 +141,22 @@ impl<'de> Deserialize<'de> for Dur {
         parse_duration(&s)
             .map(Dur)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// `[cluster] heartbeat`, checked as it is read so that a too short one
+/// is reported with its line.
+struct Heartbeat(Duration);
+impl<'de> Deserialize<'de> for Heartbeat {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Dur(beat) = Dur::deserialize(d)?;
+        if beat < MIN_HEARTBEAT {
+            return Err(serde::de::Error::custom(format!(
+                "must be at least {} ms",
+                MIN_HEARTBEAT.as_millis()
+            )));
+        }
+        Ok(Heartbeat(beat))
     }
 }
 
@@ -321,12 +337,20 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
+        // The one check across tables: named at the `[cluster]` header.
+        let invalid_at_cluster =
+            |message: String| match text.lines().position(|l| l.trim() == "[cluster]") {
+                Some(i) if message.starts_with("[cluster]") => {
+                    invalid(format!("line {}: {message}", i + 1))
+                }
+                _ => invalid(message),
+            };
         let raw: Raw = toml::from_str(text).map_err(|e| invalid(describe_toml_error(text, &e)))?;
         // Relative paths are relative to the config file's folder, made
         // absolute: jobs get AX_SOCKET and run in other directories.
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
-        Config::from_raw(raw, Some(&base)).map_err(invalid)
+        Config::from_raw(raw, Some(&base)).map_err(invalid_at_cluster)
     }
 
     fn from_raw(raw: Raw, base: Option<&Path>) -> Result<Config, String> {
@@ -380,12 +404,6 @@ impl Config {
             (Some(RawCluster { heartbeat: Some(d) }), _) => d.0,
             _ => DEFAULT_HEARTBEAT,
         };
-        if heartbeat < MIN_HEARTBEAT {
-            return Err(format!(
-                "cluster.heartbeat must be at least {} ms",
-                MIN_HEARTBEAT.as_millis()
-            ));
-        }
         let burst_extra = match raw.burst.extra {
             None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
             Some(Extra::Count(n)) => n,
@@ -645,10 +663,13 @@ mod tests {
             ),
             ("store = \"mysql://db/ax\"\n", "postgres://"),
             ("store = \"postgres://db:port/ax\"\n", "(key `store`)"),
-            ("[cluster]\nheartbeat = \"2s\"\n", "store = \"postgres://"),
+            (
+                "max_concurrency = 4\n[cluster]\nheartbeat = \"2s\"\n",
+                "line 2: [cluster] needs a shared store: set store = \"postgres://",
+            ),
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"1ms\"\n",
-                "cluster.heartbeat must be at least",
+                "line 3, column 13 (key `cluster.heartbeat`): must be at least 100 ms",
             ),
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
