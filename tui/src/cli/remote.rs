@@ -340,12 +340,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 r.priority, r.effective_priority
             );
             let _ = writeln!(w, "  pool        {}", r.pool);
-            let _ = writeln!(
-                w,
-                "  attempts    {} of at most {}",
-                r.attempts.len(),
-                r.retries + 1
-            );
+            let _ = writeln!(w, "  attempts    {}", attempts_line(&r));
             for (k, t) in [
                 ("created", r.created_at),
                 ("ready", r.ready_at),
@@ -614,6 +609,32 @@ pub fn event_line(e: &EventView) -> String {
 
 /// What a trigger did, in words (`ax trigger` prints it on stderr), with
 /// the way around a queue or a skip.
+/// `3 of at most 4`; attempts that used no retry (interrupted by a stop
+/// or a dead node, preempted) are set apart, as the limit does not count
+/// them: `2 (1 of at most 1 counted; 1 interrupted or preempted)`.
+fn attempts_line(r: &RunView) -> String {
+    let free = r
+        .attempts
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.outcome,
+                Some(ax_shared::Outcome::Interrupted | ax_shared::Outcome::Preempted)
+            )
+        })
+        .count();
+    let all = r.attempts.len();
+    let most = r.retries + 1;
+    if free == 0 {
+        format!("{all} of at most {most}")
+    } else {
+        format!(
+            "{all} ({} of at most {most} counted; {free} interrupted or preempted)",
+            all - free
+        )
+    }
+}
+
 pub fn trigger_line(r: &SubmitResult) -> String {
     let summary = r.trigger_summary();
     match r.trigger {
@@ -723,7 +744,28 @@ pub async fn wait_ready(socket: &Path, timeout: Duration) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::human_bytes;
+    use super::{attempts_line, human_bytes};
+    use ax_shared::Outcome;
+    use ax_shared::api::{AttemptView, RunView};
+
+    #[test]
+    fn attempts_that_used_no_retry_are_set_apart() {
+        let attempt = |outcome| AttemptView {
+            outcome: Some(outcome),
+            ..AttemptView::default()
+        };
+        let mut r = RunView {
+            retries: 0,
+            attempts: vec![attempt(Outcome::Failed)],
+            ..RunView::default()
+        };
+        assert_eq!(attempts_line(&r), "1 of at most 1");
+        r.attempts.insert(0, attempt(Outcome::Interrupted));
+        assert_eq!(
+            attempts_line(&r),
+            "2 (1 of at most 1 counted; 1 interrupted or preempted)"
+        );
+    }
 
     #[test]
     fn sizes_print_in_binary_units() {
