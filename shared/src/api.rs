@@ -372,7 +372,8 @@ impl DagRunState {
 
 impl fmt::Display for DagRunState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`: widths and alignment in format strings apply (table columns).
+        f.pad(self.as_str())
     }
 }
 

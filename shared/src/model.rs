@@ -63,7 +63,8 @@ impl RunState {
 
 impl fmt::Display for RunState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`: widths and alignment in format strings apply (table columns).
+        f.pad(self.as_str())
     }
 }
 
@@ -118,7 +119,8 @@ impl Outcome {
 
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`: widths and alignment in format strings apply (table columns).
+        f.pad(self.as_str())
     }
 }
 
@@ -357,5 +359,16 @@ pub mod opt_millis {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::*;
+
+    #[test]
+    fn states_and_outcomes_fill_a_column() {
+        assert_eq!(format!("[{:<9}]", RunState::Ready), "[ready    ]");
+        assert_eq!(format!("[{:>9}]", Outcome::Failed), "[   failed]");
     }
 }
