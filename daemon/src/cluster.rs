@@ -71,10 +71,7 @@ impl Versions {
         };
         for node in &self.others {
             let theirs = held
-                .and_then(|v| {
-                    v.iter()
-                        .find(|(_, nodes)| nodes.binary_search(node).is_ok())
-                })
+                .and_then(|v| v.iter().find(|(_, nodes)| nodes.contains(node)))
                 .map(|(hash, _)| hash.as_str());
             if theirs == mine {
                 out.agree += 1;

@@ -303,8 +303,14 @@ impl Shipper {
     }
 
     /// Notes a round the store refused; returns the pause before the next
-    /// try (doubling, at most `MAX_BACKOFF`).
+    /// try (doubling, at most `MAX_BACKOFF`). The round may have been
+    /// committed all the same (its answer lost): what the store holds is
+    /// read again before the next one (`resolve`), so that it neither
+    /// leaves a gap nor sends a chunk that would clash with one stored.
     fn failed(&mut self, e: &StoreError) -> Duration {
+        for t in self.tracked.values_mut() {
+            t.shipped = None;
+        }
         self.failures += 1;
         if self.failures == 1 {
             tracing::warn!("cannot ship job logs to the store (will retry): {e}");

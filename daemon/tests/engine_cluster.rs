@@ -301,3 +301,23 @@ fn a_follower_shows_the_next_slot_the_leader_will_fire() {
     sim.input(Input::Pause { dag: "tick".into() }).unwrap();
     assert_eq!(sim.engine.next_slot("tick", sim.now), None, "paused");
 }
+
+#[test]
+fn every_watched_dag_run_that_ended_is_let_go_at_once() {
+    let mut sim = leader_with(&[("single", Overlap::Skip)]);
+    let (a, b) = (DagRunId(7 * 1024 + 1), DagRunId(8 * 1024 + 1));
+    sim.input(Input::Lead {
+        leader: true,
+        marks: HashMap::new(),
+        active: vec![("single".into(), a), ("single".into(), b)],
+    })
+    .unwrap();
+    assert_eq!(sim.engine.watched_elsewhere().len(), 2);
+    sim.input(Input::EndedElsewhere {
+        dag_runs: vec![a, b],
+    })
+    .unwrap();
+    assert!(sim.engine.watched_elsewhere().is_empty());
+    trigger(&mut sim, "single");
+    assert_eq!(sim.engine.forget_offered(), 1, "fires: nothing active");
+}

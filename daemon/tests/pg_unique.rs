@@ -64,3 +64,27 @@ async fn simultaneous_unique_submits_on_two_nodes_make_one_dag_run() {
         assert_eq!(stored[0][0], "1", "round {round}");
     }
 }
+
+/// A node that holds a finished DAG run with the key still asks the store:
+/// another node's unfinished one deduplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_local_holder_does_not_hide_another_node_s_unfinished_one() {
+    let Some(db) = TestDb::create("pg_unique_finished") else {
+        return;
+    };
+    let config = cluster_config(&db, "1s");
+    let a = Daemon::start_with(&config, &[]);
+    let b = Daemon::start_with(&config, &[]);
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let quick = json!({"command": "true", "name": "once", "unique": "k"});
+    let first = ca.call("submit", quick.clone()).await.unwrap();
+    let first_run = first["runs"][0].as_u64().unwrap();
+    wait_state(&mut ca, first_run, "success", 20).await;
+    let long = json!({"command": "sleep 30", "name": "once", "unique": "k"});
+    let second = cb.call("submit", long).await.unwrap();
+    assert_eq!(second["deduplicated"], false, "{second}");
+    let again = ca.call("submit", quick).await.unwrap();
+    assert_eq!(again["deduplicated"], true, "{again}");
+    assert_eq!(again["dag_run"], second["dag_run"]);
+}

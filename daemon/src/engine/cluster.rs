@@ -214,7 +214,9 @@ impl Engine {
     pub(super) fn ended_elsewhere(&mut self, now: Millis, dag_runs: &[DagRunId]) {
         let mut freed = Vec::new();
         for (dag, set) in self.elsewhere.iter_mut() {
-            if dag_runs.iter().any(|d| set.remove(d)) && set.is_empty() {
+            // Every ended one out (not `any`, which stops at the first).
+            let hit = dag_runs.iter().fold(false, |hit, d| set.remove(d) | hit);
+            if hit && set.is_empty() {
                 freed.push(dag.clone());
             }
         }

@@ -325,6 +325,15 @@ impl Engine {
         self.unique.contains_key(key)
     }
 
+    /// Whether the DAG run holding this unique key here is unfinished
+    /// (one that ended says nothing of other nodes' DAG runs).
+    pub fn holds_active_unique_key(&self, key: &str) -> bool {
+        self.unique
+            .get(key)
+            .and_then(|id| self.dag_runs.get(id))
+            .is_some_and(|d| d.state == DagRunState::Active)
+    }
+
     pub fn is_paused(&self, dag: &str) -> bool {
         self.paused.contains(dag)
     }

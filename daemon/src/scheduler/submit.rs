@@ -112,7 +112,7 @@ impl Scheduler {
     /// does not hold (offered, or run by another node) deduplicates too:
     /// the store is asked. One node alone holds every unfinished one.
     fn unfinished_elsewhere(&mut self, key: &str) -> Result<Option<SubmitResult>, RpcError> {
-        if self.claimer.is_none() || self.engine.holds_unique_key(key) {
+        if self.claimer.is_none() || self.engine.holds_active_unique_key(key) {
             return Ok(None);
         }
         // Held from before the look-up until this step is durable: another

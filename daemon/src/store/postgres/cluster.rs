@@ -498,14 +498,16 @@ async fn try_lead(
 }
 
 impl PgStore {
-    /// Of `dag_runs`, those that are finished (or gone: pruned).
+    /// Of `dag_runs`, those stored as finished.
     pub fn ended_among(&mut self, dag_runs: &[u64]) -> Result<Vec<u64>, StoreError> {
         let ids: Vec<i64> = dag_runs.iter().map(|&d| d as i64).collect();
         let rows = on_client!(self, |client| async {
+            // Stored and finished: a DAG run this node offered is watched
+            // from before its step is committed, and a row not there yet
+            // has not ended.
             let rows = client
                 .query(
-                    "SELECT w.id FROM UNNEST($1::int8[]) AS w(id)
-                     WHERE NOT EXISTS (SELECT 1 FROM dag_runs d WHERE d.id = w.id AND d.state = 'active')",
+                    "SELECT id FROM dag_runs WHERE id = ANY($1::int8[]) AND state <> 'active'",
                     &[&ids],
                 )
                 .await?;

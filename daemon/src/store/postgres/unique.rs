@@ -21,8 +21,12 @@ use super::{PgStore, Shared};
 use crate::store::{Hold, StoreError};
 
 /// How long a node waits for another to end its hold on a key (its
-/// commit, normally milliseconds) before the submit is refused.
-const HOLD_WAIT: &str = "10s";
+/// commit, normally milliseconds) before the submit is refused: short,
+/// as the wait stalls the waiting node's scheduler thread.
+const HOLD_WAIT: &str = "2s";
+/// A hold left idle this long (its node frozen or cut off before its
+/// commit) is ended by the server, which frees its keys.
+const HOLD_IDLE: &str = "30s";
 
 /// The keys one step holds, until dropped.
 pub(super) struct UniqueHolds {
@@ -63,7 +67,10 @@ impl PgStore {
                 let client = shared.block_on(async {
                     let client = shared.holds.get().await?;
                     let begun = client
-                        .batch_execute(&format!("BEGIN; SET LOCAL lock_timeout = '{HOLD_WAIT}'"))
+                        .batch_execute(&format!(
+                            "BEGIN; SET LOCAL lock_timeout = '{HOLD_WAIT}'; \
+                             SET LOCAL idle_in_transaction_session_timeout = '{HOLD_IDLE}'"
+                        ))
                         .await;
                     match begun {
                         Ok(()) => Ok(client),
