@@ -74,13 +74,6 @@ async fn wait_versions(
     }
 }
 
-fn node_id(d: &Daemon) -> String {
-    std::fs::read_to_string(d.path("state/node-id"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_that_load_different_versions_of_a_dag_are_flagged() {
     let Some(db) = TestDb::create("pg_dags_versions") else {
@@ -202,11 +195,7 @@ async fn a_restarted_node_keeps_its_own_files() {
             .starts_with(&*b.path("jobs.d").to_string_lossy())
     };
     // B started last: the shared row names B's file.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !stored_by_b(&db) {
-        assert!(Instant::now() < deadline, "B never stored its file");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(10, "B stores its file", || stored_by_b(&db));
     a.stop();
     a.spawn();
     let mut c = a.client().await;

@@ -17,13 +17,6 @@ use ax_testkit::pg::TestDb;
 use serde_json::{Value, json};
 use support::*;
 
-fn node_id(d: &Daemon) -> String {
-    std::fs::read_to_string(d.path("state/node-id"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
 /// A job that prints a line, waits for `gate` to exist, then prints a
 /// few thousand numbered lines and a last one.
 fn printer(gate: &Path) -> String {

@@ -12,26 +12,6 @@ use ax_testkit::pg::TestDb;
 use serde_json::json;
 use support::*;
 
-fn node_id(d: &Daemon) -> String {
-    std::fs::read_to_string(d.path("state/node-id"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// Polls `sql` (one number) until `done` holds; returns the last value.
-fn wait_count(db: &TestDb, sql: &str, secs: u64, done: impl Fn(u64) -> bool) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let n: u64 = db.query(sql).unwrap()[0][0].parse().unwrap();
-        if done(n) {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "{sql}: stuck at {n}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The first start (ms) of an attempt of job `job` on `node`, and the
 /// last.
 fn starts(db: &TestDb, job: &str, node: &str) -> (i64, i64) {

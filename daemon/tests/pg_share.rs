@@ -34,26 +34,6 @@ fn cluster(db: &TestDb, beat: &str, jobs: &[(&str, &str)]) -> Vec<Daemon> {
     (0..3).map(|_| Daemon::start_with(&config, jobs)).collect()
 }
 
-fn node_id(d: &Daemon) -> String {
-    std::fs::read_to_string(d.path("state/node-id"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// Polls `sql` (one number) until `done` holds; returns the last value.
-fn wait_count(db: &TestDb, sql: &str, secs: u64, done: impl Fn(u64) -> bool) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let n: u64 = db.query(sql).unwrap()[0][0].parse().unwrap();
-        if done(n) {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "{sql}: stuck at {n}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Runs per node that ran an attempt.
 fn attempts_by_node(db: &TestDb) -> BTreeMap<String, u64> {
     db.query("SELECT node, count(*) FROM attempts GROUP BY node")

@@ -37,6 +37,42 @@ pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
     )
 }
 
+/// A node's id, as axd keeps it in its state dir.
+pub fn node_id(d: &Daemon) -> String {
+    std::fs::read_to_string(d.path("state/node-id"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Polls `sql` (one number) until `done` holds; returns the last value.
+pub fn wait_count(
+    db: &ax_testkit::pg::TestDb,
+    sql: &str,
+    secs: u64,
+    done: impl Fn(u64) -> bool,
+) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let n: u64 = db.query(sql).unwrap()[0][0].parse().unwrap();
+        if done(n) {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "{sql}: stuck at {n}");
+        // Not faster: the query counts over a busy cluster's tables.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Polls `check` until it holds; fails naming `what` after `secs`.
+pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
 const AXD: &str = env!("CARGO_BIN_EXE_axd");
 
 pub struct Daemon(ax_testkit::Daemon);
