@@ -474,6 +474,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         });
     }
     let db = cfg.state_dir.join("ax.db");
+    refuse_empty_store(&db, &cfg.state_dir.join("logs"))?;
     let open = || {
         SqliteStore::open(&db, cfg.synchronous_full)
             .with_context(|| format!("cannot open {}", db.display()))
@@ -486,6 +487,38 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         logs: None,
         name: db.display().to_string(),
     })
+}
+
+/// Refuses an empty or missing `ax.db` beside a log folder that holds
+/// logs: a new store would give ids from 1 again, and its runs would be
+/// shown the logs of the earlier store's runs of the same ids
+/// (docs/operations.md, "Empty database file").
+fn refuse_empty_store(db: &Path, log_dir: &Path) -> anyhow::Result<()> {
+    let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    // A database whose only content is still in its WAL is not empty.
+    let empty = len(db).unwrap_or(0) == 0 && len(Path::new(&wal)).unwrap_or(0) == 0;
+    if !empty {
+        return Ok(());
+    }
+    let holds_logs = std::fs::read_dir(log_dir)
+        .with_context(|| format!("cannot read {}", log_dir.display()))?
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains(".log"));
+    if !holds_logs {
+        return Ok(());
+    }
+    bail!(
+        "{} is {} but {} holds the logs of an earlier store: a new store would \
+         reuse their run ids. Restore ax.db from a backup, or, to start fresh, \
+         move the logs away first (mv {} {}.old)",
+        db.display(),
+        if len(db).is_some() { "empty" } else { "missing" },
+        log_dir.display(),
+        log_dir.display(),
+        log_dir.display()
+    )
 }
 
 /// The engine as the store left it, with what the scheduler needs to go

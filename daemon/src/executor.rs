@@ -287,14 +287,38 @@ fn prepare(
         output: write_end,
         close_fds: crate::spawn::CloseFds::Range,
     };
+    let path = log_path(&cfg.log_dir, order.run, order.attempt);
+    set_aside_stale_log(&path);
     let log = JobLog {
-        file: LazyLog {
-            path: log_path(&cfg.log_dir, order.run, order.attempt),
-            file: None,
-        },
+        file: LazyLog { path, file: None },
         redactor,
     };
     Ok((plan, read_end, log))
+}
+
+/// A log file already at a new attempt's path belongs to no attempt of
+/// this store (logs kept beside a store that was replaced): it is renamed
+/// to `<run>.<attempt>.log.stale-<ms>`, so the new attempt neither shows
+/// nor extends it, and nothing of it is lost.
+fn set_aside_stale_log(path: &Path) {
+    if std::fs::symlink_metadata(path).is_err() {
+        return;
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let aside = path.with_extension(format!("log.stale-{ms}"));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => tracing::warn!(
+            "{} existed before its attempt started; moved to {}",
+            path.display(),
+            aside.display()
+        ),
+        Err(e) => tracing::error!(
+            "{} existed before its attempt started and cannot be moved aside: {e}",
+            path.display()
+        ),
+    }
 }
 
 /// The redactor of the values this attempt must not show: every value of
@@ -350,7 +374,13 @@ pub struct LazyLog {
 impl Write for LazyLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.file.is_none() {
-            self.file = Some(std::fs::File::create(&self.path)?);
+            // `create_new`: an attempt's log is only ever its own
+            // (`set_aside_stale_log`), never truncated or extended.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.path)?;
+            self.file = Some(file);
         }
         self.file.as_mut().expect("just created").write(buf)
     }

@@ -5,17 +5,20 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
-//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
+//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
+//! * [`Tmpfs`]: a small tmpfs for a real full disk.
 
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
 pub mod pg;
 pub mod sim;
+pub mod tmpfs;
 
 pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
 pub use foreign::foreign_hello;
+pub use tmpfs::{Filler, Tmpfs};
 
 /// A tokio runtime of two worker threads (the machines ax is measured on
 /// have two cores), for blocking code that drives async clients or spawns
