@@ -152,6 +152,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         }
         None => None,
     };
+    // Ends recorded while the store could not write go in before the
+    // store is loaded, so their runs are not taken for interrupted ones.
+    let journal = open_journal(&cfg, &mut *main)?;
     let Restored {
         now,
         engine,
@@ -230,12 +233,32 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
+    let state_dir = match &cfg.store {
+        None => Some(
+            crate::state_dir::Identity::of(&crate::state_dir::watched(&cfg.state_dir))
+                .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))?,
+        ),
+        // The database is elsewhere; the lock file still says whose the
+        // state dir (and its logs) is.
+        Some(_) => Some(
+            crate::state_dir::Identity::of(&[cfg.state_dir.join("axd.lock")])
+                .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))?,
+        ),
+    };
     let writer_thread = {
-        let (notify, fault) = (notify_tx.clone(), fault.clone());
-        let metrics = metrics_shared.clone();
+        let parts = crate::writer::Parts {
+            store: writer_store,
+            rx: writer_rx,
+            notify: notify_tx.clone(),
+            fault: fault.clone(),
+            metrics: metrics_shared.clone(),
+            journal,
+            state_dir,
+            shutdown: shutdown.clone(),
+        };
         std::thread::Builder::new()
             .name("ax-writer".into())
-            .spawn(move || crate::writer::run(writer_store, writer_rx, notify, fault, metrics))
+            .spawn(move || crate::writer::run(parts))
             .context("cannot start the store writer thread")?
     };
     let (pruner, retention, orders) =
@@ -434,7 +457,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         claimer: claimer_thread.map(|t| (claimer_stop, claimer_nudge, t)),
         logship: ship.zip(logship_thread),
     };
-    let code = serve_until_stopped(&shutdown, &tx, threads).await?;
+    let bound = crate::shutdown::bound(cfg.shutdown_grace);
+    let code = serve_until_stopped(&shutdown, &tx, threads, bound).await?;
     let _ = server.await;
     let _ = std::fs::remove_file(&cfg.socket);
     tracing::info!("axd stopped");
@@ -487,6 +511,46 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         logs: None,
         name: db.display().to_string(),
     })
+}
+
+/// The ends journal beside `ax.db` (`crate::journal`): what it holds is
+/// replayed into the store, then it is emptied and given its whole size.
+/// `None` on PostgreSQL (a cluster's runs are at least once), and where
+/// the size cannot be reserved (said in the log).
+fn open_journal(
+    cfg: &Config,
+    store: &mut dyn Store,
+) -> anyhow::Result<Option<crate::journal::Journal>> {
+    if cfg.store.is_some() {
+        return Ok(None);
+    }
+    let path = cfg.state_dir.join("ax.journal");
+    let (mut journal, lines) = crate::journal::Journal::open(&path)?;
+    if !lines.is_empty() {
+        let done = crate::journal::replay(store, &lines)
+            .with_context(|| format!("cannot replay {} into the store", path.display()))?;
+        tracing::warn!(
+            "{}: {} run(s) whose end the store could not take before axd stopped are recorded now{}",
+            path.display(),
+            done.runs,
+            if done.unknown > 0 {
+                format!(
+                    " ({} others belong to DAG runs the store never held, never acknowledged)",
+                    done.unknown
+                )
+            } else {
+                String::new()
+            }
+        );
+        journal.clear()?;
+    }
+    if let Err(e) = journal.reserve() {
+        tracing::warn!(
+            "{e}: runs that end while the store cannot write are not recorded (they run again after a restart)"
+        );
+        return Ok(None);
+    }
+    Ok(Some(journal))
 }
 
 /// Refuses an empty or missing `ax.db` beside a log folder that holds
@@ -624,7 +688,7 @@ fn restore(
 /// The threads axd joins at exit.
 struct Threads {
     scheduler: JoinHandle<()>,
-    writer: JoinHandle<()>,
+    writer: JoinHandle<Result<(), crate::writer::Unwritten>>,
     pruner: JoinHandle<()>,
     /// The heartbeat thread and what stops it (dropped: it leaves the
     /// registry and ends).
@@ -640,12 +704,15 @@ struct Threads {
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or
-/// a panic), then joins the writer and the pruner and stops the socket.
-/// Returns the exit code.
+/// a panic), then joins the writer and the other threads and stops the
+/// socket. Returns the exit code. Everything is over within `bound` of
+/// the drain (`shutdown::bound`): a thread still busy then (a store call
+/// that hangs) is left behind, said in the log, and the exit code is 1.
 async fn serve_until_stopped(
     shutdown: &Shutdown,
     tx: &Sender<Msg>,
     threads: Threads,
+    bound: std::time::Duration,
 ) -> anyhow::Result<u8> {
     let Threads {
         scheduler: scheduler_thread,
@@ -659,6 +726,7 @@ async fn serve_until_stopped(
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut scheduler_done = tokio::task::spawn_blocking(move || scheduler_thread.join());
+    let mut deadline: Option<tokio::time::Instant> = None;
     let scheduler_ended = loop {
         tokio::select! {
             _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
@@ -668,68 +736,103 @@ async fn serve_until_stopped(
                 let _ = tx.send(Msg::Reload);
                 notify(&[sd_notify::NotifyState::Ready]);
             }
-            ended = &mut scheduler_done => break ended,
+            // A signal, or a fault that stops axd (`Shutdown::fail`).
+            _ = shutdown.draining(), if deadline.is_none() => {
+                deadline = Some(tokio::time::Instant::now() + bound);
+            }
+            _ = sleep_until_opt(deadline) => break None,
+            ended = &mut scheduler_done => break Some(ended),
         }
     };
+    let deadline = deadline.unwrap_or_else(|| tokio::time::Instant::now() + bound);
+    let mut late: Vec<&str> = Vec::new();
+    let mut join = |name: &'static str, done: Option<JoinResult>| match done {
+        Some(ended) => (name, ended.unwrap_or_else(|e| Err(Box::new(e)))),
+        None => {
+            late.push(name);
+            (name, Ok(()))
+        }
+    };
+    let scheduler = join("scheduler", scheduler_ended);
     // The scheduler has dropped the writer's queue: the writer writes what
-    // it holds, sends the answers waiting on it, and ends.
-    let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    // it holds (for `shutdown::FINAL_WRITE` at most while the store refuses),
+    // sends the answers waiting on it, and ends.
+    let writer_done = within(deadline, move || writer_thread.join()).await;
+    let unwritten = matches!(writer_done, Some(Ok(Ok(Err(_)))));
+    let writer = join("store writer", writer_done.map(|r| r.map(|r| r.map(|_| ()))));
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
-    let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
+    let pruner = join("pruner", within(deadline, move || pruner_thread.join()).await);
     // Every attempt has ended (the scheduler waited for them): the
     // shipper ships the rest of their logs and ends.
-    let logship_ended = match logship {
+    let logship_done = match logship {
         Some((notices, thread)) => {
             notices.stop();
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let logship = join("log shipper", logship_done);
     // The claimer stops claiming (the scheduler that adopted is gone).
-    let claimer_ended = match claimer {
+    let claimer_done = match claimer {
         Some((stop, link, thread)) => {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(link) = link {
                 link.nudge();
             }
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let claimer = join("claimer", claimer_done);
     // The heartbeat thread hands back this node's unfinished DAG runs,
     // removes its row and ends.
-    let heartbeat_ended = match heartbeat {
+    let heartbeat_done = match heartbeat {
         Some((stop, thread)) => {
             drop(stop);
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let heartbeat = join("heartbeat", heartbeat_done);
     shutdown.stop();
-    Ok(exit_code(&[
-        (
-            "scheduler",
-            scheduler_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "store writer",
-            writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        ("pruner", pruner_ended.unwrap_or_else(|e| Err(Box::new(e)))),
-        (
-            "heartbeat",
-            heartbeat_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "claimer",
-            claimer_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "log shipper",
-            logship_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-    ]))
+    let mut code = exit_code(&[scheduler, writer, pruner, heartbeat, claimer, logship]);
+    if !late.is_empty() {
+        tracing::error!(
+            "shutdown took longer than its bound ({} s): the {} thread(s) did not end and are abandoned",
+            bound.as_secs(),
+            late.join(", ")
+        );
+        code = 1;
+    }
+    if unwritten {
+        // The writer said what it could not commit.
+        code = 1;
+    }
+    if shutdown.failed() {
+        code = 1;
+    }
+    Ok(code)
+}
+
+type JoinResult = Result<std::thread::Result<()>, tokio::task::JoinError>;
+
+/// Runs the blocking `f` (a thread's join) until `deadline`; `None` if it
+/// has not returned by then (it is left running).
+async fn within<T: Send + 'static>(
+    deadline: tokio::time::Instant,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<Result<T, tokio::task::JoinError>> {
+    tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(f))
+        .await
+        .ok()
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// axd's exit code from how its threads ended: 0 when all returned, 1 when

@@ -9,27 +9,34 @@
 //!
 //! Invariants:
 //! * a client hears of a change (answer or notification) only after it is
-//!   durable, as before;
+//!   durable;
 //! * steps are written in the order they were decided; a DAG definition
 //!   change is written in a transaction of its own, so a delete and a
 //!   re-create are never merged out of order;
 //! * when the store refuses a write (disk full), nothing is dropped: the
 //!   steps are held and retried every second with later ones added, and
-//!   `fault` says why so the scheduler refuses new writes meanwhile.
+//!   `fault` says why so the scheduler refuses new writes meanwhile; the
+//!   held steps' rows go to the journal (`crate::journal`), so that a
+//!   shutdown that gives up on them (`shutdown::FINAL_WRITE` after the
+//!   scheduler ended) loses no run's end;
+//! * an answer goes out only while the state dir is the one axd locked
+//!   (`crate::state_dir`): once it is found deleted, every write is
+//!   refused and axd stops with exit code 1.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ax_shared::DagSpec;
 use ax_shared::api::{EventView, StatusView};
-use ax_shared::protocol::{Changed, Notification, RpcError};
+use ax_shared::protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::engine::{DagRun, Event, Run};
+use crate::journal::Journal;
 use crate::store::{Commit, Store};
 
 /// The store's last write error while it refuses writes; `None` when fine.
@@ -79,19 +86,58 @@ impl Step {
     }
 }
 
-pub fn run(
-    mut store: Box<dyn Store>,
-    rx: Receiver<Step>,
-    notify: broadcast::Sender<Arc<str>>,
-    fault: Fault,
-    metrics: crate::metrics::Shared,
-) {
+/// What the writer thread is given.
+pub struct Parts {
+    pub store: Box<dyn Store>,
+    pub rx: Receiver<Step>,
+    pub notify: broadcast::Sender<Arc<str>>,
+    pub fault: Fault,
+    pub metrics: crate::metrics::Shared,
+    /// Where held steps are recorded while the store refuses them (SQLite;
+    /// `None` on PostgreSQL, whose runs are then at least once).
+    pub journal: Option<Journal>,
+    /// Checked after each commit, before its answers go out.
+    pub state_dir: Option<crate::state_dir::Identity>,
+    pub shutdown: crate::shutdown::Shutdown,
+}
+
+/// Steps the writer could not commit before it gave up (shutdown).
+#[derive(Debug)]
+pub struct Unwritten {
+    pub steps: usize,
+    pub runs: usize,
+    pub answers: usize,
+}
+
+/// The writer thread's body. Ends `Ok` once the scheduler has dropped its
+/// queue and everything is written; `Err` when it gave up on held steps,
+/// `shutdown::FINAL_WRITE` after the scheduler ended (said in the log).
+pub fn run(parts: Parts) -> Result<(), Unwritten> {
+    let Parts {
+        mut store,
+        rx,
+        notify,
+        fault,
+        metrics,
+        mut journal,
+        state_dir,
+        shutdown,
+    } = parts;
     let mut pending: Vec<Step> = Vec::new();
+    // `pending[..journaled]` are in the journal.
+    let mut journaled: usize = 0;
+    // When the scheduler dropped its end of the queue.
+    let mut closed: Option<Instant> = None;
+    // Set once the state dir is found gone: nothing is acknowledged again.
+    let mut lost: Option<String> = None;
     loop {
         if pending.is_empty() {
+            if closed.is_some() {
+                return Ok(());
+            }
             match rx.recv() {
                 Ok(s) => pending.push(s),
-                Err(_) => return,
+                Err(_) => return Ok(()),
             }
         }
         // Linger a little for more steps: a commit's cost is mostly per
@@ -106,8 +152,17 @@ pub fn run(
         while pending.len() < MAX_GROUP {
             match rx.try_recv() {
                 Ok(s) => pending.push(s),
-                Err(_) => break,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    closed.get_or_insert_with(Instant::now);
+                    break;
+                }
             }
+        }
+        if let Some(why) = &lost {
+            refuse(pending.drain(..), why);
+            journaled = 0;
+            continue;
         }
         // The group: up to the first step that changes definitions (which
         // goes alone), in order.
@@ -117,7 +172,7 @@ pub fn run(
             None => pending.len(),
         };
         // An empty commit returns at once (`Commit::is_empty`).
-        let began = std::time::Instant::now();
+        let began = Instant::now();
         let result = store.commit(&merge(&pending[..group]));
         match &result {
             Ok(_) => metrics
@@ -129,10 +184,25 @@ pub fn run(
         }
         match result {
             Ok(seqs) => {
+                // What was just written went into a deleted state dir:
+                // it is not durable, and nothing more will be.
+                if let Some(Err(why)) = state_dir.as_ref().map(|s| s.check()) {
+                    tracing::error!(
+                        "{why}: refusing every write from now on and stopping; \
+                         what this axd accepted since cannot be kept"
+                    );
+                    *fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+                    shutdown.fail();
+                    refuse(pending.drain(..), &why);
+                    journaled = 0;
+                    lost = Some(why);
+                    continue;
+                }
                 if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     tracing::warn!("store writable again (after: {e})");
                 }
                 let mut at = 0;
+                journaled = journaled.saturating_sub(group);
                 for step in pending.drain(..group) {
                     let n = step.events.len();
                     let seqs = seqs.get(at..at + n).unwrap_or(&[]);
@@ -149,6 +219,13 @@ pub fn run(
                     }
                     announce(&notify, &step.events, &step.progress, step.status, seqs);
                 }
+                // Everything the journal holds is in the store now.
+                if pending.is_empty()
+                    && let Some(j) = journal.as_mut().filter(|j| !j.is_empty())
+                    && let Err(e) = j.clear()
+                {
+                    tracing::error!("{e}: its lines are replayed again at the next start");
+                }
             }
             Err(crate::store::StoreError::Fenced(id)) => crate::cluster::fenced(&id),
             Err(e) => {
@@ -161,12 +238,27 @@ pub fn run(
                             pending.len()
                         );
                     }
-                    *f = Some(error);
+                    *f = Some(error.clone());
+                }
+                if let Some(j) = journal.as_mut()
+                    && journaled < pending.len()
+                {
+                    match j.append(&pending[journaled..]) {
+                        Ok(()) => journaled = pending.len(),
+                        Err(e) => tracing::error!(
+                            "{e}: {} held step(s) are not recorded; if axd stops before the \
+                             store recovers, their runs run again",
+                            pending.len() - journaled
+                        ),
+                    }
+                }
+                if closed.is_some_and(|t| t.elapsed() >= crate::shutdown::FINAL_WRITE) {
+                    return Err(give_up(pending, journaled, journal.as_ref(), &error));
                 }
                 // Wait, still taking steps in (they are held too).
-                let until = std::time::Instant::now() + RETRY;
+                let until = Instant::now() + RETRY;
                 loop {
-                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    let left = until.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         break;
                     }
@@ -174,8 +266,9 @@ pub fn run(
                         Ok(s) => pending.push(s),
                         Err(RecvTimeoutError::Timeout) => break,
                         // The scheduler has stopped: keep trying to write
-                        // what is held.
+                        // what is held, for FINAL_WRITE.
                         Err(RecvTimeoutError::Disconnected) => {
+                            closed.get_or_insert_with(Instant::now);
                             std::thread::sleep(left);
                             break;
                         }
@@ -184,6 +277,63 @@ pub fn run(
             }
         }
     }
+}
+
+/// Answers the steps' requests with an error instead of their answers;
+/// their changes are dropped.
+fn refuse(steps: impl Iterator<Item = Step>, why: &str) {
+    for step in steps {
+        for (reply, _) in step.replies {
+            let _ = reply.send(Err(RpcError::new(
+                codes::STORE_ERROR,
+                format!("not accepted: {why}"),
+            )));
+        }
+    }
+}
+
+/// Says what is left unwritten at shutdown, and answers its requests
+/// with the error.
+fn give_up(
+    pending: Vec<Step>,
+    journaled: usize,
+    journal: Option<&Journal>,
+    error: &str,
+) -> Unwritten {
+    let left = Unwritten {
+        steps: pending.len(),
+        runs: pending.iter().map(|s| s.runs.len()).sum(),
+        answers: pending.iter().map(|s| s.replies.len()).sum(),
+    };
+    let ends: Vec<String> = pending
+        .iter()
+        .flat_map(|s| &s.runs)
+        .filter(|r| r.state.is_terminal())
+        .map(|r| format!("{}({})", r.id.0, r.state.as_str()))
+        .collect();
+    let recorded = match journal {
+        Some(j) if journaled == pending.len() => format!(
+            "all recorded in {}, written to the store at the next start",
+            j.path().display()
+        ),
+        Some(j) => format!(
+            "{} of {} step(s) recorded in {}; the runs of the others run again",
+            journaled,
+            pending.len(),
+            j.path().display()
+        ),
+        None => "no journal here: runs that ended meanwhile run again".to_string(),
+    };
+    tracing::error!(
+        "shutdown: the store still refuses writes ({error}); {} step(s) not committed: \
+         {} run change(s), ended runs [{}], {} answer(s) refused; {recorded}",
+        left.steps,
+        left.runs,
+        ends.join(" "),
+        left.answers,
+    );
+    refuse(pending.into_iter(), &format!("axd stopped before the store could write it ({error})"));
+    left
 }
 
 /// One transaction's worth of steps. A run or DAG run changed by several

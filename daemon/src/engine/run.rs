@@ -200,3 +200,23 @@ pub struct RestoredDagRun {
     /// Its runs as stored, built with `Run::waiting` and the stored fields.
     pub runs: Vec<Run>,
 }
+
+impl RestoredDagRun {
+    /// Its stored row with another state, for the store (the replay of
+    /// the ends journal, `crate::journal`).
+    pub fn row_with(&self, state: DagRunState, finished_at: Option<Millis>) -> DagRun {
+        DagRun {
+            id: self.id,
+            dag: self.dag.clone(),
+            spec: self.spec.clone(),
+            runs: Vec::new(),
+            state,
+            created_at: self.created_at,
+            finished_at,
+            trigger: self.trigger.clone(),
+            unique_key: self.unique_key.clone(),
+            unfinished: 0,
+            offered: false,
+        }
+    }
+}

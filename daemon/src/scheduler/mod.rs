@@ -368,7 +368,9 @@ impl Scheduler {
         let until = |t: Millis| Duration::from_millis((t - now).max(0) as u64);
         [
             self.engine.next_wakeup(),
-            self.shutdown_at,
+            // `finished` gives up on the jobs this long after the grace.
+            self.shutdown_at
+                .map(|t| t + crate::shutdown::JOBS_MARGIN.as_millis() as Millis),
             Some(self.last_evict + 60_000),
         ]
         .into_iter()
@@ -533,7 +535,7 @@ impl Scheduler {
             tracing::info!("all jobs stopped; exiting");
             return true;
         }
-        if now_ms() >= deadline + 5_000 {
+        if now_ms() >= deadline + crate::shutdown::JOBS_MARGIN.as_millis() as Millis {
             tracing::warn!(
                 "shutdown grace exceeded; {} jobs still running",
                 self.engine.running_total()
@@ -733,6 +735,10 @@ impl Scheduler {
             return;
         }
         self.last_evict = now;
+        // An empty step: the writer checks the state dir after it, so a
+        // deleted one is noticed within a minute even while nothing is
+        // written (`crate::state_dir`).
+        let _ = self.writer.send(Step::default());
         let held_before = now - EVICT_AFTER;
         let evicted = self.engine.evict_finished(held_before);
         if evicted > 0 {
