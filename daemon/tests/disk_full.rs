@@ -115,6 +115,11 @@ async fn shutdown_with_a_full_disk_ends_in_its_bound_and_keeps_the_ends_of_jobs(
     filler.free().unwrap();
     m.daemon.spawn();
     let mut c = m.daemon.client().await;
+    assert!(
+        m.daemon.log().contains("1 run(s) whose end the store could not take"),
+        "the start says what it recorded from the journal:\n{}",
+        m.daemon.log()
+    );
     let r = get_run(&mut c, job).await;
     assert_eq!(r.state.as_str(), "failed", "{r:#?}");
     assert_eq!(r.attempts.len(), 1, "{r:#?}");

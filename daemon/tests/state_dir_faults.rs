@@ -1,9 +1,11 @@
 //! Faults of the state dir under a real axd (docs/operations.md, "Faults
-//! and what ax guarantees"): an empty or missing `ax.db` beside the logs of
-//! an earlier store, and a log file that already exists where a new
-//! attempt's log goes.
+//! and what ax guarantees"): the state dir deleted under a running axd, an
+//! empty or missing `ax.db` beside the logs of an earlier store, and a log
+//! file that already exists where a new attempt's log goes.
 
 mod support;
+
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::*;
@@ -94,4 +96,40 @@ async fn a_log_file_left_at_a_new_attempts_path_is_set_aside_not_shown() {
         std::fs::read_to_string(logs.join(&aside[0])).unwrap(),
         "OLD OUTPUT\n"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_state_dir_stops_acknowledging_and_axd_exits_non_zero() {
+    let config = BASE_CONFIG.replace("shutdown_grace = \"5s\"", "shutdown_grace = \"1s\"");
+    let mut d = Daemon::start_with(&config, &[]);
+    let mut c = d.client().await;
+    let before = submit(&mut c, json!({"command": "echo kept"})).await[0];
+    wait_state(&mut c, before, "success", 10).await;
+
+    std::fs::remove_dir_all(d.path("state")).unwrap();
+    // The next write is not acknowledged: it went into a deleted file.
+    let t = Instant::now();
+    let r = c.call("submit", json!({"command": "true"})).await;
+    let err = r.expect_err("a submission into a deleted state dir was acknowledged");
+    assert_eq!(err.kind(), Some("store_error"), "{err}");
+    assert!(err.to_string().contains("state dir was deleted"), "{err}");
+    drop(c);
+    // axd stops by itself, loudly, with exit code 1.
+    let bound = Duration::from_secs(1 + 12);
+    let status = d
+        .wait_exit(bound)
+        .unwrap()
+        .unwrap_or_else(|| panic!("axd runs on without its state dir:\n{}", d.log()));
+    assert!(t.elapsed() < bound, "{:?}", t.elapsed());
+    assert_eq!(status.code(), Some(1), "{}", d.log());
+    assert!(d.log().contains("ERROR"), "no error in the log:\n{}", d.log());
+    assert!(d.log().contains("axd.lock has no links left"), "{}", d.log());
+
+    // A new axd on the same path starts cleanly on a new state dir.
+    d.spawn();
+    let mut c = d.client().await;
+    let fresh = submit(&mut c, json!({"command": "echo fresh"})).await[0];
+    wait_state(&mut c, fresh, "success", 10).await;
+    drop(c);
+    assert_eq!(d.term(), Some(0));
 }

@@ -241,6 +241,23 @@ impl Daemon {
         }
     }
 
+    /// Waits up to `limit` for axd to exit by itself; `None` if it still
+    /// runs then (or was not running).
+    pub fn wait_exit(&mut self, limit: Duration) -> std::io::Result<Option<ExitStatus>> {
+        let since = Instant::now();
+        while since.elapsed() < limit {
+            let Some(child) = self.child.as_mut() else {
+                return Ok(None);
+            };
+            if let Some(status) = child.try_wait()? {
+                self.child = None;
+                return Ok(Some(status));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(None)
+    }
+
     /// SIGTERM and wait for the exit, whatever it is.
     pub fn stop(&mut self) {
         let _ = self.terminate(STOP_LIMIT);
