@@ -529,6 +529,7 @@ async fn supervise(
     );
     tokio::pin!(reader);
     let mut reader_done = false;
+    let mut log_lost = 0;
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
     let mut kill_deadline: Option<tokio::time::Instant> = None;
@@ -541,7 +542,10 @@ async fn supervise(
             _ = &mut started_timer, if started.is_some() => {
                 events(started.take().expect("guarded by is_some"));
             }
-            _ = &mut reader, if !reader_done => reader_done = true,
+            lost = &mut reader, if !reader_done => {
+                reader_done = true;
+                log_lost = lost;
+            }
             Some(grace_ms) = kill_rx.recv() => {
                 if kill_ordered.is_none() {
                     let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
@@ -587,14 +591,21 @@ async fn supervise(
     }
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
-    if !reader_done {
-        let _ = tokio::time::timeout(Duration::from_secs(1), &mut reader).await;
+    if !reader_done && let Ok(lost) = tokio::time::timeout(Duration::from_secs(1), &mut reader).await {
+        log_lost = lost;
     }
     // The log is final (the reader is done or given up on).
     if let Some(ship) = &cfg.ship {
         ship.ended(run, attempt);
     }
     let (code, signal) = status.unwrap_or((None, None));
+    if log_lost > 0 {
+        events(Input::LogLost {
+            run,
+            attempt,
+            bytes: log_lost,
+        });
+    }
     events(Input::Exited {
         run,
         attempt,

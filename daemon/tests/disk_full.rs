@@ -130,3 +130,73 @@ async fn shutdown_with_a_full_disk_ends_in_its_bound_and_keeps_the_ends_of_jobs(
     drop(c);
     assert_eq!(m.daemon.term(), Some(0), "{}", m.daemon.log());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_lost_to_a_full_disk_is_counted_marked_and_shown() {
+    let Some(m) = on_tmpfs("4m", "output lost to a full disk") else {
+        return;
+    };
+    let mut m = m;
+    m.daemon.spawn();
+    let mut c = m.daemon.client().await;
+    let (go1, wrote, go2) = (
+        m.daemon.path("go1"),
+        m.daemon.path("wrote"),
+        m.daemon.path("go2"),
+    );
+    const DURING: usize = 20_000;
+    let cmd = format!(
+        "echo before; while [ ! -e {go1} ]; do sleep 0.02; done; \
+         head -c {DURING} /dev/zero | tr '\\0' x; touch {wrote}; \
+         while [ ! -e {go2} ]; do sleep 0.02; done; echo after",
+        go1 = go1.display(),
+        wrote = wrote.display(),
+        go2 = go2.display()
+    );
+    let job = submit(&mut c, json!({"command": cmd, "name": "chatty"})).await[0];
+    let log_path = m.daemon.path(&format!("state/logs/{job}.1.log"));
+    wait_until(10, "the job's first line is in its log", || {
+        std::fs::read_to_string(&log_path).is_ok_and(|s| s == "before\n")
+    });
+
+    // The disk fills; the job writes 20,000 bytes meanwhile.
+    let filler = m.tmpfs.fill().unwrap();
+    std::fs::write(&go1, b"").unwrap();
+    wait_until(10, "the job wrote its output", || wrote.exists());
+    // axd has read it all before space returns (the job's write returned).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    filler.free().unwrap();
+    std::fs::write(&go2, b"").unwrap();
+    let r = wait_state(&mut c, job, "success", 20).await;
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let marker = regex_lite_marker(&log).unwrap_or_else(|| panic!("no marker in the log:\n{log}"));
+    let (lost, line) = marker;
+    assert!(lost > 0, "{log}");
+    let kept = log.replace(&line, "").bytes().filter(|b| *b == b'x').count();
+    assert_eq!(kept + lost as usize, DURING, "written and lost add up");
+    assert!(log.starts_with("before\n"), "{log}");
+    assert!(log.ends_with(&format!("{line}after\n")), "the marker comes when space returns:\n{log}");
+    assert_eq!(r.attempts[0].log_lost, lost, "{r:#?}");
+    let raw = c.call("get_run", json!({"id": job})).await.unwrap();
+    assert_eq!(raw["attempts"][0]["log_lost"], json!(lost), "{raw}");
+    drop(c);
+
+    // Kept across a restart.
+    assert_eq!(m.daemon.term(), Some(0));
+    m.daemon.spawn();
+    let mut c = m.daemon.client().await;
+    assert_eq!(get_run(&mut c, job).await.attempts[0].log_lost, lost);
+}
+
+/// The `[ax: N bytes of output lost: No space left on device]` line of
+/// `log`: N and the line (with its newline).
+fn regex_lite_marker(log: &str) -> Option<(u64, String)> {
+    const HEAD: &str = "[ax: ";
+    const TAIL: &str = " bytes of output lost: No space left on device]\n";
+    let at = log.find(HEAD)?;
+    let rest = &log[at + HEAD.len()..];
+    let digits = rest.find(' ')?;
+    let n: u64 = rest[..digits].parse().ok()?;
+    rest[digits..].starts_with(TAIL).then(|| (n, format!("{HEAD}{n}{TAIL}")))
+}

@@ -22,6 +22,14 @@ pub struct AttemptView {
     /// The cluster node that ran it (PostgreSQL store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Bytes of its output that could not be written to its log (a full
+    /// disk): the log is incomplete. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

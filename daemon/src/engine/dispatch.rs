@@ -72,6 +72,7 @@ impl Engine {
             slot,
             error: None,
             node: self.node.clone(),
+            log_lost: 0,
         });
         let timeout = match r.job().timeout {
             Timeout::Default => default_timeout,

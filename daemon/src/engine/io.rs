@@ -91,6 +91,13 @@ pub enum Input {
     Output {
         run: RunId,
     },
+    /// `bytes` of the attempt's output could not be written to its log
+    /// (sent before its `Exited`).
+    LogLost {
+        run: RunId,
+        attempt: u32,
+        bytes: u64,
+    },
     Cancel {
         run: RunId,
         actor: Arc<str>,

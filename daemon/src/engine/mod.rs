@@ -453,6 +453,18 @@ impl Engine {
                 self.beat(now, run)?;
                 Ok(Reply::Done)
             }
+            Input::LogLost {
+                run,
+                attempt,
+                bytes,
+            } => {
+                let r = self.running_attempt(run, attempt)?;
+                if let Some(a) = r.attempts.last_mut() {
+                    a.log_lost = bytes;
+                }
+                self.effects.push(Effect::Persist { run });
+                Ok(Reply::Done)
+            }
             Input::Cancel { run, actor } => self.cancel(now, run, &actor),
             Input::CancelDagRun { dag_run, actor } => {
                 let runs = self

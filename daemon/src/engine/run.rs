@@ -20,6 +20,14 @@ pub struct Attempt {
     /// The cluster node that ran it (`None` alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Bytes of its output that could not be written to its log (a full
+    /// disk); 0 while the log is complete.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a delayed run waits for.

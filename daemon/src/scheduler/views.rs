@@ -173,6 +173,7 @@ impl Scheduler {
                     exit_code: a.exit_code,
                     signal: a.signal,
                     node: a.node.clone(),
+                    log_lost: a.log_lost,
                 })
                 .collect(),
             retries: r.job().retries,

@@ -368,7 +368,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for a in &r.attempts {
                 let _ = writeln!(
                     w,
-                    "  #{:<2} {} → {}  {}{}{}{}",
+                    "  #{:<2} {} → {}  {}{}{}{}{}",
                     a.n,
                     a.started_at.map_or("-".into(), |t| t.to_string()),
                     a.finished_at.map_or("running".into(), |t| t.to_string()),
@@ -380,7 +380,15 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     a.node
                         .as_deref()
                         .map(|n| format!(" on {n}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    if a.log_lost > 0 {
+                        format!(
+                            "  log incomplete: {} bytes of output lost",
+                            a.log_lost
+                        )
+                    } else {
+                        String::new()
+                    }
                 );
             }
             let _ = writeln!(w, "events:");

@@ -137,7 +137,7 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
     let rows = client
         .query(
             &format!(
-                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.node
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.node, a.log_lost
                  FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
                  WHERE {filter} ORDER BY a.run, a.n"
             ),
@@ -157,6 +157,7 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
             slot: int(r.try_get(9)?, "slot")?,
             error: r.try_get(10)?,
             node: r.try_get(11)?,
+            log_lost: int(r.try_get(12)?, "lost log bytes")?,
         };
         if a.outcome.is_none()
             && let Some(pid) = a.pid

@@ -108,7 +108,7 @@ async fn run_views(
     let ids: Vec<i64> = views.iter().map(|v| v.id as i64).collect();
     let statement = client
         .prepare_cached(
-            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node FROM attempts WHERE run = ANY($1) ORDER BY run, n",
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node, log_lost FROM attempts WHERE run = ANY($1) ORDER BY run, n",
         )
         .await?;
     let mut attempts: HashMap<u64, Vec<AttemptView>> = HashMap::new();
@@ -131,6 +131,7 @@ async fn run_views(
                 exit_code: opt_int(&r, 5, "exit code")?,
                 signal: opt_int(&r, 6, "signal")?,
                 node: r.try_get(7)?,
+                log_lost: int(r.try_get(8)?, "lost log bytes")?,
             });
     }
     for v in &mut views {

@@ -106,6 +106,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE pool_wants (
         pool TEXT NOT NULL, node TEXT NOT NULL, want BIGINT NOT NULL, PRIMARY KEY (pool, node));
     "#,
+    // 11: output an attempt could not write to its log (a full disk)
+    r#"
+    ALTER TABLE attempts ADD COLUMN log_lost BIGINT NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").
