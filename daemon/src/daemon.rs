@@ -578,7 +578,11 @@ fn refuse_empty_store(db: &Path, log_dir: &Path) -> anyhow::Result<()> {
          reuse their run ids. Restore ax.db from a backup, or, to start fresh, \
          move the logs away first (mv {} {}.old)",
         db.display(),
-        if len(db).is_some() { "empty" } else { "missing" },
+        if len(db).is_some() {
+            "empty"
+        } else {
+            "missing"
+        },
         log_dir.display(),
         log_dir.display(),
         log_dir.display()
@@ -759,10 +763,16 @@ async fn serve_until_stopped(
     // sends the answers waiting on it, and ends.
     let writer_done = within(deadline, move || writer_thread.join()).await;
     let unwritten = matches!(writer_done, Some(Ok(Ok(Err(_)))));
-    let writer = join("store writer", writer_done.map(|r| r.map(|r| r.map(|_| ()))));
+    let writer = join(
+        "store writer",
+        writer_done.map(|r| r.map(|r| r.map(|_| ()))),
+    );
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
-    let pruner = join("pruner", within(deadline, move || pruner_thread.join()).await);
+    let pruner = join(
+        "pruner",
+        within(deadline, move || pruner_thread.join()).await,
+    );
     // Every attempt has ended (the scheduler waited for them): the
     // shipper ships the rest of their logs and ends.
     let logship_done = match logship {

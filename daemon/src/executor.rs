@@ -591,7 +591,9 @@ async fn supervise(
     }
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
-    if !reader_done && let Ok(lost) = tokio::time::timeout(Duration::from_secs(1), &mut reader).await {
+    if !reader_done
+        && let Ok(lost) = tokio::time::timeout(Duration::from_secs(1), &mut reader).await
+    {
         log_lost = lost;
     }
     // The log is final (the reader is done or given up on).

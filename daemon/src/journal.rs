@@ -295,7 +295,10 @@ pub fn replay(store: &mut dyn Store, lines: &[String]) -> Result<Replayed, Store
         let line: Line = match serde_json::from_str(text) {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!("journal line {} is unreadable ({e}); replaying the lines before it", i + 1);
+                tracing::warn!(
+                    "journal line {} is unreadable ({e}); replaying the lines before it",
+                    i + 1
+                );
                 break;
             }
         };

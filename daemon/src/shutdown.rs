@@ -13,8 +13,8 @@
 //! threads `EXIT_MARGIN`; whatever is not done by then is abandoned, said,
 //! and the exit code is 1.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;

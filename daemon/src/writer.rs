@@ -332,7 +332,10 @@ fn give_up(
         ends.join(" "),
         left.answers,
     );
-    refuse(pending.into_iter(), &format!("axd stopped before the store could write it ({error})"));
+    refuse(
+        pending.into_iter(),
+        &format!("axd stopped before the store could write it ({error})"),
+    );
     left
 }
 

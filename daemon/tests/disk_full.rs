@@ -18,7 +18,10 @@ use support::*;
 const GRACE_S: u64 = 2;
 
 fn config() -> String {
-    BASE_CONFIG.replace("shutdown_grace = \"5s\"", &format!("shutdown_grace = \"{GRACE_S}s\""))
+    BASE_CONFIG.replace(
+        "shutdown_grace = \"5s\"",
+        &format!("shutdown_grace = \"{GRACE_S}s\""),
+    )
 }
 
 /// A daemon whose state dir is a tmpfs of `size`, not started. The tmpfs
@@ -52,7 +55,9 @@ async fn until_the_store_refuses(socket: &std::path::Path) -> tokio::task::JoinH
         let mut h = tokio::spawn(async move {
             let mut c = Client::connect(&path, "filler").await.unwrap();
             let cmd = format!("echo {}", "x".repeat(2000));
-            let r = c.call("submit", json!({"command": cmd, "name": "big"})).await;
+            let r = c
+                .call("submit", json!({"command": cmd, "name": "big"}))
+                .await;
             if let Some(k) = code(&r) {
                 assert!(k == "store_error" || k == "shutting_down", "{r:?}");
             }
@@ -104,10 +109,20 @@ async fn shutdown_with_a_full_disk_ends_in_its_bound_and_keeps_the_ends_of_jobs(
         .unwrap_or_else(|e| panic!("shutdown did not end within its bound: {e}"))
         .expect("axd was running");
     let took = t.elapsed();
-    assert!(took <= bound + Duration::from_secs(1), "shutdown took {took:?}");
-    assert_eq!(status.code(), Some(1), "a shutdown that left writes undone exits 1");
+    assert!(
+        took <= bound + Duration::from_secs(1),
+        "shutdown took {took:?}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a shutdown that left writes undone exits 1"
+    );
     let log = m.daemon.log();
-    assert!(log.contains("not committed"), "the log says what was not committed:\n{log}");
+    assert!(
+        log.contains("not committed"),
+        "the log says what was not committed:\n{log}"
+    );
     let _ = tokio::time::timeout(Duration::from_secs(5), held).await;
 
     // Space returns; the next start records the end the store missed, and
@@ -116,7 +131,9 @@ async fn shutdown_with_a_full_disk_ends_in_its_bound_and_keeps_the_ends_of_jobs(
     m.daemon.spawn();
     let mut c = m.daemon.client().await;
     assert!(
-        m.daemon.log().contains("1 run(s) whose end the store could not take"),
+        m.daemon
+            .log()
+            .contains("1 run(s) whose end the store could not take"),
         "the start says what it recorded from the journal:\n{}",
         m.daemon.log()
     );
@@ -125,7 +142,11 @@ async fn shutdown_with_a_full_disk_ends_in_its_bound_and_keeps_the_ends_of_jobs(
     assert_eq!(r.attempts.len(), 1, "{r:#?}");
     assert_eq!(r.attempts[0].exit_code, Some(3), "{r:#?}");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "once\n", "the job ran again");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "once\n",
+        "the job ran again"
+    );
     assert_eq!(get_run(&mut c, job).await.state.as_str(), "failed");
     drop(c);
     assert_eq!(m.daemon.term(), Some(0), "{}", m.daemon.log());
@@ -171,11 +192,19 @@ async fn output_lost_to_a_full_disk_is_counted_marked_and_shown() {
 
     let log = std::fs::read_to_string(&log_path).unwrap();
     let tail = &log[log.len().saturating_sub(300)..];
-    let marker = regex_lite_marker(&log)
-        .unwrap_or_else(|| panic!("no marker in the log of {} bytes, ending:\n{tail}", log.len()));
+    let marker = regex_lite_marker(&log).unwrap_or_else(|| {
+        panic!(
+            "no marker in the log of {} bytes, ending:\n{tail}",
+            log.len()
+        )
+    });
     let (lost, line) = marker;
     assert!(lost > 0, "{tail}");
-    let kept = log.replace(&line, "").bytes().filter(|b| *b == b'x').count();
+    let kept = log
+        .replace(&line, "")
+        .bytes()
+        .filter(|b| *b == b'x')
+        .count();
     assert_eq!(kept + lost as usize, DURING, "written and lost add up");
     assert!(log.starts_with("before\n"));
     assert!(
@@ -203,5 +232,7 @@ fn regex_lite_marker(log: &str) -> Option<(u64, String)> {
     let rest = &log[at + HEAD.len()..];
     let digits = rest.find(' ')?;
     let n: u64 = rest[..digits].parse().ok()?;
-    rest[digits..].starts_with(TAIL).then(|| (n, format!("{HEAD}{n}{TAIL}")))
+    rest[digits..]
+        .starts_with(TAIL)
+        .then(|| (n, format!("{HEAD}{n}{TAIL}")))
 }

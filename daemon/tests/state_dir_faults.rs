@@ -32,13 +32,20 @@ async fn an_empty_database_beside_logs_is_refused_and_says_how_to_start_fresh() 
         let _ = std::fs::remove_file(state.join(side));
     }
     let refused = ax_testkit::Daemon::spawn(&mut d);
-    let err = refused.expect_err("axd started a new store beside old logs").to_string();
+    let err = refused
+        .expect_err("axd started a new store beside old logs")
+        .to_string();
     assert!(err.contains("ax.db is empty"), "{err}");
-    assert!(err.contains("mv "), "the error says how to start fresh: {err}");
+    assert!(
+        err.contains("mv "),
+        "the error says how to start fresh: {err}"
+    );
 
     // Missing is the same as empty.
     std::fs::remove_file(state.join("ax.db")).unwrap();
-    let err = ax_testkit::Daemon::spawn(&mut d).expect_err("started").to_string();
+    let err = ax_testkit::Daemon::spawn(&mut d)
+        .expect_err("started")
+        .to_string();
     assert!(err.contains("ax.db is missing"), "{err}");
 
     // Following the advice starts a fresh store: run ids begin again, and
@@ -80,7 +87,10 @@ async fn a_log_file_left_at_a_new_attempts_path_is_set_aside_not_shown() {
     // Before its first byte of output the attempt's log is empty, not the
     // old file.
     let before = log_of(&mut c, run).await;
-    assert!(!before.contains("OLD"), "a new attempt shows an old log: {before:?}");
+    assert!(
+        !before.contains("OLD"),
+        "a new attempt shows an old log: {before:?}"
+    );
     std::fs::write(&go, b"").unwrap();
     wait_state(&mut c, run, "success", 10).await;
     assert_eq!(log_of(&mut c, run).await, "new\n");
@@ -122,8 +132,16 @@ async fn a_deleted_state_dir_stops_acknowledging_and_axd_exits_non_zero() {
         .unwrap_or_else(|| panic!("axd runs on without its state dir:\n{}", d.log()));
     assert!(t.elapsed() < bound, "{:?}", t.elapsed());
     assert_eq!(status.code(), Some(1), "{}", d.log());
-    assert!(d.log().contains("ERROR"), "no error in the log:\n{}", d.log());
-    assert!(d.log().contains("axd.lock has no links left"), "{}", d.log());
+    assert!(
+        d.log().contains("ERROR"),
+        "no error in the log:\n{}",
+        d.log()
+    );
+    assert!(
+        d.log().contains("axd.lock has no links left"),
+        "{}",
+        d.log()
+    );
 
     // A new axd on the same path starts cleanly on a new state dir.
     d.spawn();

@@ -21,7 +21,13 @@ impl Tmpfs {
     pub fn mount(path: &Path, size: &str, what: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(path).ok()?;
         let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0755"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
             .arg(path)
             .stderr(Stdio::null())
             .status()
@@ -55,6 +61,8 @@ impl Tmpfs {
     }
 
     /// Bytes still free on the file system.
+    // The field types differ between targets (u32 on some).
+    #[allow(clippy::unnecessary_cast)]
     pub fn free_bytes(&self) -> u64 {
         nix::sys::statvfs::statvfs(&self.path)
             .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64)

@@ -370,7 +370,13 @@ mod tests {
 
     #[test]
     fn output_lost_to_a_full_disk_is_counted_and_marked_once_space_returns() {
-        let mut log = CappedLog::new(Disk { data: Vec::new(), room: 10 }, 1 << 20);
+        let mut log = CappedLog::new(
+            Disk {
+                data: Vec::new(),
+                room: 10,
+            },
+            1 << 20,
+        );
         log.write(b"0123456");
         log.write(b"789abcdef");
         log.write(b"ghij");
@@ -407,13 +413,24 @@ mod tests {
 
     #[test]
     fn the_cap_counts_written_bytes_only() {
-        let mut log = CappedLog::new(Disk { data: Vec::new(), room: 3 }, 5);
+        let mut log = CappedLog::new(
+            Disk {
+                data: Vec::new(),
+                room: 3,
+            },
+            5,
+        );
         log.write(b"abcd");
         log.file.room = 1000;
         // 3 written, 1 lost: 2 more fit under the cap of 5.
         log.write(b"efgh");
         let text = String::from_utf8(log.file.data.clone()).unwrap();
-        assert!(text.starts_with("abc\n[ax: 1 bytes of output lost: No space left on device]\nef\n[ax] log reached"), "{text}");
+        assert!(
+            text.starts_with(
+                "abc\n[ax: 1 bytes of output lost: No space left on device]\nef\n[ax] log reached"
+            ),
+            "{text}"
+        );
         assert_eq!(log.written, 5);
     }
 

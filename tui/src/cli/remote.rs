@@ -382,10 +382,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                         .map(|n| format!(" on {n}"))
                         .unwrap_or_default(),
                     if a.log_lost > 0 {
-                        format!(
-                            "  log incomplete: {} bytes of output lost",
-                            a.log_lost
-                        )
+                        format!("  log incomplete: {} bytes of output lost", a.log_lost)
                     } else {
                         String::new()
                     }
