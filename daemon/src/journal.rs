@@ -362,3 +362,34 @@ pub fn replay(store: &mut dyn Store, lines: &[String]) -> Result<Replayed, Store
     store.commit(&commit)?;
     Ok(done)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_line_ends_the_read_and_is_cleared_with_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ax.journal");
+        let mut bytes = b"{\"runs\":[]}\n{\"dag_runs\":[]}\n{\"runs\":[{\"id".to_vec();
+        bytes.resize(4096, 0);
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut journal, lines) = Journal::open(&path).unwrap();
+        assert_eq!(lines, ["{\"runs\":[]}", "{\"dag_runs\":[]}"]);
+        // The torn line is zeroed at once; the whole lines when cleared.
+        let on_disk = std::fs::read(&path).unwrap();
+        let whole = "{\"runs\":[]}\n{\"dag_runs\":[]}\n".len();
+        assert_eq!(&on_disk[..whole], &bytes[..whole]);
+        assert!(
+            on_disk[whole..].iter().all(|b| *b == 0),
+            "the torn line is left"
+        );
+        assert!(!journal.is_empty());
+        journal.clear().unwrap();
+        assert!(std::fs::read(&path).unwrap().iter().all(|b| *b == 0));
+        let (journal, lines) = Journal::open(&path).unwrap();
+        assert!(lines.is_empty() && journal.is_empty());
+        journal.reserve().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), JOURNAL_BYTES);
+    }
+}

@@ -410,3 +410,104 @@ fn announce(
     });
     let _ = notify.send(Arc::from(note.to_line()));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, StoreError};
+    use ax_shared::api::RunView;
+    use std::collections::HashMap;
+
+    /// A store whose writes always fail (PostgreSQL out of reach); it is
+    /// never read.
+    struct Refusing;
+
+    impl Store for Refusing {
+        fn commit(&mut self, _: &crate::store::Commit<'_>) -> Result<Vec<i64>, StoreError> {
+            Err(StoreError::Postgres("connection refused".into()))
+        }
+        fn load(&mut self) -> Result<Loaded, StoreError> {
+            unreachable!()
+        }
+        fn list_runs(&mut self, _: &RunQuery) -> Result<Vec<RunView>, StoreError> {
+            unreachable!()
+        }
+        fn get_run(&mut self, _: u64) -> Result<Option<RunView>, StoreError> {
+            unreachable!()
+        }
+        fn run_events(&mut self, _: u64, _: usize) -> Result<Vec<EventView>, StoreError> {
+            unreachable!()
+        }
+        fn events(&mut self, _: &EventQuery) -> Result<Vec<EventView>, StoreError> {
+            unreachable!()
+        }
+        fn run_state(&mut self, _: u64) -> Result<Option<ax_shared::RunState>, StoreError> {
+            unreachable!()
+        }
+        fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError> {
+            unreachable!()
+        }
+        fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {
+            unreachable!()
+        }
+        fn dag_history(
+            &mut self,
+        ) -> Result<HashMap<String, crate::metrics::DagHistory>, StoreError> {
+            unreachable!()
+        }
+        fn newest_with_unique_key(
+            &mut self,
+            _: &str,
+        ) -> Result<Option<crate::engine::UniqueHolder>, StoreError> {
+            unreachable!()
+        }
+        fn load_dag_run(
+            &mut self,
+            _: u64,
+        ) -> Result<Option<crate::engine::RestoredDagRun>, StoreError> {
+            unreachable!()
+        }
+        fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError> {
+            unreachable!()
+        }
+        fn dag_run_spec(&mut self, _: u64) -> Result<Option<Arc<DagSpec>>, StoreError> {
+            unreachable!()
+        }
+    }
+
+    #[test]
+    fn a_store_that_never_writes_is_given_up_on_final_write_after_the_queue_closes() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (reply, answer) = oneshot::channel();
+        let step = Step {
+            replies: vec![(reply, Ok(Value::Null))],
+            ..Step::default()
+        };
+        tx.send(step).unwrap();
+        let fault: Fault = Arc::default();
+        let parts = Parts {
+            store: Box::new(Refusing),
+            rx,
+            notify: broadcast::channel(1).0,
+            fault: fault.clone(),
+            metrics: crate::metrics::Shared::default(),
+            journal: None,
+            state_dir: None,
+            shutdown: crate::shutdown::Shutdown::new(|| {}),
+        };
+        let writer = std::thread::spawn(move || run(parts));
+        // The scheduler ends a little later.
+        std::thread::sleep(Duration::from_millis(300));
+        let closed = Instant::now();
+        drop(tx);
+        let left = writer.join().unwrap().expect_err("nothing was written");
+        let took = closed.elapsed();
+        assert!(took >= crate::shutdown::FINAL_WRITE, "{took:?}");
+        assert!(took < crate::shutdown::FINAL_WRITE + RETRY * 2, "{took:?}");
+        assert_eq!((left.steps, left.answers), (1, 1));
+        // The waiting request hears why, rather than nothing.
+        let err = answer.blocking_recv().unwrap().unwrap_err();
+        assert_eq!(err.data.unwrap()["code"], codes::STORE_ERROR);
+        assert!(fault.lock().unwrap().is_some());
+    }
+}

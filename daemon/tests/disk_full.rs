@@ -24,11 +24,12 @@ fn config() -> String {
     )
 }
 
-/// A daemon whose state dir is a tmpfs of `size`, not started. The tmpfs
-/// is dropped after the daemon (fields drop in order).
+/// A daemon whose state dir is a tmpfs of `size`, not started. axd is
+/// killed first (`drop`), then the tmpfs unmounted, then the temp dir
+/// removed (fields drop in order).
 struct OnTmpfs {
-    daemon: Daemon,
     tmpfs: Tmpfs,
+    daemon: Daemon,
 }
 
 impl Drop for OnTmpfs {
