@@ -233,18 +233,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
-    let state_dir = match &cfg.store {
-        None => Some(
-            crate::state_dir::Identity::of(&crate::state_dir::watched(&cfg.state_dir))
-                .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))?,
-        ),
-        // The database is elsewhere; the lock file still says whose the
-        // state dir (and its logs) is.
-        Some(_) => Some(
-            crate::state_dir::Identity::of(&[cfg.state_dir.join("axd.lock")])
-                .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))?,
-        ),
-    };
+    let state_dir = Some(state_dir_identity(&cfg)?);
     let writer_thread = {
         let parts = crate::writer::Parts {
             store: writer_store,
@@ -553,6 +542,18 @@ fn open_journal(
     Ok(Some(journal))
 }
 
+/// The files whose identity the writer checks (`crate::state_dir`): the
+/// lock and the database; with PostgreSQL, whose database is elsewhere,
+/// the lock alone, which still says whose the state dir and its logs are.
+fn state_dir_identity(cfg: &Config) -> anyhow::Result<crate::state_dir::Identity> {
+    let files = match &cfg.store {
+        None => crate::state_dir::watched(&cfg.state_dir),
+        Some(_) => vec![cfg.state_dir.join("axd.lock")],
+    };
+    crate::state_dir::Identity::of(&files)
+        .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))
+}
+
 /// Refuses an empty or missing `ax.db` beside a log folder that holds
 /// logs: a new store would give ids from 1 again, and its runs would be
 /// shown the logs of the earlier store's runs of the same ids
@@ -809,7 +810,7 @@ async fn serve_until_stopped(
     let mut code = exit_code(&[scheduler, writer, pruner, heartbeat, claimer, logship]);
     if !late.is_empty() {
         tracing::error!(
-            "shutdown took longer than its bound ({} s): the {} thread(s) did not end and are abandoned",
+            "shutdown took longer than its bound ({} s): the {} thread(s) did not end and are abandoned; what they held is not committed",
             bound.as_secs(),
             late.join(", ")
         );

@@ -182,43 +182,27 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
                 metrics.store_write_errors.inc();
             }
         }
+        // A commit into a deleted state dir succeeds (or fails for that
+        // reason): either way it is not durable, and nothing more will be.
+        if let Some(Err(why)) = state_dir.as_ref().map(|s| s.check()) {
+            tracing::error!(
+                "{why}: refusing every write from now on and stopping; \
+                 what this axd accepted since cannot be kept"
+            );
+            *fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+            shutdown.fail();
+            refuse(pending.drain(..), &why);
+            journaled = 0;
+            lost = Some(why);
+            continue;
+        }
         match result {
             Ok(seqs) => {
-                // What was just written went into a deleted state dir:
-                // it is not durable, and nothing more will be.
-                if let Some(Err(why)) = state_dir.as_ref().map(|s| s.check()) {
-                    tracing::error!(
-                        "{why}: refusing every write from now on and stopping; \
-                         what this axd accepted since cannot be kept"
-                    );
-                    *fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
-                    shutdown.fail();
-                    refuse(pending.drain(..), &why);
-                    journaled = 0;
-                    lost = Some(why);
-                    continue;
-                }
                 if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     tracing::warn!("store writable again (after: {e})");
                 }
-                let mut at = 0;
                 journaled = journaled.saturating_sub(group);
-                for step in pending.drain(..group) {
-                    let n = step.events.len();
-                    let seqs = seqs.get(at..at + n).unwrap_or(&[]);
-                    at += n;
-                    // `on_commit` queues its message to the scheduler before
-                    // any client hears of the step: a request a client sends
-                    // after its answer is then handled after that message
-                    // (a triggered run read back is no longer "being written").
-                    if let Some(on_commit) = step.on_commit {
-                        on_commit();
-                    }
-                    for (reply, answer) in step.replies {
-                        let _ = reply.send(answer);
-                    }
-                    announce(&notify, &step.events, &step.progress, step.status, seqs);
-                }
+                deliver(pending.drain(..group), &seqs, &notify);
                 // Everything the journal holds is in the store now.
                 if pending.is_empty()
                     && let Some(j) = journal.as_mut().filter(|j| !j.is_empty())
@@ -240,40 +224,77 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
                     }
                     *f = Some(error.clone());
                 }
-                if let Some(j) = journal.as_mut()
-                    && journaled < pending.len()
-                {
-                    match j.append(&pending[journaled..]) {
-                        Ok(()) => journaled = pending.len(),
-                        Err(e) => tracing::error!(
-                            "{e}: {} held step(s) are not recorded; if axd stops before the \
-                             store recovers, their runs run again",
-                            pending.len() - journaled
-                        ),
-                    }
+                if let Some(j) = journal.as_mut() {
+                    journaled = record(j, &pending, journaled);
                 }
                 if closed.is_some_and(|t| t.elapsed() >= crate::shutdown::FINAL_WRITE) {
                     return Err(give_up(pending, journaled, journal.as_ref(), &error));
                 }
-                // Wait, still taking steps in (they are held too).
-                let until = Instant::now() + RETRY;
-                loop {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    match rx.recv_timeout(left) {
-                        Ok(s) => pending.push(s),
-                        Err(RecvTimeoutError::Timeout) => break,
-                        // The scheduler has stopped: keep trying to write
-                        // what is held, for FINAL_WRITE.
-                        Err(RecvTimeoutError::Disconnected) => {
-                            closed.get_or_insert_with(Instant::now);
-                            std::thread::sleep(left);
-                            break;
-                        }
-                    }
-                }
+                wait_retry(&rx, &mut pending, &mut closed);
+            }
+        }
+    }
+}
+
+/// Sends the committed steps' answers and notifications, in order
+/// (`seqs`: the sequence numbers of their events).
+fn deliver(steps: impl Iterator<Item = Step>, seqs: &[i64], notify: &broadcast::Sender<Arc<str>>) {
+    let mut at = 0;
+    for step in steps {
+        let n = step.events.len();
+        let seqs = seqs.get(at..at + n).unwrap_or(&[]);
+        at += n;
+        // `on_commit` queues its message to the scheduler before any
+        // client hears of the step: a request a client sends after its
+        // answer is then handled after that message (a triggered run read
+        // back is no longer "being written").
+        if let Some(on_commit) = step.on_commit {
+            on_commit();
+        }
+        for (reply, answer) in step.replies {
+            let _ = reply.send(answer);
+        }
+        announce(notify, &step.events, &step.progress, step.status, seqs);
+    }
+}
+
+/// Appends the held steps not yet in the journal (`pending[journaled..]`);
+/// returns how many of `pending` the journal holds now.
+fn record(journal: &mut Journal, pending: &[Step], journaled: usize) -> usize {
+    if journaled >= pending.len() {
+        return journaled;
+    }
+    match journal.append(&pending[journaled..]) {
+        Ok(()) => pending.len(),
+        Err(e) => {
+            tracing::error!(
+                "{e}: {} held step(s) are not recorded; if axd stops before the \
+                 store recovers, their runs run again",
+                pending.len() - journaled
+            );
+            journaled
+        }
+    }
+}
+
+/// Waits `RETRY` before the next try, still taking steps in (they are
+/// held too); notes when the scheduler has dropped its end of the queue.
+fn wait_retry(rx: &Receiver<Step>, pending: &mut Vec<Step>, closed: &mut Option<Instant>) {
+    let until = Instant::now() + RETRY;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match rx.recv_timeout(left) {
+            Ok(s) => pending.push(s),
+            Err(RecvTimeoutError::Timeout) => return,
+            // The scheduler has stopped: what is held is tried again, for
+            // `shutdown::FINAL_WRITE`.
+            Err(RecvTimeoutError::Disconnected) => {
+                closed.get_or_insert_with(Instant::now);
+                std::thread::sleep(left);
+                return;
             }
         }
     }

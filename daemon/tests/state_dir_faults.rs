@@ -117,12 +117,19 @@ async fn a_deleted_state_dir_stops_acknowledging_and_axd_exits_non_zero() {
     wait_state(&mut c, before, "success", 10).await;
 
     std::fs::remove_dir_all(d.path("state")).unwrap();
-    // The next write is not acknowledged: it went into a deleted file.
+    // The next write is not acknowledged: it went into a deleted file. (The
+    // commit of the first run's end may land after the removal and be the
+    // one that reveals it: axd is then already stopping.)
     let t = Instant::now();
     let r = c.call("submit", json!({"command": "true"})).await;
     let err = r.expect_err("a submission into a deleted state dir was acknowledged");
-    assert_eq!(err.kind(), Some("store_error"), "{err}");
-    assert!(err.to_string().contains("state dir was deleted"), "{err}");
+    match err.kind() {
+        Some("store_error") => {
+            assert!(err.to_string().contains("state dir was deleted"), "{err}");
+        }
+        Some("shutting_down") => {}
+        _ => panic!("{err}"),
+    }
     drop(c);
     // axd stops by itself, loudly, with exit code 1.
     let bound = Duration::from_secs(1 + 12);
