@@ -326,12 +326,26 @@ fn give_up(
         runs: pending.iter().map(|s| s.runs.len()).sum(),
         answers: pending.iter().map(|s| s.replies.len()).sum(),
     };
-    let ends: Vec<String> = pending
+    // Each run as its latest step has it.
+    let latest: BTreeMap<u64, &Run> = pending
         .iter()
         .flat_map(|s| &s.runs)
+        .map(|r| (r.id.0, r))
+        .collect();
+    let ended: Vec<&Run> = latest
+        .into_values()
         .filter(|r| r.state.is_terminal())
+        .collect();
+    // The first few by id; the count says the rest.
+    const NAMED: usize = 20;
+    let mut ends: Vec<String> = ended
+        .iter()
+        .take(NAMED)
         .map(|r| format!("{}({})", r.id.0, r.state.as_str()))
         .collect();
+    if ended.len() > NAMED {
+        ends.push(format!("and {} more", ended.len() - NAMED));
+    }
     let recorded = match journal {
         Some(j) if journaled == pending.len() => format!(
             "all recorded in {}, written to the store at the next start",
