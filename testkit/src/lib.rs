@@ -5,8 +5,11 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
-//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
+//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
+//! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
+//!   steps, and an axd paused with SIGSTOP.
 
+pub mod clock;
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
