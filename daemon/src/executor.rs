@@ -48,8 +48,25 @@ const SPAWNER_THREADS: usize = 4;
 const STARTED_COALESCE: Duration = Duration::from_millis(10);
 
 /// What the executor reports to the scheduler: the engine's own inputs
-/// (`Started`, `SpawnFailed`, `Exited`, `Output`).
-pub type ExecEvent = Input;
+/// (`Started`, `SpawnFailed`, `Exited`, `Output`), each with the time it
+/// happened on the engine's clock (`time::steady_ms`) as the executor saw
+/// it: an exit carries the time its leader was reaped, not the time the
+/// scheduler got to it.
+#[derive(Debug)]
+pub struct ExecEvent {
+    pub at: crate::engine::Millis,
+    pub input: Input,
+}
+
+impl ExecEvent {
+    /// An input that happens now.
+    pub fn now(input: Input) -> ExecEvent {
+        ExecEvent {
+            at: crate::time::steady_ms(),
+            input,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -163,31 +180,8 @@ async fn spawner(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     while let Some(Order { order, kill_rx }) = orders.recv().await {
-        let (run, attempt) = (order.run, order.attempt);
-        let started = prepare(&cfg, &order).and_then(|(plan, read_end, mut log)| {
-            // The plan (and with it this process's copy of the pipe's write
-            // end) is dropped once the child has exec'ed, so the log reader
-            // sees EOF when the job's processes exit.
-            match crate::spawn::spawn(plan) {
-                Ok(child) => Ok((child, read_end, log)),
-                Err(e) => {
-                    let _ = writeln!(log.file, "[ax] could not start: {e}");
-                    Err(e.to_string())
-                }
-            }
-        });
-        match started {
-            Err(error) => {
-                if let Some(ship) = &cfg.ship {
-                    ship.ended(run, attempt);
-                }
-                events(Input::SpawnFailed {
-                    run,
-                    attempt,
-                    error,
-                })
-            }
-            Ok((child, read_end, log)) => {
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
                 tokio::spawn(supervise(
                     cfg.clone(),
                     order,
@@ -198,11 +192,110 @@ async fn spawner(
                     events.clone(),
                 ));
             }
+            Started::Short(error) => {
+                tokio::spawn(start_when_possible(
+                    cfg.clone(),
+                    order,
+                    kill_rx,
+                    error,
+                    events.clone(),
+                ));
+            }
+            Started::Failed(error) => failed(&cfg, &order, error, &events),
         }
     }
     // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
     // so do the attempts still being supervised, until the process exits.
     std::future::pending::<()>().await
+}
+
+/// What one try to start an attempt came to.
+enum Started {
+    Running(crate::spawn::Process, OwnedFd, JobLog),
+    /// Nothing ran, for lack of the daemon's own resources (descriptors,
+    /// processes, memory): try again once running jobs give some back.
+    Short(String),
+    /// Nothing ran (or what ran was killed at once): the attempt failed.
+    Failed(String),
+}
+
+fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
+    let (plan, read_end, mut log) = match prepare(cfg, order) {
+        Ok(p) => p,
+        Err(Prepared::Short(e)) => return Started::Short(e),
+        Err(Prepared::Failed(e)) => return Started::Failed(e),
+    };
+    // The plan (and with it this process's copy of the pipe's write end)
+    // is dropped once the child has exec'ed, so the log reader sees EOF
+    // when the job's processes exit.
+    match crate::spawn::spawn(plan) {
+        Ok(child) => Started::Running(child, read_end, log),
+        Err(e) if e.is_shortage() => Started::Short(e.to_string()),
+        Err(e) => {
+            let _ = writeln!(log.file, "[ax] could not start: {e}");
+            Started::Failed(e.to_string())
+        }
+    }
+}
+
+fn failed(
+    cfg: &ExecConfig,
+    order: &SpawnOrder,
+    error: String,
+    events: &impl Fn(ExecEvent),
+) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    events(ExecEvent::now(Input::SpawnFailed {
+        run: order.run,
+        attempt: order.attempt,
+        error,
+    }));
+}
+
+/// First wait before starting again an attempt that found the daemon
+/// short of resources; it doubles up to `SHORT_RETRY_MAX`.
+const SHORT_RETRY_FIRST: Duration = Duration::from_millis(50);
+const SHORT_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Starts an attempt that found the daemon short of descriptors (or
+/// processes, or memory) as soon as it can: again and again, waiting a
+/// little longer each time, on this spawner thread (PDEATHSIG). Nothing
+/// ran meanwhile, so no retry is used; its slot stays taken. A kill order
+/// (cancel, timeout, shutdown) ends the waiting: the attempt is reported
+/// never started, and the engine records the kill's outcome.
+async fn start_when_possible(
+    cfg: ExecConfig,
+    order: SpawnOrder,
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    first_error: String,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    tracing::warn!(
+        run = order.run.0,
+        attempt = order.attempt,
+        "cannot start the attempt yet ({first_error}); trying again as running jobs end"
+    );
+    let mut pause = SHORT_RETRY_FIRST;
+    let mut last = first_error;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            Some(_) = kill_rx.recv() => {
+                let error = format!("not started: {last} (stopped while waiting for resources)");
+                return failed(&cfg, &order, error, &events);
+            }
+        }
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
+                return supervise(cfg, order, child, read_end, kill_rx, log, events).await;
+            }
+            Started::Short(e) => last = e,
+            Started::Failed(e) => return failed(&cfg, &order, e, &events),
+        }
+        pause = (pause * 2).min(SHORT_RETRY_MAX);
+    }
 }
 
 /// The daemon's environment as every job starts from it, built once (it
@@ -228,11 +321,18 @@ fn base_env() -> &'static crate::spawn::BaseEnv {
     })
 }
 
+/// Why an attempt's command could not be built.
+enum Prepared {
+    /// For lack of descriptors (or memory): it may work later.
+    Short(String),
+    Failed(String),
+}
+
 /// Builds the command for one attempt and opens its log.
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), String> {
+) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), Prepared> {
     let job = order.job();
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
@@ -244,7 +344,7 @@ fn prepare(
     // Read at each start, not at load: a rotated secret needs no reload.
     let file_env = match &job.env_file {
         Some(path) => crate::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| Prepared::Failed(e.to_string()))?,
         None => Vec::new(),
     };
     let redactor = secret_redactor(job, &file_env);
@@ -277,7 +377,13 @@ fn prepare(
         crate::reaper::cookie(order.run.0, order.attempt).into(),
     );
     let (read_end, write_end) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+            let why = format!("pipe: {e}");
+            match e {
+                nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE => Prepared::Short(why),
+                _ => Prepared::Failed(why),
+            }
+        })?;
     let plan = crate::spawn::Plan {
         program,
         args,
@@ -374,11 +480,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
         &mut buf,
     )
     .ok()?;
-    // `comm` may hold any bytes, ')' too; the fields after its last ')'
-    // are ASCII.
-    let close = buf[..n].iter().rposition(|&b| b == b')')?;
-    let after_comm = std::str::from_utf8(buf.get(close + 2..n)?).ok()?;
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    crate::spawn::start_time_of_stat(&buf[..n])
 }
 
 /// Whether any live (non-zombie) process is left in the group. `kill(0)`
@@ -479,7 +581,7 @@ async fn supervise(
         run,
         attempt,
         pid: child.pid,
-        pid_start: process_start_time(child.pid),
+        pid_start: child.start_time,
     });
     let started_timer = tokio::time::sleep(STARTED_COALESCE);
     tokio::pin!(started_timer);
@@ -509,7 +611,7 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => break status,
             _ = &mut started_timer, if started.is_some() => {
-                events(started.take().expect("guarded by is_some"));
+                events(ExecEvent::now(started.take().expect("guarded by is_some")));
             }
             _ = &mut reader, if !reader_done => reader_done = true,
             Some(grace_ms) = kill_rx.recv() => {
@@ -528,8 +630,10 @@ async fn supervise(
             }
         }
     };
+    // The exit happened now, whatever the cleanup below takes.
+    let exited_at = crate::time::steady_ms();
     if let Some(s) = started.take() {
-        events(s);
+        events(ExecEvent::now(s));
     }
     // The leader is reaped. Whatever is left of its group goes too:
     // SIGTERM, the rest of the grace period, SIGKILL.
@@ -565,11 +669,14 @@ async fn supervise(
         ship.ended(run, attempt);
     }
     let (code, signal) = status.unwrap_or((None, None));
-    events(Input::Exited {
-        run,
-        attempt,
-        code,
-        signal,
+    events(ExecEvent {
+        at: exited_at,
+        input: Input::Exited {
+            run,
+            attempt,
+            code,
+            signal,
+        },
     });
 }
 

@@ -1,8 +1,24 @@
-//! The only module that reads the real clock. Everything else is given
-//! `now` (milliseconds since the Unix epoch) by its caller.
+//! The only module that reads the real clocks. Everything else is given
+//! the time by its caller.
+//!
+//! Two clocks (docs/operations.md, "Clock steps and suspend"):
+//!
+//! * [`steady_ms`], the engine's clock: `CLOCK_MONOTONIC` (what
+//!   `std::time::Instant` and tokio's timers read), in milliseconds, offset
+//!   so that it reads the wall clock's value when it is first read (at
+//!   start-up). Every deadline lives on it: timeouts, heartbeats, backoff,
+//!   `kill_grace`, the retry budget. A step of the wall clock does not move
+//!   it, and it does not run while the machine is suspended: a suspend
+//!   counts as time in which neither the jobs nor axd ran.
+//! * [`now_ms`], the wall clock (`CLOCK_REALTIME`): what is recorded and
+//!   shown, and cron slots.
+
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use crate::engine::Millis;
 
+/// Wall-clock time in milliseconds since the Unix epoch.
 pub fn now_ms() -> Millis {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -10,7 +26,51 @@ pub fn now_ms() -> Millis {
         .unwrap_or(0)
 }
 
+/// The engine's monotonic clock in milliseconds (see the module doc).
+pub fn steady_ms() -> Millis {
+    static ANCHOR: OnceLock<(Instant, Millis)> = OnceLock::new();
+    let (at, wall) = ANCHOR.get_or_init(|| (Instant::now(), now_ms()));
+    wall + at.elapsed().as_millis() as Millis
+}
+
 /// A monotonic instant, for measuring durations (uptime, latency).
 pub fn monotonic() -> std::time::Instant {
     std::time::Instant::now()
+}
+
+/// Blocks until the wall clock is set discontinuously (a step by NTP or
+/// `date -s`, a resume from suspend), through a timerfd armed with
+/// `TFD_TIMER_CANCEL_ON_SET`. Returns false when the kernel offers no such
+/// timer (the daemon then notices steps at its next wake-up only).
+pub fn wait_for_wall_step() -> bool {
+    // SAFETY: timerfd_create takes integers and returns a new descriptor
+    // that nothing else owns; it is closed below.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_REALTIME, libc::TFD_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    // Armed far in the future (absolute): it never expires, it is only
+    // cancelled by a clock set.
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: libc::time_t::MAX / 2,
+            tv_nsec: 0,
+        },
+    };
+    let flags = libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET;
+    let mut buf = [0u8; 8];
+    // SAFETY: `fd` is the timerfd just created; `spec` and `buf` are live
+    // locals of the sizes given.
+    let stepped = unsafe {
+        libc::timerfd_settime(fd, flags, &spec, std::ptr::null_mut()) == 0
+            && libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) < 0
+            && *libc::__errno_location() == libc::ECANCELED
+    };
+    // SAFETY: closes the descriptor created above, owned here only.
+    unsafe { libc::close(fd) };
+    stepped
 }

@@ -79,18 +79,20 @@ impl Engine {
         error: Option<String>,
     ) {
         let scheduler = self.scheduler.clone();
+        let wall = self.wall(now);
         let r = self.runs.get_mut(&id).expect("exists");
         let kill = r.kill.take();
         let slot = r.slot.take();
+        let started_mono = r.timers.started_mono.take();
         if let Some(a) = r.attempts.last_mut() {
             self.effects.push(Effect::AttemptEnded {
                 dag: r.dag.clone(),
                 spec: r.spec.clone(),
                 job_index: r.job_index,
                 outcome,
-                ran_ms: now - a.started_at,
+                ran_ms: started_mono.map_or(wall - a.started_at, |s| now - s),
             });
-            a.finished_at = Some(now);
+            a.finished_at = Some(wall);
             a.outcome = Some(outcome);
             a.exit_code = code;
             a.signal = signal;
@@ -151,12 +153,13 @@ impl Engine {
                         format!(
                             "{detail}; retry {nth} of {} at {}",
                             self.runs[&id].job().retries,
-                            clock(at)
+                            clock(self.wall(at))
                         ),
                         &scheduler,
                     );
+                    let wall_at = self.wall(at);
                     let r = self.runs.get_mut(&id).expect("exists");
-                    r.next_at = Some(at);
+                    r.next_at = Some(wall_at);
                     r.delay = Some(Delay::Backoff);
                     self.set_timer(id, TimerKind::Wake, Some(at));
                 } else {

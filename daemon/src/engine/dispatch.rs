@@ -53,8 +53,10 @@ impl Engine {
         };
         self.transition(now, c.run, RunState::Running, reason, &scheduler);
         let default_timeout = self.cfg.default_timeout;
+        let wall = self.wall(now);
         let r = self.runs.get_mut(&c.run).expect("exists");
-        r.started_at = Some(now);
+        r.started_at = Some(wall);
+        r.timers.started_mono = Some(now);
         r.slot = Some(slot);
         r.kill = None;
         r.message = None;
@@ -62,7 +64,7 @@ impl Engine {
         let n = r.attempts.len() as u32 + 1;
         r.attempts.push(Attempt {
             n,
-            started_at: now,
+            started_at: wall,
             finished_at: None,
             outcome: None,
             exit_code: None,

@@ -162,6 +162,20 @@ pub enum Input {
         pool: String,
         slots: Vec<u32>,
     },
+    /// The wall clock reads `wall` at this input's `now` (the daemon sends
+    /// it when the wall clock moved against the engine's monotonic clock:
+    /// an NTP step, `date -s`, a resume from suspend). Only what is
+    /// stamped or shown and the cron slots follow it; deadlines do not.
+    WallClock {
+        wall: Millis,
+    },
+    /// The daemon could not run for a while (SIGSTOP, a paused VM, a long
+    /// stall): inputs that arrived meanwhile (exits, heartbeats, output)
+    /// are still on their way to the engine. No timer fires before `until`,
+    /// so they are applied before the deadlines that fell due in the pause.
+    Settle {
+        until: Millis,
+    },
     /// Time passed; fire due timers.
     Tick,
 }

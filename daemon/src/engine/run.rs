@@ -74,6 +74,9 @@ pub struct Run {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RunTimers {
+    /// When the running attempt started, on the engine's clock (its
+    /// `started_at` is wall time, for display).
+    pub(super) started_mono: Option<Millis>,
     pub(super) wake: Option<Millis>,
     pub(super) timeout: Option<Millis>,
     pub(super) heartbeat: Option<Millis>,

@@ -68,7 +68,7 @@ impl OutputBeats {
     fn send(&mut self, now: tokio::time::Instant, events: &impl Fn(ExecEvent)) {
         self.last_sent = Some(now);
         self.owed = false;
-        events(Input::Output { run: self.run });
+        events(ExecEvent::now(Input::Output { run: self.run }));
     }
 }
 
