@@ -137,6 +137,11 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     c.call("status", json!({})).await.unwrap();
+    let log = d.log();
+    assert!(
+        log.contains("cannot start the attempt yet"),
+        "the limit was never reached: the test proves nothing\n{log}"
+    );
     drop(c);
     assert_eq!(d.term(), Some(0), "{}", d.log());
 }
