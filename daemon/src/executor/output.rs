@@ -222,7 +222,7 @@ mod tests {
         let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = sent.clone();
         (sent, move |ev| {
-            if let Input::Output { run } = ev {
+            if let Input::Output { run } = ev.input {
                 sink.lock().unwrap().push(run);
             }
         })
