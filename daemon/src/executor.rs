@@ -202,6 +202,7 @@ async fn spawner(
                 ));
             }
             Started::Failed(error) => failed(&cfg, &order, error, &events),
+            Started::Killed(pid) => killed(&cfg, &order, pid, &events),
         }
     }
     // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
@@ -215,8 +216,11 @@ enum Started {
     /// Nothing ran, for lack of the daemon's own resources (descriptors,
     /// processes, memory): try again once running jobs give some back.
     Short(String),
-    /// Nothing ran (or what ran was killed at once): the attempt failed.
+    /// Nothing ran: the attempt failed.
     Failed(String),
+    /// The process started but could not be supervised; it was killed
+    /// (SIGKILL to its group) and reaped.
+    Killed(u32),
 }
 
 fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
@@ -231,6 +235,13 @@ fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
     match crate::spawn::spawn(plan) {
         Ok(child) => Started::Running(child, read_end, log),
         Err(e) if e.is_shortage() => Started::Short(e.to_string()),
+        Err(crate::spawn::SpawnError::Killed { pid, error }) => {
+            let _ = writeln!(
+                log.file,
+                "[ax] process {pid} could not be supervised ({error}): its group was killed"
+            );
+            Started::Killed(pid)
+        }
         Err(e) => {
             let _ = writeln!(log.file, "[ax] could not start: {e}");
             Started::Failed(e.to_string())
@@ -238,12 +249,7 @@ fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
     }
 }
 
-fn failed(
-    cfg: &ExecConfig,
-    order: &SpawnOrder,
-    error: String,
-    events: &impl Fn(ExecEvent),
-) {
+fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(ExecEvent)) {
     if let Some(ship) = &cfg.ship {
         ship.ended(order.run, order.attempt);
     }
@@ -251,6 +257,28 @@ fn failed(
         run: order.run,
         attempt: order.attempt,
         error,
+    }));
+}
+
+/// An attempt whose process ran but was killed at once (it could not be
+/// supervised): recorded as what it is, a process that started and died of
+/// SIGKILL, not as one that never ran.
+fn killed(cfg: &ExecConfig, order: &SpawnOrder, pid: u32, events: &impl Fn(ExecEvent)) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    let (run, attempt) = (order.run, order.attempt);
+    events(ExecEvent::now(Input::Started {
+        run,
+        attempt,
+        pid,
+        pid_start: None,
+    }));
+    events(ExecEvent::now(Input::Exited {
+        run,
+        attempt,
+        code: None,
+        signal: Some(libc::SIGKILL),
     }));
 }
 
@@ -293,6 +321,7 @@ async fn start_when_possible(
             }
             Started::Short(e) => last = e,
             Started::Failed(e) => return failed(&cfg, &order, e, &events),
+            Started::Killed(pid) => return killed(&cfg, &order, pid, &events),
         }
         pause = (pause * 2).min(SHORT_RETRY_MAX);
     }
@@ -376,14 +405,13 @@ fn prepare(
         crate::reaper::COOKIE_VAR.into(),
         crate::reaper::cookie(order.run.0, order.attempt).into(),
     );
-    let (read_end, write_end) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
-            let why = format!("pipe: {e}");
-            match e {
-                nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE => Prepared::Short(why),
-                _ => Prepared::Failed(why),
-            }
-        })?;
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+        let why = format!("pipe: {e}");
+        match e {
+            nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE => Prepared::Short(why),
+            _ => Prepared::Failed(why),
+        }
+    })?;
     let plan = crate::spawn::Plan {
         program,
         args,

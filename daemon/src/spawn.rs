@@ -321,7 +321,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // Its own start time, for `Process::start_time`: read here, where
         // the daemon's descriptors are closed and so a shortage of them
         // cannot fail it (execve keeps the process, and its start time).
-        let stat = libc::open(c"/proc/self/stat".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let stat = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
         if stat >= 0 {
             a.stat_len = libc::read(stat, a.stat.as_mut_ptr().cast(), a.stat.len());
             libc::close(stat);

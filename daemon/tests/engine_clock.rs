@@ -83,7 +83,11 @@ fn a_forward_step_makes_the_jumped_slots_follow_catchup() {
             Some(at("2026-03-01T02:02:00Z"))
         );
         // The next slot's timer is 50 s away on the engine's clock.
-        assert_eq!(sim.engine.next_wakeup(), Some(sim.now + 50_000), "{policy:?}");
+        assert_eq!(
+            sim.engine.next_wakeup(),
+            Some(sim.now + 50_000),
+            "{policy:?}"
+        );
     }
 }
 
@@ -117,7 +121,10 @@ fn a_backward_step_fires_no_slot_twice_and_loses_none() {
         .collect();
     assert_eq!(
         keys,
-        ["minutely@2026-03-01T00:01:00Z", "minutely@2026-03-01T00:02:00Z"]
+        [
+            "minutely@2026-03-01T00:01:00Z",
+            "minutely@2026-03-01T00:02:00Z"
+        ]
     );
 }
 
@@ -167,7 +174,11 @@ fn backoff_and_heartbeats_ignore_wall_steps_and_stamps_follow_them() {
     );
     sim.step_wall(-3 * HOUR);
     sim.advance(9_999);
-    assert_eq!(sim.state(id), RunState::Delayed, "-3 h did not shorten the backoff");
+    assert_eq!(
+        sim.state(id),
+        RunState::Delayed,
+        "-3 h did not shorten the backoff"
+    );
     sim.advance(1);
     assert_eq!(sim.take_spawned_runs(), vec![id], "nor lengthen it");
 }

@@ -89,7 +89,11 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
         if runs.len() == JOBS && runs.iter().all(|r| r.finished_at.is_some()) {
             break runs;
         }
-        assert!(Instant::now() < deadline, "not all runs ended:\n{}", d.log());
+        assert!(
+            Instant::now() < deadline,
+            "not all runs ended:\n{}",
+            d.log()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(

@@ -525,7 +525,7 @@ impl Scheduler {
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
         // (`on_commit_of_triggers`).
-        self.metrics.observe(now, effects);
+        self.metrics.observe_at(now, self.engine.wall(now), effects);
         self.execute(effects);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
