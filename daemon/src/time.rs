@@ -13,6 +13,7 @@
 //! * [`now_ms`], the wall clock (`CLOCK_REALTIME`): what is recorded and
 //!   shown, and cron slots.
 
+use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -43,34 +44,56 @@ pub fn monotonic() -> std::time::Instant {
 /// `TFD_TIMER_CANCEL_ON_SET`. Returns false when the kernel offers no such
 /// timer (the daemon then notices steps at its next wake-up only).
 pub fn wait_for_wall_step() -> bool {
+    let Some(fd) = cancelled_on_wall_step() else {
+        return false;
+    };
+    let mut buf = [0u8; 8];
+    // SAFETY: reads into a live local buffer of the size given, from the
+    // timerfd owned by `fd`.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECANCELED)
+}
+
+/// A timerfd on the wall clock that never expires (armed for 2096) and
+/// whose read fails with ECANCELED once the clock is set.
+fn cancelled_on_wall_step() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
     // SAFETY: timerfd_create takes integers and returns a new descriptor
-    // that nothing else owns; it is closed below.
+    // that nothing else owns, moved into the OwnedFd.
     let fd = unsafe { libc::timerfd_create(libc::CLOCK_REALTIME, libc::TFD_CLOEXEC) };
     if fd < 0 {
-        return false;
+        return None;
     }
-    // Armed far in the future (absolute): it never expires, it is only
-    // cancelled by a clock set.
+    // SAFETY: see above.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let spec = libc::itimerspec {
         it_interval: libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         },
         it_value: libc::timespec {
-            tv_sec: libc::time_t::MAX / 2,
+            tv_sec: 4_000_000_000,
             tv_nsec: 0,
         },
     };
     let flags = libc::TFD_TIMER_ABSTIME | libc::TFD_TIMER_CANCEL_ON_SET;
-    let mut buf = [0u8; 8];
-    // SAFETY: `fd` is the timerfd just created; `spec` and `buf` are live
-    // locals of the sizes given.
-    let stepped = unsafe {
-        libc::timerfd_settime(fd, flags, &spec, std::ptr::null_mut()) == 0
-            && libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) < 0
-            && *libc::__errno_location() == libc::ECANCELED
-    };
-    // SAFETY: closes the descriptor created above, owned here only.
-    unsafe { libc::close(fd) };
-    stepped
+    // SAFETY: arms the timerfd owned by `fd` from a live local spec.
+    let armed =
+        unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, &spec, std::ptr::null_mut()) };
+    (armed == 0).then_some(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_wall_step_timer_can_be_armed() {
+        assert!(super::cancelled_on_wall_step().is_some());
+    }
+
+    #[test]
+    fn the_steady_clock_starts_at_the_wall_clock_and_never_goes_back() {
+        let (a, wall) = (super::steady_ms(), super::now_ms());
+        assert!((wall - a).abs() < 5_000, "steady {a}, wall {wall}");
+        assert!(super::steady_ms() >= a);
+    }
 }
