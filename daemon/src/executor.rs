@@ -305,6 +305,11 @@ async fn start_when_possible(
         attempt = order.attempt,
         "cannot start the attempt yet ({first_error}); trying again as running jobs end"
     );
+    events(ExecEvent::now(Input::SpawnWaiting {
+        run: order.run,
+        attempt: order.attempt,
+        error: first_error.clone(),
+    }));
     let mut pause = SHORT_RETRY_FIRST;
     let mut last = first_error;
     loop {
@@ -600,6 +605,8 @@ async fn supervise(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
+    // The start, for `Started` (sent a little later, see below).
+    let spawned_at = crate::time::steady_ms();
     let pgid = child.pid as i32;
     let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
@@ -639,7 +646,8 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => break status,
             _ = &mut started_timer, if started.is_some() => {
-                events(ExecEvent::now(started.take().expect("guarded by is_some")));
+                let input = started.take().expect("guarded by is_some");
+                events(ExecEvent { at: spawned_at, input });
             }
             _ = &mut reader, if !reader_done => reader_done = true,
             Some(grace_ms) = kill_rx.recv() => {
@@ -660,8 +668,11 @@ async fn supervise(
     };
     // The exit happened now, whatever the cleanup below takes.
     let exited_at = crate::time::steady_ms();
-    if let Some(s) = started.take() {
-        events(ExecEvent::now(s));
+    if let Some(input) = started.take() {
+        events(ExecEvent {
+            at: spawned_at,
+            input,
+        });
     }
     // The leader is reaped. Whatever is left of its group goes too:
     // SIGTERM, the rest of the grace period, SIGKILL.

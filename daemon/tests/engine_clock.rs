@@ -247,3 +247,60 @@ fn settling_delays_deadlines_only_until_its_end() {
     sim.advance(1);
     assert_eq!(sim.take_kills(), vec![(stuck, KillReason::Timeout)]);
 }
+
+/// An attempt that waits for the daemon's descriptors to start
+/// (`SpawnWaiting`) has no deadline until it starts; then its timeout
+/// counts from the start. A cancel while it waits ends it cancelled, with
+/// no retry used.
+#[test]
+fn an_attempt_waiting_for_resources_is_timed_from_its_start() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let id = started(&mut sim, one(Some(Duration::from_secs(3)), None));
+    sim.input(Input::SpawnWaiting {
+        run: id,
+        attempt: 1,
+        error: "pipe: EMFILE: Too many open files".into(),
+    })
+    .unwrap();
+    assert_eq!(sim.engine.next_wakeup(), None, "no deadline while it waits");
+    sim.advance(10_000);
+    assert!(sim.take_kills().is_empty());
+    sim.input(Input::Started {
+        run: id,
+        attempt: 1,
+        pid: 4242,
+        pid_start: None,
+    })
+    .unwrap();
+    let r = sim.engine.run(id).unwrap();
+    assert_eq!(r.attempts[0].started_at, sim.wall(), "started when it started");
+    sim.advance(2_999);
+    assert!(sim.take_kills().is_empty());
+    sim.advance(1);
+    assert_eq!(sim.take_kills(), vec![(id, KillReason::Timeout)]);
+
+    let mut j = job("w");
+    j.retries = 3;
+    let waiting = started(&mut sim, dag("w", vec![j]));
+    sim.input(Input::SpawnWaiting {
+        run: waiting,
+        attempt: 1,
+        error: "EMFILE".into(),
+    })
+    .unwrap();
+    sim.input(Input::Cancel {
+        run: waiting,
+        actor: actor(),
+    })
+    .unwrap();
+    assert_eq!(sim.take_kills(), vec![(waiting, KillReason::Cancel)]);
+    sim.input(Input::SpawnFailed {
+        run: waiting,
+        attempt: 1,
+        error: "not started: EMFILE (stopped while waiting for resources)".into(),
+    })
+    .unwrap();
+    let r = sim.engine.run(waiting).unwrap();
+    assert_eq!(r.state, RunState::Cancelled);
+    assert_eq!(r.attempts[0].outcome, Some(Outcome::Cancelled));
+}

@@ -68,6 +68,15 @@ pub enum Input {
         pid: u32,
         pid_start: Option<u64>,
     },
+    /// The attempt's process could not be spawned yet for lack of the
+    /// daemon's own resources (descriptors, processes, memory); the
+    /// executor keeps trying, and the attempt keeps its slot. Its timeout
+    /// and heartbeat wait for `Started`: they count from the spawn.
+    SpawnWaiting {
+        run: RunId,
+        attempt: u32,
+        error: String,
+    },
     /// The attempt's process could not be spawned; its slot is free.
     SpawnFailed {
         run: RunId,
