@@ -273,7 +273,11 @@ fn an_attempt_waiting_for_resources_is_timed_from_its_start() {
     })
     .unwrap();
     let r = sim.engine.run(id).unwrap();
-    assert_eq!(r.attempts[0].started_at, sim.wall(), "started when it started");
+    assert_eq!(
+        r.attempts[0].started_at,
+        sim.wall(),
+        "started when it started"
+    );
     sim.advance(2_999);
     assert!(sim.take_kills().is_empty());
     sim.advance(1);
