@@ -616,6 +616,18 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
     let start_time = usize::try_from(args.stat_len)
         .ok()
         .and_then(|n| start_time_of_stat(&args.stat[..n.min(STAT_BYTES)]));
+    supervised(pid, pidfd, start_time)
+}
+
+/// The process `pid`, exec'ed and registered as a leader, as a `Process`
+/// waited for through `pidfd` (from the clone; opened here where the
+/// kernel gave none). Never left running unsupervised: when that fails,
+/// its group is killed and its leader reaped first.
+fn supervised(
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    start_time: Option<u64>,
+) -> Result<Process, SpawnError> {
     let pidfd = match pidfd {
         Some(fd) => Ok(fd),
         // SAFETY: pidfd_open takes integers only; it returns a new
@@ -638,8 +650,6 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
             pidfd,
         }),
         Err(error) => {
-            // Never left running unsupervised: the group dies and the
-            // leader is reaped before the failure is told.
             // SAFETY: kill and waitpid on our own child's group and pid
             // (not reaped yet, so the pid is still ours), writing into a
             // local int.

@@ -20,6 +20,67 @@ impl Engine {
         Ok(r)
     }
 
+    /// The executor spawned the attempt's process (`Input::Started`).
+    pub(super) fn started(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        pid: u32,
+        pid_start: Option<u64>,
+    ) -> Result<Reply, EngineError> {
+        let wall = self.wall(now);
+        let r = self.running_attempt(run, attempt)?;
+        let waited = std::mem::take(&mut r.timers.awaiting_spawn);
+        if let Some(a) = r.attempts.last_mut() {
+            a.pid = Some(pid);
+            a.pid_start = pid_start;
+            if waited {
+                // It started only now: that is its start.
+                a.started_at = wall;
+            }
+        }
+        if waited {
+            r.started_at = Some(wall);
+            r.timers.started_mono = Some(now);
+            if r.kill.is_none() {
+                self.arm_attempt(now, run);
+            }
+        }
+        self.effects.push(Effect::Persist { run });
+        Ok(Reply::Done)
+    }
+
+    /// The attempt waits for the daemon's resources to start
+    /// (`Input::SpawnWaiting`): no deadline runs until `Started`.
+    pub(super) fn spawn_waiting(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        error: String,
+    ) -> Result<Reply, EngineError> {
+        let r = self.running_attempt(run, attempt)?;
+        r.timers.awaiting_spawn = true;
+        let dag_run = r.dag_run;
+        self.set_timer(run, TimerKind::Timeout, None);
+        self.set_timer(run, TimerKind::Heartbeat, None);
+        let scheduler = self.scheduler.clone();
+        self.event(
+            now,
+            Some(run),
+            dag_run,
+            Some(RunState::Running),
+            Some(RunState::Running),
+            format!(
+                "attempt {attempt} waits to start: {error}; no retry is used, \
+                 its timeout counts from its start"
+            ),
+            &scheduler,
+        );
+        Ok(Reply::Done)
+    }
+
     pub(super) fn beat(&mut self, now: Millis, run: RunId) -> Result<(), EngineError> {
         let r = self.known_run(run)?;
         if r.state != RunState::Running {

@@ -433,53 +433,12 @@ impl Engine {
                 attempt,
                 pid,
                 pid_start,
-            } => {
-                let wall = self.wall(now);
-                let r = self.running_attempt(run, attempt)?;
-                let waited = std::mem::take(&mut r.timers.awaiting_spawn);
-                if let Some(a) = r.attempts.last_mut() {
-                    a.pid = Some(pid);
-                    a.pid_start = pid_start;
-                    if waited {
-                        // It started only now: that is its start.
-                        a.started_at = wall;
-                    }
-                }
-                if waited {
-                    r.started_at = Some(wall);
-                    r.timers.started_mono = Some(now);
-                    if r.kill.is_none() {
-                        self.arm_attempt(now, run);
-                    }
-                }
-                self.effects.push(Effect::Persist { run });
-                Ok(Reply::Done)
-            }
+            } => self.started(now, run, attempt, pid, pid_start),
             Input::SpawnWaiting {
                 run,
                 attempt,
                 error,
-            } => {
-                let r = self.running_attempt(run, attempt)?;
-                r.timers.awaiting_spawn = true;
-                let dag_run = r.dag_run;
-                self.set_timer(run, TimerKind::Timeout, None);
-                self.set_timer(run, TimerKind::Heartbeat, None);
-                let scheduler = self.scheduler.clone();
-                self.event(
-                    now,
-                    Some(run),
-                    dag_run,
-                    Some(RunState::Running),
-                    Some(RunState::Running),
-                    format!(
-                        "attempt {attempt} waits to start: {error}; no retry is used, \
-                         its timeout counts from its start"
-                    ),
-                    &scheduler,
-                );
-                Ok(Reply::Done)
-            }
+            } => self.spawn_waiting(now, run, attempt, error),
             Input::SpawnFailed {
                 run,
                 attempt,
