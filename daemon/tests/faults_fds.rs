@@ -73,6 +73,7 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
     d.spawn();
     let axd = d.pid();
     let mut c = d.client().await;
+    let began = Instant::now();
     let ids = trigger(&mut c, "many").await;
     assert_eq!(ids.len(), JOBS);
 
@@ -142,6 +143,12 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
     }
     c.call("status", json!({})).await.unwrap();
     let log = d.log();
+    eprintln!(
+        "{JOBS} jobs under ulimit -n 256: all ended in {:?}; {} attempts waited for \
+         descriptors; slowest list_runs answer {slowest:?}",
+        began.elapsed(),
+        log.matches("cannot start the attempt yet").count()
+    );
     assert!(
         log.contains("cannot start the attempt yet"),
         "the limit was never reached: the test proves nothing\n{log}"
