@@ -445,7 +445,8 @@ impl Scheduler {
                     }
                     // At the time the executor saw it: an exit seen before
                     // its deadline wins, however late this thread runs.
-                    let at = at.clamp(self.applied, now);
+                    // (`max` then `min`: no panic even if a clock misbehaved.)
+                    let at = at.max(self.applied).min(now);
                     self.applied = at;
                     effects.extend(self.engine.handle(at, input).effects);
                 }
