@@ -287,12 +287,19 @@ fn killed(cfg: &ExecConfig, order: &SpawnOrder, pid: u32, events: &impl Fn(ExecE
 const SHORT_RETRY_FIRST: Duration = Duration::from_millis(50);
 const SHORT_RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// How long an attempt waits for resources before it fails as
+/// `spawn_error` (which the retry policy counts): a shortage that lasts
+/// this long is not one that running jobs will end, and the attempt must
+/// not wait, without a deadline, for ever.
+const SHORT_WAIT_MAX: Duration = Duration::from_secs(600);
+
 /// Starts an attempt that found the daemon short of descriptors (or
 /// processes, or memory) as soon as it can: again and again, waiting a
 /// little longer each time, on this spawner thread (PDEATHSIG). Nothing
 /// ran meanwhile, so no retry is used; its slot stays taken. A kill order
-/// (cancel, timeout, shutdown) ends the waiting: the attempt is reported
-/// never started, and the engine records the kill's outcome.
+/// (cancel, preemption, shutdown) ends the waiting: the attempt is
+/// reported never started, and the engine records the kill's outcome.
+/// After `SHORT_WAIT_MAX` it fails as never started.
 async fn start_when_possible(
     cfg: ExecConfig,
     order: SpawnOrder,
@@ -312,7 +319,13 @@ async fn start_when_possible(
     }));
     let mut pause = SHORT_RETRY_FIRST;
     let mut last = first_error;
+    let give_up = tokio::time::Instant::now() + SHORT_WAIT_MAX;
     loop {
+        if tokio::time::Instant::now() >= give_up {
+            let waited = SHORT_WAIT_MAX.as_secs();
+            let error = format!("not started: {last} (still short after {waited} s)");
+            return failed(&cfg, &order, error, &events);
+        }
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             Some(_) = kill_rx.recv() => {
