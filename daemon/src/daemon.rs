@@ -24,7 +24,7 @@ use crate::store::Store;
 use crate::store::postgres::PgStore;
 use crate::store::prune::Prune;
 use crate::store::sqlite::SqliteStore;
-use crate::time::now_ms;
+use crate::time::{now_ms, steady_ms};
 use crate::writer::Fault;
 
 /// How often `STATUS=` is refreshed under systemd.
@@ -229,6 +229,21 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         )
         .context("cannot start the spawner threads")?
     };
+    {
+        // A step of the wall clock wakes the scheduler at once (cron slots
+        // follow the wall clock); without the timerfd, at its next wake-up.
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name("ax-clock".into())
+            .spawn(move || {
+                while crate::time::wait_for_wall_step() {
+                    if tx.send(Msg::WallStepped).is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("cannot start the clock thread")?;
+    }
     let fault: Fault = Arc::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
@@ -626,8 +641,10 @@ fn restore(
     if swept > 0 {
         tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
     }
-    let now = now_ms();
-    let seed = now as u64 ^ u64::from(std::process::id());
+    // The engine's clock (monotonic, read first here: it reads the wall
+    // clock's value now, see `time`).
+    let now = steady_ms();
+    let seed = now_ms() as u64 ^ u64::from(std::process::id());
     let mut engine = Engine::new(cfg.engine_config(), seed);
     if let Some(me) = me {
         // Ids unique across nodes; submissions offered to every node;

@@ -48,8 +48,25 @@ const SPAWNER_THREADS: usize = 4;
 const STARTED_COALESCE: Duration = Duration::from_millis(10);
 
 /// What the executor reports to the scheduler: the engine's own inputs
-/// (`Started`, `SpawnFailed`, `Exited`, `Output`).
-pub type ExecEvent = Input;
+/// (`Started`, `SpawnFailed`, `Exited`, `Output`), each with the time it
+/// happened on the engine's clock (`time::steady_ms`) as the executor saw
+/// it: an exit carries the time its leader was reaped, not the time the
+/// scheduler got to it.
+#[derive(Debug)]
+pub struct ExecEvent {
+    pub at: crate::engine::Millis,
+    pub input: Input,
+}
+
+impl ExecEvent {
+    /// An input that happens now.
+    pub fn now(input: Input) -> ExecEvent {
+        ExecEvent {
+            at: crate::time::steady_ms(),
+            input,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -163,31 +180,8 @@ async fn spawner(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     while let Some(Order { order, kill_rx }) = orders.recv().await {
-        let (run, attempt) = (order.run, order.attempt);
-        let started = prepare(&cfg, &order).and_then(|(plan, read_end, mut log)| {
-            // The plan (and with it this process's copy of the pipe's write
-            // end) is dropped once the child has exec'ed, so the log reader
-            // sees EOF when the job's processes exit.
-            match crate::spawn::spawn(plan) {
-                Ok(child) => Ok((child, read_end, log)),
-                Err(e) => {
-                    let _ = writeln!(log.file, "[ax] could not start: {e}");
-                    Err(e.to_string())
-                }
-            }
-        });
-        match started {
-            Err(error) => {
-                if let Some(ship) = &cfg.ship {
-                    ship.ended(run, attempt);
-                }
-                events(Input::SpawnFailed {
-                    run,
-                    attempt,
-                    error,
-                })
-            }
-            Ok((child, read_end, log)) => {
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
                 tokio::spawn(supervise(
                     cfg.clone(),
                     order,
@@ -198,11 +192,157 @@ async fn spawner(
                     events.clone(),
                 ));
             }
+            Started::Short(error) => {
+                tokio::spawn(start_when_possible(
+                    cfg.clone(),
+                    order,
+                    kill_rx,
+                    error,
+                    events.clone(),
+                ));
+            }
+            Started::Failed(error) => failed(&cfg, &order, error, &events),
+            Started::Killed(pid) => killed(&cfg, &order, pid, &events),
         }
     }
     // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
     // so do the attempts still being supervised, until the process exits.
     std::future::pending::<()>().await
+}
+
+/// What one try to start an attempt came to.
+enum Started {
+    Running(crate::spawn::Process, OwnedFd, JobLog),
+    /// Nothing ran, for lack of the daemon's own resources (descriptors,
+    /// processes, memory): try again once running jobs give some back.
+    Short(String),
+    /// Nothing ran: the attempt failed.
+    Failed(String),
+    /// The process started but could not be supervised; it was killed
+    /// (SIGKILL to its group) and reaped.
+    Killed(u32),
+}
+
+fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
+    let (plan, read_end, mut log) = match prepare(cfg, order) {
+        Ok(p) => p,
+        Err(Prepared::Short(e)) => return Started::Short(e),
+        Err(Prepared::Failed(e)) => return Started::Failed(e),
+    };
+    // The plan (and with it this process's copy of the pipe's write end)
+    // is dropped once the child has exec'ed, so the log reader sees EOF
+    // when the job's processes exit.
+    match crate::spawn::spawn(plan) {
+        Ok(child) => Started::Running(child, read_end, log),
+        Err(e) if e.is_shortage() => Started::Short(e.to_string()),
+        Err(crate::spawn::SpawnError::Killed { pid, error }) => {
+            let _ = writeln!(
+                log.file,
+                "[ax] process {pid} could not be supervised ({error}): its group was killed"
+            );
+            Started::Killed(pid)
+        }
+        Err(e) => {
+            let _ = writeln!(log.file, "[ax] could not start: {e}");
+            Started::Failed(e.to_string())
+        }
+    }
+}
+
+fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(ExecEvent)) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    events(ExecEvent::now(Input::SpawnFailed {
+        run: order.run,
+        attempt: order.attempt,
+        error,
+    }));
+}
+
+/// An attempt whose process ran but was killed at once (it could not be
+/// supervised): recorded as what it is, a process that started and died of
+/// SIGKILL, not as one that never ran.
+fn killed(cfg: &ExecConfig, order: &SpawnOrder, pid: u32, events: &impl Fn(ExecEvent)) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    let (run, attempt) = (order.run, order.attempt);
+    events(ExecEvent::now(Input::Started {
+        run,
+        attempt,
+        pid,
+        pid_start: None,
+    }));
+    events(ExecEvent::now(Input::Exited {
+        run,
+        attempt,
+        code: None,
+        signal: Some(libc::SIGKILL),
+    }));
+}
+
+/// First wait before starting again an attempt that found the daemon
+/// short of resources; it doubles up to `SHORT_RETRY_MAX`.
+const SHORT_RETRY_FIRST: Duration = Duration::from_millis(50);
+const SHORT_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// How long an attempt waits for resources before it fails as
+/// `spawn_error` (which the retry policy counts): a shortage that lasts
+/// this long is not one that running jobs will end, and the attempt must
+/// not wait, without a deadline, for ever.
+const SHORT_WAIT_MAX: Duration = Duration::from_secs(600);
+
+/// Starts an attempt that found the daemon short of descriptors (or
+/// processes, or memory) as soon as it can: again and again, waiting a
+/// little longer each time, on this spawner thread (PDEATHSIG). Nothing
+/// ran meanwhile, so no retry is used; its slot stays taken. A kill order
+/// (cancel, preemption, shutdown) ends the waiting: the attempt is
+/// reported never started, and the engine records the kill's outcome.
+/// After `SHORT_WAIT_MAX` it fails as never started.
+async fn start_when_possible(
+    cfg: ExecConfig,
+    order: SpawnOrder,
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    first_error: String,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    tracing::warn!(
+        run = order.run.0,
+        attempt = order.attempt,
+        "cannot start the attempt yet ({first_error}); trying again as running jobs end"
+    );
+    events(ExecEvent::now(Input::SpawnWaiting {
+        run: order.run,
+        attempt: order.attempt,
+        error: first_error.clone(),
+    }));
+    let mut pause = SHORT_RETRY_FIRST;
+    let mut last = first_error;
+    let give_up = tokio::time::Instant::now() + SHORT_WAIT_MAX;
+    loop {
+        if tokio::time::Instant::now() >= give_up {
+            let waited = SHORT_WAIT_MAX.as_secs();
+            let error = format!("not started: {last} (still short after {waited} s)");
+            return failed(&cfg, &order, error, &events);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            Some(_) = kill_rx.recv() => {
+                let error = format!("not started: {last} (stopped while waiting for resources)");
+                return failed(&cfg, &order, error, &events);
+            }
+        }
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
+                return supervise(cfg, order, child, read_end, kill_rx, log, events).await;
+            }
+            Started::Short(e) => last = e,
+            Started::Failed(e) => return failed(&cfg, &order, e, &events),
+            Started::Killed(pid) => return killed(&cfg, &order, pid, &events),
+        }
+        pause = (pause * 2).min(SHORT_RETRY_MAX);
+    }
 }
 
 /// The daemon's environment as every job starts from it, built once (it
@@ -228,11 +368,18 @@ fn base_env() -> &'static crate::spawn::BaseEnv {
     })
 }
 
+/// Why an attempt's command could not be built.
+enum Prepared {
+    /// For lack of descriptors (or memory): it may work later.
+    Short(String),
+    Failed(String),
+}
+
 /// Builds the command for one attempt and opens its log.
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), String> {
+) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), Prepared> {
     let job = order.job();
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
@@ -244,7 +391,7 @@ fn prepare(
     // Read at each start, not at load: a rotated secret needs no reload.
     let file_env = match &job.env_file {
         Some(path) => crate::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| Prepared::Failed(e.to_string()))?,
         None => Vec::new(),
     };
     let redactor = secret_redactor(job, &file_env);
@@ -276,8 +423,13 @@ fn prepare(
         crate::reaper::COOKIE_VAR.into(),
         crate::reaper::cookie(order.run.0, order.attempt).into(),
     );
-    let (read_end, write_end) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+        let why = format!("pipe: {e}");
+        match e {
+            nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE => Prepared::Short(why),
+            _ => Prepared::Failed(why),
+        }
+    })?;
     let plan = crate::spawn::Plan {
         program,
         args,
@@ -404,11 +556,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
         &mut buf,
     )
     .ok()?;
-    // `comm` may hold any bytes, ')' too; the fields after its last ')'
-    // are ASCII.
-    let close = buf[..n].iter().rposition(|&b| b == b')')?;
-    let after_comm = std::str::from_utf8(buf.get(close + 2..n)?).ok()?;
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    crate::spawn::start_time_of_stat(&buf[..n])
 }
 
 /// Whether any live (non-zombie) process is left in the group. `kill(0)`
@@ -500,6 +648,8 @@ async fn supervise(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
+    // The start, for `Started` (sent a little later, see below).
+    let spawned_at = crate::time::steady_ms();
     let pgid = child.pid as i32;
     let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
@@ -509,7 +659,7 @@ async fn supervise(
         run,
         attempt,
         pid: child.pid,
-        pid_start: process_start_time(child.pid),
+        pid_start: child.start_time,
     });
     let started_timer = tokio::time::sleep(STARTED_COALESCE);
     tokio::pin!(started_timer);
@@ -540,7 +690,8 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => break status,
             _ = &mut started_timer, if started.is_some() => {
-                events(started.take().expect("guarded by is_some"));
+                let input = started.take().expect("guarded by is_some");
+                events(ExecEvent { at: spawned_at, input });
             }
             lost = &mut reader, if !reader_done => {
                 reader_done = true;
@@ -562,8 +713,13 @@ async fn supervise(
             }
         }
     };
-    if let Some(s) = started.take() {
-        events(s);
+    // The exit happened now, whatever the cleanup below takes.
+    let exited_at = crate::time::steady_ms();
+    if let Some(input) = started.take() {
+        events(ExecEvent {
+            at: spawned_at,
+            input,
+        });
     }
     // The leader is reaped. Whatever is left of its group goes too:
     // SIGTERM, the rest of the grace period, SIGKILL.
@@ -602,17 +758,23 @@ async fn supervise(
     }
     let (code, signal) = status.unwrap_or((None, None));
     if log_lost > 0 {
-        events(Input::LogLost {
-            run,
-            attempt,
-            bytes: log_lost,
+        events(ExecEvent {
+            at: exited_at,
+            input: Input::LogLost {
+                run,
+                attempt,
+                bytes: log_lost,
+            },
         });
     }
-    events(Input::Exited {
-        run,
-        attempt,
-        code,
-        signal,
+    events(ExecEvent {
+        at: exited_at,
+        input: Input::Exited {
+            run,
+            attempt,
+            code,
+            signal,
+        },
     });
 }
 

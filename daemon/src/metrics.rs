@@ -284,8 +284,16 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Counts what one scheduler step decided at `now`.
+    /// Counts what one scheduler step decided at `now`, with the wall clock
+    /// equal to the engine's clock (as on the virtual clock of tests).
     pub fn observe(&mut self, now: Millis, effects: &[Effect]) {
+        self.observe_at(now, now, effects);
+    }
+
+    /// Counts what one scheduler step decided at `now` (the engine's
+    /// monotonic clock, for the failure window), when the wall clock read
+    /// `wall` (for the timestamps it exports).
+    pub fn observe_at(&mut self, now: Millis, wall: Millis, effects: &[Effect]) {
         while self
             .recent_failures
             .front()
@@ -332,8 +340,8 @@ impl Metrics {
                 Effect::DagRunFinished { dag, state, .. } => {
                     let h = self.dag_history.entry(dag.clone()).or_default();
                     match state {
-                        DagRunState::Success => h.last_success = Some(now),
-                        DagRunState::Failed | DagRunState::Cancelled => h.last_failure = Some(now),
+                        DagRunState::Success => h.last_success = Some(wall),
+                        DagRunState::Failed | DagRunState::Cancelled => h.last_failure = Some(wall),
                         DagRunState::Active => {}
                     }
                 }

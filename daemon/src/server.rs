@@ -191,16 +191,26 @@ fn set_access_acl(path: &Path, gids: &[u32], perm: &AclPerm) -> std::io::Result<
 pub async fn serve(listener: UnixListener, handle: Handle, access: Access, shutdown: Shutdown) {
     let stopped = shutdown.stopped();
     tokio::pin!(stopped);
+    // Failed accepts in a row (EMFILE: out of descriptors). The loop waits
+    // 50 ms after each instead of spinning; clients wait in the backlog.
+    let mut failing = 0u64;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    if failing > 0 {
+                        tracing::info!("accepting clients again after {failing} failed accepts");
+                        failing = 0;
+                    }
                     let handle = handle.clone();
                     let access = access.clone();
                     tokio::spawn(async move { connection(stream, handle, access).await });
                 }
                 Err(e) => {
-                    tracing::warn!("accept: {e}");
+                    if failing == 0 {
+                        tracing::warn!("accept: {e}; trying again every 50 ms");
+                    }
+                    failing += 1;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },

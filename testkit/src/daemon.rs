@@ -90,6 +90,8 @@ pub struct Daemon {
     child: Option<Child>,
     env: Vec<(OsString, OsString)>,
     log_level: String,
+    /// RLIMIT_NOFILE (soft and hard) axd starts with, as `ulimit -n` would.
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -119,6 +121,7 @@ impl Daemon {
             child: None,
             env: Vec::new(),
             log_level: "info".into(),
+            nofile: None,
         })
     }
 
@@ -143,6 +146,12 @@ impl Daemon {
         self.env.push((key.into(), value.into()));
     }
 
+    /// Limits the starts that follow to `n` open descriptors (soft and hard
+    /// RLIMIT_NOFILE, as `ulimit -n n` in a shell): axd cannot raise it.
+    pub fn set_nofile(&mut self, n: u64) {
+        self.nofile = Some(n);
+    }
+
     /// Starts axd on this dir's state and waits until it answers a
     /// request; returns the time from launch to that answer.
     pub fn spawn(&mut self) -> Result<Duration, HarnessError> {
@@ -158,14 +167,32 @@ impl Daemon {
             .create(true)
             .append(true)
             .open(self.dir.path().join("axd.log"))?;
-        let child = Command::new(&self.axd)
+        let mut command = Command::new(&self.axd);
+        command
             .arg("--config")
             .arg(&self.config)
             .env("RUST_LOG", &self.log_level)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        if let Some(n) = self.nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: only setrlimit runs between fork and exec (it is
+            // async-signal-safe), on a struct copied into the closure.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command.spawn()?;
         self.child = Some(child);
         Ok(())
     }

@@ -6,8 +6,11 @@
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
-//! * [`Tmpfs`]: a small tmpfs for a real full disk.
+//! * [`Tmpfs`]: a small tmpfs for a real full disk;
+//! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
+//!   steps, and an axd paused with SIGSTOP.
 
+pub mod clock;
 pub mod conn;
 pub mod daemon;
 pub mod foreign;

@@ -82,6 +82,12 @@ pub struct Run {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RunTimers {
+    /// When the running attempt started, on the engine's clock (its
+    /// `started_at` is wall time, for display).
+    pub(super) started_mono: Option<Millis>,
+    /// The running attempt waits for the daemon's resources to start
+    /// (`Input::SpawnWaiting`): its deadlines are armed at `Started`.
+    pub(super) awaiting_spawn: bool,
     pub(super) wake: Option<Millis>,
     pub(super) timeout: Option<Millis>,
     pub(super) heartbeat: Option<Millis>,

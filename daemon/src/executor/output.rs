@@ -68,7 +68,7 @@ impl OutputBeats {
     fn send(&mut self, now: tokio::time::Instant, events: &impl Fn(ExecEvent)) {
         self.last_sent = Some(now);
         self.owed = false;
-        events(Input::Output { run: self.run });
+        events(ExecEvent::now(Input::Output { run: self.run }));
     }
 }
 
@@ -315,7 +315,7 @@ mod tests {
         let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = sent.clone();
         (sent, move |ev| {
-            if let Input::Output { run } = ev {
+            if let Input::Output { run } = ev.input {
                 sink.lock().unwrap().push(run);
             }
         })

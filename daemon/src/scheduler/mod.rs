@@ -3,7 +3,13 @@
 //!
 //! It sleeps until the engine's next deadline or the next message
 //! (`recv_timeout`), then takes every message that is waiting and applies
-//! them all to the engine as one step. It hands the step's spawn and kill
+//! them all to the engine as one step: each executor report at the time the
+//! executor observed it (deadlines due before that fire first), then the
+//! deadlines due by now. Time is the engine's monotonic clock
+//! (`time::steady_ms`); the wall clock is handed to the engine when it
+//! moved against it, and a deadline found overdue by more than
+//! `PAUSE_THRESHOLD` (axd could not run) makes the engine settle first
+//! (docs/operations.md, "axd paused"). It hands the step's spawn and kill
 //! orders to the executor at once, and the step's changes, with the answers
 //! and notifications that depend on them, to the writer thread (`writer`),
 //! which sends those only once the step is durable.
@@ -33,7 +39,7 @@ use crate::engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis,
 use crate::executor::{ExecEvent, Executor};
 use crate::shutdown::{Phase, Shutdown};
 use crate::store::{Commit, Store};
-use crate::time::now_ms;
+use crate::time::{now_ms, steady_ms};
 use crate::writer::{Fault, ReplyTo, Step};
 use registry::{DagRegistry, Define};
 
@@ -53,6 +59,9 @@ pub enum Msg {
     Exec(ExecEvent),
     /// Look at the shutdown value (it has changed).
     Wake,
+    /// The wall clock was set (a step, a resume from suspend): the step
+    /// this message starts hands it to the engine.
+    WallStepped,
     Reload,
     /// The jobs folder changed.
     Rescan,
@@ -196,6 +205,19 @@ const PRUNE_EVERY: Millis = 3_600_000;
 /// Messages taken into one step at most.
 const MAX_BATCH: usize = 4096;
 
+/// A deadline found overdue by more than this means axd could not run
+/// (stopped, a paused VM, a stalled thread) when it fell due.
+const PAUSE_THRESHOLD: Millis = 500;
+
+/// How long deadlines are held after such a pause, for the exits,
+/// heartbeats and output that arrived meanwhile to reach the engine.
+const SETTLE: Millis = 2_000;
+
+/// A difference between the wall clock and the engine's view of it that is
+/// handed to the engine (smaller ones are slewing, well inside cron's
+/// accuracy).
+const WALL_SYNC: Millis = 20;
+
 /// What the scheduler is given at start.
 pub struct Parts {
     pub cfg: Config,
@@ -249,6 +271,12 @@ pub struct Scheduler {
     pruned: BTreeMap<RunState, u64>,
     nodes: Option<crate::cluster::Registry>,
     claimer: Option<crate::claimer::Link>,
+    /// The latest engine time an input was applied at: inputs stamped
+    /// earlier are applied at it, so the engine's time never goes back.
+    applied: Millis,
+    /// When the last step ended: a deadline due before it was not missed
+    /// in a pause (see `settle_after_pause`).
+    step_ended: Millis,
 }
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
@@ -278,6 +306,8 @@ impl Scheduler {
             pruned: BTreeMap::new(),
             nodes: parts.nodes,
             claimer: parts.claimer,
+            applied: Millis::MIN,
+            step_ended: steady_ms(),
         }
     }
 
@@ -354,7 +384,7 @@ impl Scheduler {
                 }
             }
             let mut effects = std::mem::take(&mut carried);
-            self.step(now_ms(), batch, &mut effects);
+            self.step(steady_ms(), batch, &mut effects);
             if self.finished() {
                 return;
             }
@@ -364,7 +394,7 @@ impl Scheduler {
     /// How long to sleep: until the engine's next deadline, the shutdown
     /// deadline or the next housekeeping, whichever is first.
     fn wait(&self) -> Duration {
-        let now = now_ms();
+        let now = steady_ms();
         let until = |t: Millis| Duration::from_millis((t - now).max(0) as u64);
         [
             self.engine.next_wakeup(),
@@ -390,7 +420,8 @@ impl Scheduler {
         let mut immediate: Answers = Vec::new();
         // Claims adopted in this step: told once the new load is known.
         let mut adopted: Vec<Sender<()>> = Vec::new();
-        effects.extend(self.engine.handle(now, Input::Tick).effects);
+        self.follow_wall_clock(now, effects);
+        self.settle_after_pause(now, effects);
         self.obey_shutdown(now, effects);
         for msg in batch {
             match msg {
@@ -400,6 +431,7 @@ impl Scheduler {
                     reply,
                 } => {
                     let waits = request.is_write() && !matches!(request, Request::Heartbeat(_));
+                    self.applied = now;
                     let answer = self.request(now, &peer, request, effects);
                     if answer.is_ok() && waits {
                         durable.push((reply, answer));
@@ -407,15 +439,21 @@ impl Scheduler {
                         immediate.push((reply, answer));
                     }
                 }
-                Msg::Exec(input) => {
+                Msg::Exec(ExecEvent { at, input }) => {
                     if let Input::Exited { run, attempt, .. }
                     | Input::SpawnFailed { run, attempt, .. } = &input
                     {
                         self.exec.ended(*run, *attempt);
                     }
-                    effects.extend(self.engine.handle(now, input).effects);
+                    // At the time the executor saw it: an exit seen before
+                    // its deadline wins, however late this thread runs.
+                    // (`max` then `min`: no panic even if a clock misbehaved.)
+                    let at = at.max(self.applied).min(now);
+                    self.applied = at;
+                    effects.extend(self.engine.handle(at, input).effects);
                 }
                 Msg::Wake => self.obey_shutdown(now, effects),
+                Msg::WallStepped => {}
                 Msg::TriggersDurable(dag_runs) => {
                     let input = Input::TriggerDurable { dag_runs };
                     effects.extend(self.engine.handle(now, input).effects);
@@ -477,6 +515,9 @@ impl Scheduler {
                 }
             }
         }
+        // The deadlines due by now, after every input that came before.
+        effects.extend(self.engine.handle(now, Input::Tick).effects);
+        self.applied = now;
         // Spawn and kill orders go out before the step is durable, so
         // processes start while the writer thread makes it so (the fsync
         // is off the start path, and off this thread). A crash in that
@@ -487,7 +528,7 @@ impl Scheduler {
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
         // (`on_commit_of_triggers`).
-        self.metrics.observe(now, effects);
+        self.metrics.observe_at(now, self.engine.wall(now), effects);
         self.execute(effects);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
@@ -512,7 +553,46 @@ impl Scheduler {
             }
         }
         drop(adopted);
-        self.maintain(now_ms());
+        self.maintain(steady_ms());
+        self.step_ended = steady_ms();
+    }
+
+    /// Hands the wall clock to the engine when it moved against the
+    /// engine's clock (a step, a resume from suspend, slewing beyond
+    /// `WALL_SYNC`).
+    fn follow_wall_clock(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        let wall = now_ms();
+        let drift = wall - self.engine.wall(now);
+        if drift.abs() < WALL_SYNC {
+            return;
+        }
+        if drift.abs() >= 1_000 {
+            tracing::warn!(
+                "the wall clock moved {drift:+} ms against the monotonic clock; \
+                 timeouts and heartbeats are not affected, cron slots follow the wall clock"
+            );
+        }
+        effects.extend(self.engine.handle(now, Input::WallClock { wall }).effects);
+    }
+
+    /// A deadline that fell due after the last step ended and is overdue by
+    /// more than `PAUSE_THRESHOLD`: axd could not run meanwhile. The
+    /// engine holds every deadline for `SETTLE`, so the exits, heartbeats
+    /// and output that arrived in the pause are applied first.
+    fn settle_after_pause(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        let Some(due) = self.engine.next_wakeup() else {
+            return;
+        };
+        if due < self.step_ended || now - due <= PAUSE_THRESHOLD {
+            return;
+        }
+        tracing::warn!(
+            "axd could not run for {} ms (stopped, a paused VM, a stall): deadlines wait {SETTLE} ms \
+             for the exits and heartbeats that arrived meanwhile",
+            now - due
+        );
+        let until = now + SETTLE;
+        effects.extend(self.engine.handle(now, Input::Settle { until }).effects);
     }
 
     /// Begins shutdown once it is asked for: no more dispatch, running jobs
@@ -535,7 +615,7 @@ impl Scheduler {
             tracing::info!("all jobs stopped; exiting");
             return true;
         }
-        if now_ms() >= deadline + crate::shutdown::JOBS_MARGIN.as_millis() as Millis {
+        if steady_ms() >= deadline + crate::shutdown::JOBS_MARGIN.as_millis() as Millis {
             tracing::warn!(
                 "shutdown grace exceeded; {} jobs still running",
                 self.engine.running_total()
@@ -739,7 +819,9 @@ impl Scheduler {
         // deleted one is noticed within a minute even while nothing is
         // written (`crate::state_dir`).
         let _ = self.writer.send(Step::default());
-        let held_before = now - EVICT_AFTER;
+        // Finished times are wall-clock times; the cadence is monotonic.
+        let wall = self.engine.wall(now);
+        let held_before = wall - EVICT_AFTER;
         let evicted = self.engine.evict_finished(held_before);
         if evicted > 0 {
             tracing::debug!("{evicted} finished DAG runs left memory");
@@ -754,7 +836,7 @@ impl Scheduler {
             .filter_map(|(name, e)| Some((name.clone(), e.spec.as_ref()?.keep_runs?)))
             .collect();
         let order = crate::retention::Order {
-            age_before: now - self.cfg.log_retain.as_millis() as Millis,
+            age_before: wall - self.cfg.log_retain.as_millis() as Millis,
             held_before,
             keep_runs,
         };
