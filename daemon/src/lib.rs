@@ -12,6 +12,7 @@ pub mod feed;
 pub mod logship;
 pub mod metrics;
 pub mod metrics_http;
+pub mod ratelog;
 pub mod reaper;
 pub mod retention;
 pub mod scheduler;
