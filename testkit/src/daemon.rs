@@ -90,6 +90,7 @@ pub struct Daemon {
     child: Option<Child>,
     env: Vec<(OsString, OsString)>,
     log_level: String,
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -119,6 +120,7 @@ impl Daemon {
             child: None,
             env: Vec::new(),
             log_level: "info".into(),
+            nofile: None,
         })
     }
 
@@ -136,6 +138,12 @@ impl Daemon {
     /// Sets `RUST_LOG` for the starts that follow (`info` until set).
     pub fn set_log_level(&mut self, level: &str) {
         self.log_level = level.into();
+    }
+
+    /// Starts that follow run with an open-files limit of `n`, soft and
+    /// hard (axd cannot raise it): descriptor exhaustion, for real.
+    pub fn set_nofile(&mut self, n: u64) {
+        self.nofile = Some(n);
     }
 
     /// Sets an environment variable for the starts that follow.
@@ -158,14 +166,33 @@ impl Daemon {
             .create(true)
             .append(true)
             .open(self.dir.path().join("axd.log"))?;
-        let child = Command::new(&self.axd)
+        let mut command = Command::new(&self.axd);
+        command
             .arg("--config")
             .arg(&self.config)
             .env("RUST_LOG", &self.log_level)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        if let Some(n) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and reads only `lim`,
+            // a copy owned by the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command.spawn()?;
         self.child = Some(child);
         Ok(())
     }
