@@ -183,8 +183,12 @@ struct RawPool {
 fn limits_of(raw: RawLimits) -> Limits {
     let d = Limits::default();
     Limits {
-        connections_per_uid: raw.connections_per_uid.map_or(d.connections_per_uid, |c| c.0),
-        metrics_connections: raw.metrics_connections.map_or(d.metrics_connections, |c| c.0),
+        connections_per_uid: raw
+            .connections_per_uid
+            .map_or(d.connections_per_uid, |c| c.0),
+        metrics_connections: raw
+            .metrics_connections
+            .map_or(d.metrics_connections, |c| c.0),
         hello_timeout: raw.hello_timeout.map_or(d.hello_timeout, |t| t.0),
         frame_timeout: raw.frame_timeout.map_or(d.frame_timeout, |t| t.0),
     }

@@ -394,9 +394,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             connections: cfg.limits.metrics_connections,
             header_timeout: cfg.limits.frame_timeout,
         };
-        tokio::spawn(crate::metrics_http::serve(listener, ask, limits, async move {
-            stopping.stopped().await
-        }));
+        tokio::spawn(crate::metrics_http::serve(
+            listener,
+            ask,
+            limits,
+            async move { stopping.stopped().await },
+        ));
     }
 
     tracing::info!(

@@ -33,8 +33,8 @@ use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 use crate::config::Limits;
 use crate::engine::RunId;
 use crate::executor::log_path;
-use crate::scheduler::{Handle, Peer};
 use crate::ratelog::{RateLog, held_back};
+use crate::scheduler::{Handle, Peer};
 use crate::shutdown::Shutdown;
 
 /// Requests of one connection in flight at once.
@@ -506,7 +506,13 @@ fn overdue(
     }
 }
 
-async fn connection(stream: UnixStream, handle: Handle, role: Option<Role>, uid: u32, limits: &Limits) {
+async fn connection(
+    stream: UnixStream,
+    handle: Handle,
+    role: Option<Role>,
+    uid: u32,
+    limits: &Limits,
+) {
     handle.metrics.clients_connected.inc();
     let _connected = Connected(handle.metrics.clients_connected.clone());
     let mut framed = Framed::new(stream, Frames::new());

@@ -50,6 +50,40 @@ fn big_reads_pipelined_and_never_read_slow_no_one_and_stay_bounded() {
         c.call("submit", json!({"toml": dag, "name": "wide"}))
             .unwrap();
     }
+    let before_kib = peak_rss_kib(d.pid());
+    // The attacker: 400 big reads, pipelined, never read.
+    let mut attacker = UnixStream::connect(&d.socket).unwrap();
+    let hello =
+        r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"greedy"}}"#;
+    let mut flood = format!("{hello}\n");
+    for i in 1..=400 {
+        flood.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"list_runs\",\"params\":{{\"limit\":10000}}}}\n"
+        ));
+    }
+    attacker.write_all(flood.as_bytes()).unwrap();
+    // Another client's status, throughout.
+    let mut probe = Conn::open(&d.socket, "probe").unwrap();
+    let mut worst = Duration::ZERO;
+    let probing = Instant::now();
+    while probing.elapsed() < Duration::from_secs(8) {
+        let t = Instant::now();
+        probe.call("status", json!({})).unwrap();
+        worst = worst.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let peak_kib = peak_rss_kib(d.pid());
+    eprintln!(
+        "status worst {worst:?} under the attack; axd peak RSS {} MiB before, {} MiB after",
+        before_kib / 1024,
+        peak_kib / 1024
+    );
+    assert!(worst < Duration::from_secs(2), "status took {worst:?}");
+    assert!(
+        peak_kib < before_kib + 200 * 1024,
+        "axd grew from {before_kib} KiB to {peak_kib} KiB"
+    );
+    drop(attacker);
     // A reader that follows the marker gets every run, each answer within
     // a frame.
     let mut params = json!({"limit": 10000});
@@ -77,39 +111,6 @@ fn big_reads_pipelined_and_never_read_slow_no_one_and_stay_bounded() {
     }
     assert_eq!(seen.len(), 3000);
     assert!(answers >= 2, "3,000 runs fit in one frame?");
-
-    let before_kib = peak_rss_kib(d.pid());
-    // The attacker: 400 big reads, pipelined, never read.
-    let mut attacker = UnixStream::connect(&d.socket).unwrap();
-    let hello = r#"{"jsonrpc":"2.0","id":0,"method":"hello","params":{"protocol":1,"client":"greedy"}}"#;
-    let mut flood = format!("{hello}\n");
-    for i in 1..=400 {
-        flood.push_str(&format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"list_runs\",\"params\":{{\"limit\":10000}}}}\n"
-        ));
-    }
-    attacker.write_all(flood.as_bytes()).unwrap();
-    // Another client's status, throughout.
-    let mut probe = Conn::open(&d.socket, "probe").unwrap();
-    let mut worst = Duration::ZERO;
-    for _ in 0..40 {
-        let t = Instant::now();
-        probe.call("status", json!({})).unwrap();
-        worst = worst.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let peak_kib = peak_rss_kib(d.pid());
-    eprintln!(
-        "status worst {worst:?} under the attack; axd peak RSS {} MiB before, {} MiB after",
-        before_kib / 1024,
-        peak_kib / 1024
-    );
-    assert!(worst < Duration::from_secs(2), "status took {worst:?}");
-    assert!(
-        peak_kib < before_kib + 200 * 1024,
-        "axd grew from {before_kib} KiB to {peak_kib} KiB"
-    );
-    drop(attacker);
 }
 
 /// A free TCP port on the loopback address.
@@ -201,14 +202,20 @@ fn the_metrics_port_caps_connections_and_cuts_slow_headers() {
         matches!(slow.read(&mut [0; 64]), Ok(0) | Err(_))
     };
     assert!(cut, "a slow header was never cut off");
-    assert!(began.elapsed() < Duration::from_secs(8), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        began.elapsed()
+    );
     // Four idle connections fill the cap; a fifth is closed at once.
     let idle: Vec<TcpStream> = (0..4)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     assert!(matches!(extra.read(&mut [0; 64]), Ok(0) | Err(_)));
     wait_until(10, "the cap logged", || {
         d.log().contains("limits.metrics_connections")
@@ -223,9 +230,15 @@ fn a_connection_without_hello_is_closed_after_the_timeout() {
     let d = Daemon::start_with(&config, &[]);
     let began = Instant::now();
     let mut silent = raw(&d, 10);
-    let line = silent.read_line().unwrap().expect("a reason before closing");
+    let line = silent
+        .read_line()
+        .unwrap()
+        .expect("a reason before closing");
     let waited = began.elapsed();
-    assert!(line.contains("\"timeout\"") && line.contains("hello"), "{line}");
+    assert!(
+        line.contains("\"timeout\"") && line.contains("hello"),
+        "{line}"
+    );
     assert!(silent.read_line().unwrap().is_none(), "still open");
     assert!(
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
@@ -253,7 +266,11 @@ fn a_frame_sent_a_byte_at_a_time_is_cut_off() {
     }
     let line = slow.read_line().ok().flatten().unwrap_or_default();
     assert!(line.contains("limits.frame_timeout"), "{line:?}");
-    assert!(began.elapsed() < Duration::from_secs(8), "{:?}", began.elapsed());
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        began.elapsed()
+    );
     assert!(matches!(slow.read_line(), Ok(None) | Err(_)), "still open");
 }
 
@@ -379,7 +396,10 @@ fn a_store_password_is_shown_nowhere() {
     let mut c = Conn::open(&d.socket, "viewer").unwrap();
     let status = c.call("status", json!({})).unwrap();
     let shown = status["config"]["store"].as_str().unwrap().to_string();
-    assert!(!shown.contains(secret) && shown.contains("password=***"), "{shown}");
+    assert!(
+        !shown.contains(secret) && shown.contains("password=***"),
+        "{shown}"
+    );
     assert!(!d.log().contains(secret), "{}", d.log());
     drop(d);
     // Start-up errors, in each form libpq reads.
@@ -391,7 +411,10 @@ fn a_store_password_is_shown_nowhere() {
         let mut bad = Daemon::prepare(&format!("store = \"{store}\"\n{BASE_CONFIG}"), &[]);
         let err = ax_testkit::Daemon::spawn(&mut bad).expect_err("a store that cannot open");
         let text = err.to_string();
-        assert!(text.contains("store") || text.contains("cannot open"), "{text}");
+        assert!(
+            text.contains("store") || text.contains("cannot open"),
+            "{text}"
+        );
         assert!(!text.contains(secret), "{store}: {text}");
         assert!(!bad.log().contains(secret), "{store}: {}", bad.log());
     }
@@ -404,9 +427,10 @@ fn out_of_range_and_malformed_values_are_refused() {
     let run = run_ids(&c.call("submit", json!({"command": "echo hi"})).unwrap())[0];
     c.wait_count("success", 1, Duration::from_secs(20)).unwrap();
     let code = |r: Result<Value, ax_testkit::conn::ConnError>| match r {
-        Err(ax_testkit::conn::ConnError::Rpc { error, .. }) => {
-            error["data"]["code"].as_str().unwrap_or_default().to_string()
-        }
+        Err(ax_testkit::conn::ConnError::Rpc { error, .. }) => error["data"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         other => format!("{other:?}"),
     };
     // 2^32 + 1 is not attempt 1.
@@ -419,17 +443,26 @@ fn out_of_range_and_malformed_values_are_refused() {
         "x".repeat(100_000),
     ] {
         let r = c.call("submit", json!({"command": "true", "name": name}));
-        assert_eq!(code(r), "invalid_params", "{:?}", &name[..name.len().min(20)]);
+        assert_eq!(
+            code(r),
+            "invalid_params",
+            "{:?}",
+            &name[..name.len().min(20)]
+        );
         let toml = "command = \"true\"\n";
         let r = c.call("submit", json!({"toml": toml, "name": name}));
         assert_eq!(code(r), "invalid_params");
     }
     // Ad-hoc names share one metrics label.
     for i in 0..20 {
-        c.call("submit", json!({"command": "true", "name": format!("adhoc-{i}")}))
-            .unwrap();
+        c.call(
+            "submit",
+            json!({"command": "true", "name": format!("adhoc-{i}")}),
+        )
+        .unwrap();
     }
-    c.wait_count("success", 21, Duration::from_secs(30)).unwrap();
+    c.wait_count("success", 21, Duration::from_secs(30))
+        .unwrap();
     let text = c.call("metrics", json!({})).unwrap()["text"]
         .as_str()
         .unwrap()

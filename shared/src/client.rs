@@ -104,6 +104,9 @@ pub struct Client {
     pending: std::collections::VecDeque<Message>,
     /// What the daemon said to `hello`.
     pub server: HelloAnswer,
+    /// The `truncated` marker of the last answer: the list was cut to fit
+    /// in a frame, and its `next` params continue it.
+    pub truncated: Option<Value>,
 }
 
 impl Client {
@@ -136,6 +139,7 @@ impl Client {
                 version: String::new(),
                 role: crate::api::Role::Viewer,
             },
+            truncated: None,
         };
         client.server = decode_answer(client.answer(1).await?)?;
         Ok(client)
@@ -187,6 +191,7 @@ impl Client {
             if msg.id.as_ref().and_then(Value::as_u64) != Some(id) && msg.id != Some(Value::Null) {
                 continue;
             }
+            self.truncated = msg.truncated;
             if let Some(e) = msg.error {
                 return Err(ClientError::Rpc(e));
             }

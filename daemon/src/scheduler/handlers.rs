@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 
 use ax_shared::RunState;
 use ax_shared::api::{
-    DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult,
-    SubscribeAnswer, TriggerOutcome,
+    DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult, SubscribeAnswer,
+    TriggerOutcome,
 };
 use ax_shared::protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,

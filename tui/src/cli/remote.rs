@@ -298,14 +298,30 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(exit::OK)
         }
         Remote::Ls { state, dag, limit } => {
-            let runs = c
-                .request(ListRuns {
-                    state: state.map(StateFilter::Text),
-                    dag,
-                    limit: Some(u64::from(limit)),
-                    ..ListRuns::default()
-                })
-                .await?;
+            // An answer is cut at a frame's size: ask on from where it
+            // stopped until `limit` runs are in.
+            let mut runs = Vec::new();
+            let mut before = None;
+            loop {
+                let page = c
+                    .request(ListRuns {
+                        state: state.clone().map(StateFilter::Text),
+                        dag: dag.clone(),
+                        limit: Some(u64::from(limit) - runs.len() as u64),
+                        before,
+                        ..ListRuns::default()
+                    })
+                    .await?;
+                runs.extend(page);
+                let next = c
+                    .truncated
+                    .as_ref()
+                    .and_then(|t| t["next"]["before"].as_u64());
+                match next {
+                    Some(b) if runs.len() < limit as usize => before = Some(b),
+                    _ => break,
+                }
+            }
             if o.json {
                 return Ok(print_json(o, &runs));
             }

@@ -225,13 +225,34 @@ mod redact_tests {
     fn no_password_form_libpq_reads_is_shown() {
         for (text, shown) in [
             ("postgres://ax:secret@db/ax", "postgres://ax:***@db/ax"),
-            ("postgresql://ax:se%40cret@db:5432/ax?sslmode=require", "postgresql://ax:***@db:5432/ax?sslmode=require"),
-            ("postgres://ax@db/ax?password=secret", "postgres://ax@db/ax?password=***"),
-            ("postgres://db/ax?sslmode=disable&Password=secret&x=1", "postgres://db/ax?sslmode=disable&Password=***&x=1"),
-            ("postgres://db/ax?%70assword=secret", "postgres://db/ax?%70assword=***"),
-            ("postgres://ax:pw@db?password=secret", "postgres://ax:***@db?password=***"),
-            ("host=db password=secret dbname=ax", "host=db password=*** dbname=ax"),
-            ("host=db password = 'se cret \\' x' dbname=ax", "host=db password=*** dbname=ax"),
+            (
+                "postgresql://ax:se%40cret@db:5432/ax?sslmode=require",
+                "postgresql://ax:***@db:5432/ax?sslmode=require",
+            ),
+            (
+                "postgres://ax@db/ax?password=secret",
+                "postgres://ax@db/ax?password=***",
+            ),
+            (
+                "postgres://db/ax?sslmode=disable&Password=secret&x=1",
+                "postgres://db/ax?sslmode=disable&Password=***&x=1",
+            ),
+            (
+                "postgres://db/ax?%70assword=secret",
+                "postgres://db/ax?%70assword=***",
+            ),
+            (
+                "postgres://ax:pw@db?password=secret",
+                "postgres://ax:***@db?password=***",
+            ),
+            (
+                "host=db password=secret dbname=ax",
+                "host=db password=*** dbname=ax",
+            ),
+            (
+                "host=db password = 'se cret \\' x' dbname=ax",
+                "host=db password=*** dbname=ax",
+            ),
             ("PASSWORD=secret", "PASSWORD=***"),
             ("host=db\tpassword=secret", "host=db\tpassword=***"),
             ("postgres://ax@db/ax", "postgres://ax@db/ax"),
