@@ -474,3 +474,54 @@ fn out_of_range_and_malformed_values_are_refused() {
         .collect();
     assert_eq!(dags.into_iter().collect::<Vec<_>>(), ["(ad-hoc)"], "{text}");
 }
+
+#[test]
+fn a_dag_list_longer_than_a_frame_is_cut_and_paged_by_name() {
+    let mut files = Vec::new();
+    for d in 0..200 {
+        let mut toml = String::new();
+        for j in 0..100 {
+            toml.push_str(&format!(
+                "[[job]]\nid = \"a_job_with_a_rather_long_name_{j}\"\ncommand = \"true\"\n"
+            ));
+            if j > 0 {
+                toml.push_str(&format!(
+                    "deps = [\"a_job_with_a_rather_long_name_{}\"]\n",
+                    j - 1
+                ));
+            }
+        }
+        files.push((format!("dag{d:03}.toml"), toml));
+    }
+    let jobs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let d = Daemon::start(&jobs);
+    let mut c = raw(&d, 30);
+    c.hello("pager").unwrap();
+    let mut params = Value::Null;
+    let mut names = Vec::new();
+    let mut answers = 0;
+    loop {
+        c.send("list_dags", params.clone()).unwrap();
+        let line = c.read_line().unwrap().unwrap();
+        assert!(line.len() <= 1 << 20, "an answer of {} bytes", line.len());
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        names.extend(
+            answer["result"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["name"].as_str().unwrap().to_string()),
+        );
+        answers += 1;
+        match answer.get("truncated") {
+            Some(t) => params = t["next"].clone(),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..200).map(|d| format!("dag{d:03}")).collect();
+    assert_eq!(names, expected);
+    assert!(answers >= 2, "200 DAGs of 100 jobs fit in one frame?");
+}

@@ -8,7 +8,7 @@ use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LinesCodec};
 
 use crate::api::HelloAnswer;
-use crate::protocol::request::Hello;
+use crate::protocol::request::{Hello, ListDags};
 use crate::protocol::{MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, RpcError};
 
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +165,24 @@ impl Client {
     pub async fn request<M: Method>(&mut self, params: M) -> Result<M::Answer, ClientError> {
         let params = to_params(&params)?;
         decode_answer(self.call(M::NAME, params).await?)
+    }
+
+    /// Every DAG, over as many `list_dags` as it takes (an answer is cut
+    /// to fit in a frame; its `truncated` marker says where to go on).
+    pub async fn all_dags(&mut self) -> Result<Vec<crate::api::DagView>, ClientError> {
+        let mut dags = Vec::new();
+        let mut after = None;
+        loop {
+            dags.extend(self.request(ListDags { after }).await?);
+            let next = self
+                .truncated
+                .as_ref()
+                .and_then(|t| t["next"]["after"].as_str());
+            match next {
+                Some(name) => after = Some(name.to_string()),
+                None => return Ok(dags),
+            }
+        }
     }
 
     /// One request by name with raw params (for tests that speak the

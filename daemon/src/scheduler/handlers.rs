@@ -9,7 +9,8 @@ use ax_shared::api::{
     TriggerOutcome,
 };
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListDags, ListRuns, LogInfo, Retry,
+    Trigger,
 };
 use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
 use serde::Serialize;
@@ -86,7 +87,7 @@ impl Scheduler {
             Request::Metrics(_) => encode_answer(self.metrics_text(now)),
             Request::ListRuns(p) => self.list_runs(now, *p).map(Encoded::into_value),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
-            Request::ListDags(_) => wire(self.list_dags(now)),
+            Request::ListDags(p) => self.list_dags(now, *p).map(Encoded::into_value),
             Request::GetDag(p) => wire(self.get_dag(now, *p)),
             Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
@@ -182,15 +183,26 @@ impl Scheduler {
         Ok(view)
     }
 
-    fn list_dags(&mut self, now: Millis) -> Result<Vec<DagView>, RpcError> {
+    fn list_dags(&mut self, now: Millis, p: ListDags) -> Result<Encoded, RpcError> {
         let last = self.store.last_dag_runs().map_err(store_err)?;
         let active = self.active_since();
         let versions = self.nodes.as_ref().and_then(|n| n.versions());
-        Ok(self
+        let mut out = Encoded::default();
+        let mut last_name: Option<&str> = None;
+        // The registry iterates in name order.
+        for (n, e) in self
             .registry
             .iter()
-            .map(|(n, e)| self.dag_view(now, n, e, &last, &active, versions.as_ref()))
-            .collect())
+            .filter(|(n, _)| p.after.as_ref().is_none_or(|a| n.as_str() > a.as_str()))
+        {
+            let view = self.dag_view(now, n, e, &last, &active, versions.as_ref());
+            if !out.push(&view)? {
+                out.cut(last_name.map(|l| serde_json::json!({ "after": l })));
+                break;
+            }
+            last_name = Some(n);
+        }
+        Ok(out)
     }
 
     fn get_dag(&mut self, now: Millis, p: GetDag) -> Result<DagView, RpcError> {

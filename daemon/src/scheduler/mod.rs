@@ -141,7 +141,7 @@ pub fn answers_big(request: &Request) -> bool {
 pub const ANSWER_BUDGET: usize = ax_shared::protocol::MAX_FRAME - 16 * 1024;
 
 /// A list answer the scheduler encoded itself, cut to fit in a frame
-/// (`list_runs`, `events`): its JSON text, and the `truncated` marker when
+/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
 /// items were left out. It reaches the connection as the value
 /// `{"encoded": TEXT, "truncated": MARKER}`, which the connection writes
 /// out as `"result": TEXT, "truncated": MARKER` (`Encoded::line`).
@@ -155,7 +155,10 @@ pub struct Encoded {
 impl Encoded {
     /// Whether `request` is answered so.
     pub fn answers(request: &Request) -> bool {
-        matches!(request, Request::ListRuns(_) | Request::Events(_))
+        matches!(
+            request,
+            Request::ListRuns(_) | Request::Events(_) | Request::ListDags(_)
+        )
     }
 
     /// Appends `item` unless that would take the text past

@@ -10,8 +10,8 @@ use ax_shared::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns,
-    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
+    Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListRuns, Metrics,
+    Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
 };
 use ax_shared::protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
@@ -411,7 +411,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             follow,
         } => follow::logs(c, o, run, attempt, follow).await,
         Remote::Dags => {
-            let dags = c.request(ListDags).await?;
+            let dags = c.all_dags().await?;
             if o.json {
                 return Ok(print_json(o, &dags));
             }
