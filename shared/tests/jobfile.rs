@@ -479,8 +479,7 @@ fn dag_names_follow_one_rule_for_files_and_submits() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad\nname.toml");
     std::fs::write(&path, "command = \"true\"\n").unwrap();
-    let errors =
-        ax_shared::jobfile::load_file(&path, Some(&dir), &Default::default()).unwrap_err();
+    let errors = ax_shared::jobfile::load_file(&path, Some(&dir), &Default::default()).unwrap_err();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(errors[0].message.contains("file name"), "{:?}", errors[0]);
 }
