@@ -41,6 +41,34 @@ pub struct Config {
     pub log_max_bytes: u64,
     pub log_retain: Duration,
     pub pools: BTreeMap<String, u32>,
+    /// `[limits]`: what one client may hold of axd.
+    pub limits: Limits,
+}
+
+/// `[limits]` (docs/config.md): connections and how long a client may
+/// take to say `hello` or send a whole request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Socket connections one peer uid may hold at once.
+    pub connections_per_uid: usize,
+    /// Connections to `metrics_addr` at once, from anyone.
+    pub metrics_connections: usize,
+    /// From connect to a successful `hello`.
+    pub hello_timeout: Duration,
+    /// From the first byte of a request frame (or an HTTP request's
+    /// headers) to its end.
+    pub frame_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections_per_uid: 256,
+            metrics_connections: 64,
+            hello_timeout: Duration::from_secs(10),
+            frame_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +108,41 @@ struct Raw {
     logs: RawLogs,
     pools: Option<BTreeMap<String, RawPool>>,
     cluster: Option<RawCluster>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    connections_per_uid: Option<Count>,
+    metrics_connections: Option<Count>,
+    hello_timeout: Option<Timeout>,
+    frame_timeout: Option<Timeout>,
+}
+
+/// A count of at least 1, checked as it is read (so reported with its line).
+struct Count(usize);
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if n < 1 {
+            return Err(serde::de::Error::custom("must be at least 1"));
+        }
+        Ok(Count(n as usize))
+    }
+}
+
+/// A client timeout: at least 100 ms.
+struct Timeout(Duration);
+impl<'de> Deserialize<'de> for Timeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Dur(t) = Dur::deserialize(d)?;
+        if t < Duration::from_millis(100) {
+            return Err(serde::de::Error::custom("must be at least 100ms"));
+        }
+        Ok(Timeout(t))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -115,6 +178,20 @@ struct RawLogs {
 #[serde(deny_unknown_fields)]
 struct RawPool {
     slots: u32,
+}
+
+fn limits_of(raw: RawLimits) -> Limits {
+    let d = Limits::default();
+    Limits {
+        connections_per_uid: raw
+            .connections_per_uid
+            .map_or(d.connections_per_uid, |c| c.0),
+        metrics_connections: raw
+            .metrics_connections
+            .map_or(d.metrics_connections, |c| c.0),
+        hello_timeout: raw.hello_timeout.map_or(d.hello_timeout, |t| t.0),
+        frame_timeout: raw.frame_timeout.map_or(d.frame_timeout, |t| t.0),
+    }
 }
 
 /// `[cluster] heartbeat` when not set.
@@ -445,6 +522,7 @@ impl Config {
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(30 * 86400)),
             pools,
+            limits: limits_of(raw.limits),
         })
     }
 
@@ -467,6 +545,7 @@ impl Config {
         check("synchronous", self.synchronous_full != new.synchronous_full);
         check("jobs_dir", self.jobs_dir != new.jobs_dir);
         check("metrics_addr", self.metrics_addr != new.metrics_addr);
+        check("limits", self.limits != new.limits);
         keys
     }
 
@@ -483,6 +562,7 @@ impl Config {
             synchronous_full: self.synchronous_full,
             jobs_dir: self.jobs_dir.clone(),
             metrics_addr: self.metrics_addr,
+            limits: self.limits.clone(),
             ..new
         }
     }

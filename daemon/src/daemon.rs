@@ -396,7 +396,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         admin_gid,
         socket_gid,
     };
-    let server = tokio::spawn(serve(listener, handle.clone(), access, shutdown.clone()));
+    let server = tokio::spawn(serve(
+        listener,
+        handle.clone(),
+        access,
+        cfg.limits.clone(),
+        shutdown.clone(),
+    ));
     if let Some(addr) = cfg.metrics_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -411,9 +417,16 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let (handle, peer) = (handle.clone(), peer.clone());
             async move { handle.ask(&peer, Metrics).await.ok().map(|m| m.text) }
         };
-        tokio::spawn(crate::metrics_http::serve(listener, ask, async move {
-            stopping.stopped().await
-        }));
+        let limits = crate::metrics_http::HttpLimits {
+            connections: cfg.limits.metrics_connections,
+            header_timeout: cfg.limits.frame_timeout,
+        };
+        tokio::spawn(crate::metrics_http::serve(
+            listener,
+            ask,
+            limits,
+            async move { stopping.stopped().await },
+        ));
     }
 
     tracing::info!(

@@ -13,6 +13,7 @@ pub mod journal;
 pub mod logship;
 pub mod metrics;
 pub mod metrics_http;
+pub mod ratelog;
 pub mod reaper;
 pub mod retention;
 pub mod scheduler;

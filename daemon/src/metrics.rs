@@ -35,6 +35,9 @@ struct PoolStateLabel {
     state: &'static str,
 }
 
+/// The `dag` label of every DAG that is not one of the jobs folder's.
+pub const ADHOC_LABEL: &str = "(ad-hoc)";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DagLabel {
     dag: String,
@@ -286,14 +289,25 @@ impl Metrics {
 
     /// Counts what one scheduler step decided at `now`, with the wall clock
     /// equal to the engine's clock (as on the virtual clock of tests).
-    pub fn observe(&mut self, now: Millis, effects: &[Effect]) {
-        self.observe_at(now, now, effects);
+    /// `from_folder` says whether a DAG is one of the jobs folder's: every
+    /// other one (an ad-hoc or submitted DAG, named by its client) is
+    /// counted under the one label [`ADHOC_LABEL`], so clients cannot grow
+    /// the label set.
+    pub fn observe(&mut self, now: Millis, effects: &[Effect], from_folder: impl Fn(&str) -> bool) {
+        self.observe_at(now, now, effects, from_folder);
     }
 
     /// Counts what one scheduler step decided at `now` (the engine's
     /// monotonic clock, for the failure window), when the wall clock read
-    /// `wall` (for the timestamps it exports).
-    pub fn observe_at(&mut self, now: Millis, wall: Millis, effects: &[Effect]) {
+    /// `wall` (for the timestamps it exports); `from_folder` as in
+    /// [`Metrics::observe`].
+    pub fn observe_at(
+        &mut self,
+        now: Millis,
+        wall: Millis,
+        effects: &[Effect],
+        from_folder: impl Fn(&str) -> bool,
+    ) {
         while self
             .recent_failures
             .front()
@@ -330,6 +344,7 @@ impl Metrics {
                     self.run_time
                         .get_or_create(&pool)
                         .observe(*ran_ms.max(&0) as f64 / 1000.0);
+                    let dag = if from_folder(dag) { dag } else { ADHOC_LABEL };
                     self.attempt_outcomes
                         .get_or_create(&OutcomeLabel {
                             dag: dag.to_string(),
@@ -337,7 +352,7 @@ impl Metrics {
                         })
                         .inc();
                 }
-                Effect::DagRunFinished { dag, state, .. } => {
+                Effect::DagRunFinished { dag, state, .. } if from_folder(dag) => {
                     let h = self.dag_history.entry(dag.clone()).or_default();
                     match state {
                         DagRunState::Success => h.last_success = Some(wall),

@@ -457,3 +457,29 @@ fn history_keep_runs_is_validated() {
         "{e:?}"
     );
 }
+
+#[test]
+fn dag_names_follow_one_rule_for_files_and_submits() {
+    use ax_shared::jobfile::{MAX_DAG_NAME, check_dag_name};
+    for ok in ["etl", "team-a/etl", "日次", &"x".repeat(MAX_DAG_NAME)] {
+        assert!(check_dag_name(ok).is_ok(), "{ok:?}");
+    }
+    for (bad, says) in [
+        ("", "empty"),
+        ("two\nlines", "control"),
+        ("nul\0", "control"),
+        ("esc\u{1b}[2J", "control"),
+        (&"x".repeat(MAX_DAG_NAME + 1), "at most"),
+    ] {
+        let e = check_dag_name(bad).unwrap_err();
+        assert!(e.contains(says), "{bad:?}: {e}");
+    }
+    // A job file whose name breaks the rule is reported, not loaded.
+    let dir = std::env::temp_dir().join(format!("ax-dag-name-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad\nname.toml");
+    std::fs::write(&path, "command = \"true\"\n").unwrap();
+    let errors = ax_shared::jobfile::load_file(&path, Some(&dir), &Default::default()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(errors[0].message.contains("file name"), "{:?}", errors[0]);
+}

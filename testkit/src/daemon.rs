@@ -141,15 +141,15 @@ impl Daemon {
         self.log_level = level.into();
     }
 
+    /// Starts that follow run with an open-files limit of `n`, soft and
+    /// hard (axd cannot raise it): descriptor exhaustion, for real.
+    pub fn set_nofile(&mut self, n: u64) {
+        self.nofile = Some(n);
+    }
+
     /// Sets an environment variable for the starts that follow.
     pub fn set_env(&mut self, key: &str, value: impl Into<OsString>) {
         self.env.push((key.into(), value.into()));
-    }
-
-    /// Limits the starts that follow to `n` open descriptors (soft and hard
-    /// RLIMIT_NOFILE, as `ulimit -n n` in a shell): axd cannot raise it.
-    pub fn set_nofile(&mut self, n: u64) {
-        self.nofile = Some(n);
     }
 
     /// Starts axd on this dir's state and waits until it answers a
@@ -176,14 +176,15 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(log);
         if let Some(n) = self.nofile {
+            use std::os::unix::process::CommandExt;
             let lim = libc::rlimit {
                 rlim_cur: n,
                 rlim_max: n,
             };
-            // SAFETY: only setrlimit runs between fork and exec (it is
-            // async-signal-safe), on a struct copied into the closure.
+            // SAFETY: setrlimit is async-signal-safe and reads only `lim`,
+            // a copy owned by the closure.
             unsafe {
-                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                command.pre_exec(move || {
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
                         Ok(())
                     } else {

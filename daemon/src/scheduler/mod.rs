@@ -134,9 +134,122 @@ fn shutting_down() -> RpcError {
     RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down")
 }
 
+/// Requests whose answer may be as large as a frame, and whose work grows
+/// with it: they count as a whole frame in a connection's budget
+/// (`server`), and the scheduler answers them after everything else of a
+/// step, for a bounded time per step (`Scheduler::answer_big_reads`).
+pub fn answers_big(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::ListRuns(_) | Request::Events(_) | Request::GetDagRun(_) | Request::ListDags(_)
+    )
+}
+
+/// The largest list answer the scheduler encodes: a frame, less room for
+/// the response around it (`jsonrpc`, `id`, `truncated`).
+pub const ANSWER_BUDGET: usize = ax_shared::protocol::MAX_FRAME - 16 * 1024;
+
+/// A list answer the scheduler encoded itself, cut to fit in a frame
+/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
+/// items were left out. It reaches the connection as the value
+/// `{"encoded": TEXT, "truncated": MARKER}`, which the connection writes
+/// out as `"result": TEXT, "truncated": MARKER` (`Encoded::line`).
+#[derive(Debug, Default)]
+pub struct Encoded {
+    json: String,
+    count: usize,
+    truncated: Option<Value>,
+}
+
+impl Encoded {
+    /// Whether `request` is answered so.
+    pub fn answers(request: &Request) -> bool {
+        matches!(
+            request,
+            Request::ListRuns(_) | Request::Events(_) | Request::ListDags(_)
+        )
+    }
+
+    /// Appends `item` unless that would take the text past
+    /// `ANSWER_BUDGET`; the first item always goes in (an answer too large
+    /// even so becomes `answer_too_large` on the way out). Keys are sorted,
+    /// as in every other answer (they go through `Value`).
+    fn push<T: serde::Serialize>(&mut self, item: &T) -> Result<bool, RpcError> {
+        let text = ax_shared::protocol::encode_answer(item)?.to_string();
+        if self.count > 0 && self.json.len() + text.len() + 2 > ANSWER_BUDGET {
+            return Ok(false);
+        }
+        self.json.push(if self.count == 0 { '[' } else { ',' });
+        self.json.push_str(&text);
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// Marks the answer cut: `next` holds the params that continue it.
+    fn cut(&mut self, next: Option<Value>) {
+        let mut marker = serde_json::json!({ "returned": self.count });
+        if let Some(next) = next {
+            marker["next"] = next;
+        }
+        self.truncated = Some(marker);
+    }
+
+    fn into_value(mut self) -> Value {
+        if self.count == 0 {
+            self.json.push('[');
+        }
+        self.json.push(']');
+        serde_json::json!({ "encoded": self.json, "truncated": self.truncated })
+    }
+
+    /// The value `into_value` made, taken apart; any other value back.
+    pub fn from_value(v: Value) -> Result<Encoded, Value> {
+        match v {
+            Value::Object(mut o) if matches!(o.get("encoded"), Some(Value::String(_))) => {
+                let Some(Value::String(json)) = o.remove("encoded") else {
+                    unreachable!("checked above")
+                };
+                let truncated = o.remove("truncated").filter(|t| !t.is_null());
+                Ok(Encoded {
+                    json,
+                    count: 0,
+                    truncated,
+                })
+            }
+            other => Err(other),
+        }
+    }
+
+    /// The whole response line for request `id`, fields in the order of
+    /// `Message`.
+    pub fn line(&self, id: &Value) -> String {
+        let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}", self.json);
+        if let Some(t) = &self.truncated {
+            line.push_str(&format!(",\"truncated\":{t}"));
+        }
+        line.push('}');
+        line
+    }
+}
+
 impl Handle {
-    /// One request, answered as it goes on the wire.
+    /// One request, answered as the daemon's own code reads it (a list
+    /// the scheduler encoded is decoded again).
     pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+        let listed = Encoded::answers(&request);
+        let v = self.call_raw(peer, request).await?;
+        if !listed {
+            return Ok(v);
+        }
+        match Encoded::from_value(v) {
+            Ok(enc) => serde_json::from_str(&enc.json)
+                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
+            Err(v) => Ok(v),
+        }
+    }
+
+    /// One request, answered as it goes on the wire (lists as `Encoded`).
+    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Request {
@@ -277,7 +390,15 @@ pub struct Scheduler {
     /// When the last step ended: a deadline due before it was not missed
     /// in a pause (see `settle_after_pause`).
     step_ended: Millis,
+    /// Requests that may answer a whole frame (`answers_big`), waiting
+    /// their turn: oldest first, after the rest of each step.
+    big_reads: std::collections::VecDeque<(Peer, Request, ReplyTo)>,
 }
+
+/// How long one step spends on big reads at most (at least one is
+/// answered per step): what a flood of them adds to any other client's
+/// wait, and to the engine's.
+const BIG_READS_PER_STEP: Duration = Duration::from_millis(20);
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
 
@@ -308,6 +429,7 @@ impl Scheduler {
             claimer: parts.claimer,
             applied: Millis::MIN,
             step_ended: steady_ms(),
+            big_reads: std::collections::VecDeque::new(),
         }
     }
 
@@ -365,8 +487,8 @@ impl Scheduler {
     pub fn run(mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
         let mut carried = initial;
         loop {
-            // Start-up effects are processed at once.
-            let wait = if carried.is_empty() {
+            // Start-up effects and waiting big reads are processed at once.
+            let wait = if carried.is_empty() && self.big_reads.is_empty() {
                 self.wait()
             } else {
                 Duration::ZERO
@@ -425,6 +547,11 @@ impl Scheduler {
         self.obey_shutdown(now, effects);
         for msg in batch {
             match msg {
+                Msg::Request {
+                    peer,
+                    request,
+                    reply,
+                } if answers_big(&request) => self.big_reads.push_back((peer, request, reply)),
                 Msg::Request {
                     peer,
                     request,
@@ -528,7 +655,10 @@ impl Scheduler {
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
         // (`on_commit_of_triggers`).
-        self.metrics.observe_at(now, self.engine.wall(now), effects);
+        let wall = self.engine.wall(now);
+        let registry = &self.registry;
+        self.metrics
+            .observe_at(now, wall, effects, |dag| registry.get(dag).is_some());
         self.execute(effects);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
@@ -553,6 +683,7 @@ impl Scheduler {
             }
         }
         drop(adopted);
+        self.answer_big_reads(now);
         self.maintain(steady_ms());
         self.step_ended = steady_ms();
     }
@@ -593,6 +724,26 @@ impl Scheduler {
         );
         let until = now + SETTLE;
         effects.extend(self.engine.handle(now, Input::Settle { until }).effects);
+    }
+
+    /// Answers waiting big reads, oldest first, for `BIG_READS_PER_STEP`
+    /// at most; the rest wait for the next step (which comes at once). A
+    /// read whose client has gone costs nothing. Reads change nothing, so
+    /// they have no effects and need no commit.
+    fn answer_big_reads(&mut self, now: Millis) {
+        let began = std::time::Instant::now();
+        while let Some((peer, request, reply)) = self.big_reads.pop_front() {
+            if reply.is_closed() {
+                continue;
+            }
+            let mut effects = Vec::new();
+            let answer = self.request(now, &peer, request, &mut effects);
+            debug_assert!(effects.is_empty(), "a read had effects");
+            let _ = reply.send(answer);
+            if began.elapsed() >= BIG_READS_PER_STEP {
+                break;
+            }
+        }
     }
 
     /// Begins shutdown once it is asked for: no more dispatch, running jobs

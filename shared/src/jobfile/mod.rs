@@ -111,6 +111,32 @@ pub fn is_ignored_name(file_name: &str) -> bool {
         || !file_name.ends_with(".toml")
 }
 
+/// Longest DAG name, in bytes (a file name's limit on Linux).
+pub const MAX_DAG_NAME: usize = 255;
+
+/// Whether `name` may name a DAG, from a job file's path or a `submit`:
+/// not empty, at most [`MAX_DAG_NAME`] bytes, no control character (a
+/// newline or NUL would forge lines in logs and listings). The error says
+/// which rule it breaks.
+pub fn check_dag_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a DAG name must not be empty".into());
+    }
+    if name.len() > MAX_DAG_NAME {
+        return Err(format!(
+            "a DAG name is at most {MAX_DAG_NAME} bytes (this one is {})",
+            name.len()
+        ));
+    }
+    if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(format!(
+            "a DAG name must not contain control characters ({:?} at byte {at})",
+            c
+        ));
+    }
+    Ok(())
+}
+
 /// The DAG name of `path` below `jobs_dir`: the relative path without
 /// `.toml`, with `/` separators (`team-a/etl`).
 pub fn dag_name_for(jobs_dir: &Path, path: &Path) -> Option<String> {
@@ -144,6 +170,7 @@ pub fn load_file(
             .map(str::to_string),
     }
     .ok_or_else(|| whole("cannot derive a DAG name from this path".into()))?;
+    check_dag_name(&name).map_err(|e| whole(format!("file name: {e}")))?;
     let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
     if !meta.is_file() {
         return Err(whole("not a regular file".into()));

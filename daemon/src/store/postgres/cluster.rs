@@ -100,11 +100,6 @@ pub struct Claimed {
     pub external: Vec<(RunId, ax_shared::RunState)>,
 }
 
-/// `s` as an SQL string literal (filters of `load_where` are SQL text).
-pub(super) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 /// Fails with `Fenced` unless `me`'s epoch is still the stored one. The
 /// row is share-locked to the end of the caller's transaction, so a node
 /// declaring `me` dead (which raises the epoch) waits for that
@@ -208,15 +203,14 @@ impl PgStore {
         if rows.is_empty() {
             return Ok(Claimed::default());
         }
-        let ids: Vec<String> = rows
+        let ids: Vec<i64> = rows
             .iter()
-            .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
+            .map(|r| r.try_get::<_, i64>(0))
             .collect::<Result<_, _>>()?;
-        let filter = format!("d.id IN ({})", ids.join(", "));
         on_client!(self, |client| async {
             let DagRuns {
                 dag_runs, external, ..
-            } = dag_runs_where(&client, &filter).await?;
+            } = dag_runs_where(&client, "d.id = ANY($1)", &[&ids]).await?;
             Ok(Claimed { dag_runs, external })
         })
     }

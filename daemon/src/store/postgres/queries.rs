@@ -295,15 +295,14 @@ impl Store for PgStore {
     /// that started them, and this node is the one on their machine.
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let me = self.shared.node.get().cloned();
-        let filter = match &me {
-            Some(me) => format!(
-                "d.state = 'active' AND d.owner = {}",
-                super::cluster::quote(&me.id)
-            ),
-            None => "d.state = 'active'".to_string(),
-        };
         on_client!(self, |client| async {
-            let mut loaded = super::load::load_where(&client, &filter).await?;
+            let mut loaded = match &me {
+                Some(me) => {
+                    let filter = "d.state = 'active' AND d.owner = $1";
+                    super::load::load_where(&client, filter, &[&me.id]).await?
+                }
+                None => super::load::load_where(&client, "d.state = 'active'", &[]).await?,
+            };
             if let Some(me) = &me {
                 loaded
                     .orphans
@@ -405,8 +404,12 @@ impl Store for PgStore {
     }
 
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError> {
-        let filter = format!("d.id = {id}");
-        let loaded = on_client!(self, |client| super::load::load_where(&client, &filter))?;
+        let id = id as i64;
+        let loaded = on_client!(self, |client| super::load::load_where(
+            &client,
+            "d.id = $1",
+            &[&id]
+        ))?;
         Ok(loaded.dag_runs.into_iter().next())
     }
 
