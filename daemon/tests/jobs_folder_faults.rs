@@ -85,3 +85,90 @@ async fn directory_link_loops_load_each_dag_once() {
     let loads = d.log().matches("DAG loaded dag=team/b ").count();
     assert_eq!(loads, 2, "team/b loaded at start and after its change");
 }
+
+/// The metrics text, through the socket.
+async fn metrics(c: &mut Client) -> String {
+    let m = c.call("metrics", Value::Null).await.unwrap();
+    m["text"].as_str().unwrap().to_string()
+}
+
+/// The value of an unlabelled series in the metrics text.
+fn series(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+/// Long enough for a scan that the watch would start (debounce 200 ms),
+/// and for the scan that scan's own reads would start, to be in force.
+const QUIET: Duration = Duration::from_millis(1500);
+
+/// `ls` and `cat` of every file (a scan opens every file too) start no
+/// scan; a write, a rename and a permission change each do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_the_jobs_folder_never_start_a_scan() {
+    let files: Vec<(String, String)> = (0..20)
+        .map(|i| {
+            let dir = if i % 2 == 0 { "" } else { "team/" };
+            (format!("{dir}d{i}.toml"), "command = \"true\"\n".to_string())
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let d = Daemon::start(&refs);
+    let mut c = d.client().await;
+    let jobs = d.path("jobs.d");
+    tokio::time::sleep(QUIET).await;
+    let settled = status(&mut c).await.jobs_folder.scans;
+    assert_eq!(settled, 1, "only the scan at start");
+
+    for args in [
+        vec!["ls", "-la"],
+        vec!["ls", "-R"],
+        vec!["sh", "-c", "cat *.toml team/*.toml >/dev/null"],
+        vec!["find", ".", "-type", "f", "-exec", "cat", "{}", "+"],
+    ] {
+        let out = std::process::Command::new(args[0])
+            .args(&args[1..])
+            .current_dir(&jobs)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(out.success(), "{args:?}");
+    }
+    for (name, _) in &files {
+        std::fs::read(jobs.join(name)).unwrap();
+    }
+    tokio::time::sleep(QUIET).await;
+    let s = status(&mut c).await;
+    assert_eq!(s.jobs_folder.scans, settled, "reads started a scan");
+    assert_eq!(series(&metrics(&mut c).await, "ax_jobs_scans_total"), 1.0);
+
+    // A write starts one scan; the reads of that scan start none.
+    std::fs::write(jobs.join("d0.toml"), "command = \"echo changed\"\n").unwrap();
+    wait_status(&mut c, 10, "a scan after a write", |s| {
+        s.jobs_folder.scans > settled
+    })
+    .await;
+    tokio::time::sleep(QUIET).await;
+    let after_write = status(&mut c).await.jobs_folder.scans;
+    assert_eq!(after_write, settled + 1, "one write, one scan");
+
+    // A rename and a permission change are changes too.
+    std::fs::rename(jobs.join("team/d1.toml"), jobs.join("team/e1.toml")).unwrap();
+    wait_status(&mut c, 10, "a scan after a rename", |s| {
+        s.jobs_folder.scans > after_write
+    })
+    .await;
+    assert!(names(&mut c).await.contains(&"team/e1".to_string()));
+    let after_rename = status(&mut c).await.jobs_folder.scans;
+    let f = jobs.join("d2.toml");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    wait_status(&mut c, 10, "a scan after a chmod", |s| {
+        s.jobs_folder.scans > after_rename
+    })
+    .await;
+}
