@@ -172,3 +172,80 @@ async fn reads_of_the_jobs_folder_never_start_a_scan() {
     })
     .await;
 }
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A sub-folder, then the jobs folder itself, that axd cannot list
+/// (EACCES: axd runs without the capability that lets root ignore file
+/// modes): the DAGs below it stay and can be triggered, the error is in
+/// `status` and the metrics, other files still load; readable again, the
+/// error clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_folder_keeps_its_dags_and_is_reported() {
+    let Some(wrapper) = ax_testkit::daemon::without_file_override() else {
+        eprintln!("skipped: needs root and setpriv to take file overrides from axd");
+        return;
+    };
+    let mut d = Daemon::prepare(
+        BASE_CONFIG,
+        &[
+            ("a.toml", "command = \"true\"\n"),
+            ("team/b.toml", "command = \"echo b\"\n"),
+            ("team/c.toml", "command = \"true\"\n"),
+        ],
+    );
+    d.set_wrapper(wrapper);
+    d.spawn();
+    let mut c = d.client().await;
+    let jobs = d.path("jobs.d");
+    let all = ["a", "team/b", "team/c"];
+    assert_eq!(names(&mut c).await, all);
+
+    chmod(&jobs.join("team"), 0o000);
+    let s = wait_status(&mut c, 10, "the folder error", |s| !s.errors.is_empty()).await;
+    assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+    let e = &s.errors[0];
+    assert_eq!(e.file, jobs.join("team").display().to_string());
+    assert!(
+        e.message.contains("Permission denied") && e.message.contains("stay as last loaded"),
+        "{e:?}"
+    );
+    assert_eq!(names(&mut c).await, all, "the folder's DAGs stay");
+    let m = metrics(&mut c).await;
+    assert_eq!(series(&m, "ax_jobs_folder_errors"), 1.0, "{m}");
+    assert!(series(&m, "ax_jobs_scan_failures_total") >= 1.0, "{m}");
+    assert_eq!(series(&m, "ax_job_file_errors"), 0.0, "{m}");
+    let id = trigger(&mut c, "team/b").await[0];
+    wait_state(&mut c, id, "success", 10).await;
+    // Other files still load meanwhile.
+    std::fs::write(jobs.join("new.toml"), "command = \"true\"\n").unwrap();
+    wait_dag_names(&mut c, &["a", "new", "team/b", "team/c"]).await;
+
+    chmod(&jobs.join("team"), 0o755);
+    wait_status(&mut c, 10, "the error clears", |s| s.errors.is_empty()).await;
+    assert_eq!(series(&metrics(&mut c).await, "ax_jobs_folder_errors"), 0.0);
+
+    // The jobs folder itself: every DAG stays.
+    chmod(&jobs, 0o000);
+    let s = wait_status(&mut c, 10, "the root's error", |s| !s.errors.is_empty()).await;
+    assert_eq!(s.errors[0].file, jobs.display().to_string(), "{:?}", s.errors);
+    assert_eq!(names(&mut c).await, ["a", "new", "team/b", "team/c"]);
+    chmod(&jobs, 0o755);
+    wait_status(&mut c, 10, "the root's error clears", |s| s.errors.is_empty()).await;
+    assert_eq!(names(&mut c).await, ["a", "new", "team/b", "team/c"]);
+}
+
+async fn wait_dag_names(c: &mut Client, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = names(c).await;
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "DAGs {got:?}, not {want:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
