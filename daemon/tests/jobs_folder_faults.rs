@@ -249,3 +249,44 @@ async fn wait_dag_names(c: &mut Client, want: &[&str]) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A 10 MiB job file is read, parsed and validated off the scheduler
+/// thread: `status` is answered while the scan runs (the answers say a
+/// scan is under way), each promptly, and the DAG then loads whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_answers_while_a_10_mib_file_loads() {
+    let d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let jobs = d.path("jobs.d");
+    let (text, n) = ax_testkit::jobfiles::chain_of_bytes(10 << 20);
+    // Written under a dot name (never read), then renamed in: one scan.
+    std::fs::write(jobs.join(".big.toml.tmp"), &text).unwrap();
+    std::fs::rename(jobs.join(".big.toml.tmp"), jobs.join("big.toml")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let (mut during, mut slowest) = (0, Duration::ZERO);
+    loop {
+        let asked = Instant::now();
+        let s = status(&mut c).await;
+        slowest = slowest.max(asked.elapsed());
+        if s.jobs_folder.scanning {
+            during += 1;
+        } else if s.jobs_folder.scans >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the big file never loaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("{during} answers during the scan; slowest {slowest:?}");
+    assert!(
+        during >= 3,
+        "status was answered {during} times during the scan"
+    );
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a status took {slowest:?}"
+    );
+    // (Its view, every job id and dep, is beyond an answer's size.)
+    assert!(status(&mut c).await.errors.is_empty());
+    assert!(d.log().contains("DAG loaded dag=big "), "{}", d.log());
+    assert!(n > 50_000, "{n} jobs");
+}

@@ -5,11 +5,13 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
+//! * [`jobfiles`]: job files of a given size;
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
 
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
+pub mod jobfiles;
 pub mod pg;
 pub mod sim;
 
