@@ -220,10 +220,7 @@ impl JobsFolder {
             }
         }
         for (name, path, e) in broken {
-            let entry = self
-                .dags
-                .entry(name)
-                .or_insert_with(|| DagEntry::new(path));
+            let entry = self.dags.entry(name).or_insert_with(|| DagEntry::new(path));
             entry.error = Some(e);
         }
         let kept: HashSet<String> = kept.into_iter().collect();

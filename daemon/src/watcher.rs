@@ -54,11 +54,7 @@ pub fn watch(dir: &Path, on_change: impl Fn() + Send + 'static) -> notify::Resul
         }
     };
     let mut debouncer = new_debouncer_opt::<_, RecommendedWatcher, NoCache>(
-        DEBOUNCE,
-        None,
-        handler,
-        NoCache,
-        config,
+        DEBOUNCE, None, handler, NoCache, config,
     )?;
     debouncer.watch(dir, RecursiveMode::Recursive)?;
     Ok(Watch {

@@ -110,7 +110,10 @@ async fn reads_of_the_jobs_folder_never_start_a_scan() {
     let files: Vec<(String, String)> = (0..20)
         .map(|i| {
             let dir = if i % 2 == 0 { "" } else { "team/" };
-            (format!("{dir}d{i}.toml"), "command = \"true\"\n".to_string())
+            (
+                format!("{dir}d{i}.toml"),
+                "command = \"true\"\n".to_string(),
+            )
         })
         .collect();
     let refs: Vec<(&str, &str)> = files
@@ -231,10 +234,18 @@ async fn an_unreadable_folder_keeps_its_dags_and_is_reported() {
     // The jobs folder itself: every DAG stays.
     chmod(&jobs, 0o000);
     let s = wait_status(&mut c, 10, "the root's error", |s| !s.errors.is_empty()).await;
-    assert_eq!(s.errors[0].file, jobs.display().to_string(), "{:?}", s.errors);
+    assert_eq!(
+        s.errors[0].file,
+        jobs.display().to_string(),
+        "{:?}",
+        s.errors
+    );
     assert_eq!(names(&mut c).await, ["a", "new", "team/b", "team/c"]);
     chmod(&jobs, 0o755);
-    wait_status(&mut c, 10, "the root's error clears", |s| s.errors.is_empty()).await;
+    wait_status(&mut c, 10, "the root's error clears", |s| {
+        s.errors.is_empty()
+    })
+    .await;
     assert_eq!(names(&mut c).await, ["a", "new", "team/b", "team/c"]);
 }
 

@@ -510,5 +510,8 @@ fn a_100k_job_cycle_and_100k_errors_are_reported_in_one_pass() {
     assert_eq!(errs.len(), n);
     let last = &errs[n - 1];
     assert_eq!((last.line, last.column), (Some(4 * n), Some(9)), "{last:?}");
-    assert_eq!(last.message, format!("job \"j{}\": unknown dep \"x{}\"", n - 1, n - 1));
+    assert_eq!(
+        last.message,
+        format!("job \"j{}\": unknown dep \"x{}\"", n - 1, n - 1)
+    );
 }

@@ -149,8 +149,10 @@ fn phase(
         "{name:<44} scan {scan_s:>7.3} s, in force after {in_force_s:>7.3} s; \
          status p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms ({n} probes)"
     );
-    Ok(json!({"phase": name, "scan_s": scan_s, "in_force_s": in_force_s,
-        "status_ms": {"p50": p50, "p99": p99, "max": max, "n": n}}))
+    Ok(
+        json!({"phase": name, "scan_s": scan_s, "in_force_s": in_force_s,
+        "status_ms": {"p50": p50, "p99": p99, "max": max, "n": n}}),
+    )
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -201,6 +203,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if status["errors"].as_array().is_some_and(|e| !e.is_empty()) {
         bail!("job file errors: {}", status["errors"]);
     }
-    println!("{}", json!({"scenario": "jobsdir", "idle_status_ms": {"p50": idle.0, "p99": idle.1, "max": idle.2}, "phases": rows}));
+    println!(
+        "{}",
+        json!({"scenario": "jobsdir", "idle_status_ms": {"p50": idle.0, "p99": idle.1, "max": idle.2}, "phases": rows})
+    );
     Ok(())
 }

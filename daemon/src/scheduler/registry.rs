@@ -72,10 +72,8 @@ impl DagRegistry {
             .filter(|n| !self.dags.contains_key(*n))
             .cloned()
             .collect();
-        let before: BTreeMap<String, String> = before
-            .into_iter()
-            .map(|(k, v)| (k, v.hash))
-            .collect();
+        let before: BTreeMap<String, String> =
+            before.into_iter().map(|(k, v)| (k, v.hash)).collect();
         let mut to_define: Vec<Arc<DagSpec>> = Vec::new();
         for (name, entry) in &self.dags {
             if let Some(e) = &entry.error {

@@ -353,7 +353,8 @@ fn find_cycles<'a>(n: usize, edges: impl Fn(usize) -> &'a [usize]) -> Vec<Vec<us
                         }
                         DONE => {}
                         at => {
-                            let mut path: Vec<usize> = stack[at..].iter().map(|&(v, _)| v).collect();
+                            let mut path: Vec<usize> =
+                                stack[at..].iter().map(|&(v, _)| v).collect();
                             path.push(succ);
                             cycles.push(path);
                         }
