@@ -346,6 +346,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         _ => (None, None, None, None),
     };
     let claimer_nudge = claimer.clone();
+    let (scan_link, scan_tx, scan_orders) = crate::watcher::scan_orders();
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -362,21 +363,21 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
         nodes,
         claimer,
+        scans: scan_link,
     });
-    let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
-
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
-    let _watch = {
-        let tx = std::sync::Mutex::new(tx.clone());
-        crate::watcher::watch(&cfg.jobs_dir, move || {
-            if let Ok(tx) = tx.lock() {
-                let _ = tx.send(Msg::Rescan);
-            }
-        })
-        .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?
-    };
+    let watcher: Arc<str> = Arc::from("watcher");
+    let mut folder = crate::dags::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
+    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
+    // Scans after this one run on their own thread; the scheduler only
+    // puts their results in force (docs/operations.md).
+    crate::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics_shared.clone())
+        .context("cannot start the jobs folder's scanner thread")?;
+    let _watch = crate::watcher::watch(&cfg.jobs_dir, move || {
+        let _ = scan_tx.send(crate::watcher::Order::Changed);
+    })
+    .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?;
 
     // 4. accept clients, dispatch
     let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();

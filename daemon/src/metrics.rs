@@ -72,6 +72,9 @@ pub struct Shared {
     pub store_write_errors: Counter,
     pub clients_connected: Gauge,
     pub subscribers_lagged: Counter,
+    /// 1 while the scanner thread reads the jobs folder.
+    pub jobs_scanning: Gauge,
+    pub jobs_scan_seconds: Histogram,
 }
 
 impl Default for Shared {
@@ -81,6 +84,8 @@ impl Default for Shared {
             store_write_errors: Counter::default(),
             clients_connected: Gauge::default(),
             subscribers_lagged: Counter::default(),
+            jobs_scanning: Gauge::default(),
+            jobs_scan_seconds: seconds_histogram(),
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct Snapshot {
     pub retry_tokens: f64,
     pub dags: Vec<DagStat>,
     pub job_file_errors: u64,
+    /// Folders of the jobs folder its last scan could not read.
+    pub jobs_folder_errors: u64,
     pub store_faulted: bool,
 }
 
@@ -137,6 +144,9 @@ pub struct Metrics {
     dag_paused: Family<DagLabel, Gauge>,
     cron_slots: Family<CronSlotLabel, Counter>,
     job_file_errors: Gauge,
+    jobs_folder_errors: Gauge,
+    jobs_scans: Counter,
+    jobs_scan_failures: Counter,
     store_faulted: Gauge,
     dag_history: HashMap<Arc<str>, DagHistory>,
     /// When runs ended failed or timed out over the last hour, oldest
@@ -177,6 +187,9 @@ impl Metrics {
             dag_paused: Family::default(),
             cron_slots: Family::default(),
             job_file_errors: Gauge::default(),
+            jobs_folder_errors: Gauge::default(),
+            jobs_scans: Counter::default(),
+            jobs_scan_failures: Counter::default(),
             store_faulted: Gauge::default(),
             dag_history: history
                 .into_iter()
@@ -260,6 +273,31 @@ impl Metrics {
             m.job_file_errors.clone(),
         );
         r.register(
+            "jobs_folder_errors",
+            "Folders of the jobs folder the last scan could not read (their DAGs stay as last loaded)",
+            m.jobs_folder_errors.clone(),
+        );
+        r.register(
+            "jobs_scans",
+            "Scans of the jobs folder put in force",
+            m.jobs_scans.clone(),
+        );
+        r.register(
+            "jobs_scan_failures",
+            "Scans of the jobs folder that could not read some folder",
+            m.jobs_scan_failures.clone(),
+        );
+        r.register(
+            "jobs_scanning",
+            "1 while the jobs folder is being scanned",
+            m.shared.jobs_scanning.clone(),
+        );
+        r.register(
+            "jobs_scan_seconds",
+            "Time to read, parse and validate the jobs folder",
+            m.shared.jobs_scan_seconds.clone(),
+        );
+        r.register(
             "store_faulted",
             "1 while the store refuses writes",
             m.store_faulted.clone(),
@@ -285,6 +323,20 @@ impl Metrics {
             m.shared.subscribers_lagged.clone(),
         );
         Metrics { registry, ..m }
+    }
+
+    /// Counts a scan of the jobs folder put in force; `failed` if it could
+    /// not read some folder.
+    pub fn scan_applied(&self, failed: bool) {
+        self.jobs_scans.inc();
+        if failed {
+            self.jobs_scan_failures.inc();
+        }
+    }
+
+    /// Scans of the jobs folder put in force since start.
+    pub fn scans(&self) -> u64 {
+        self.jobs_scans.get()
     }
 
     /// Counts what one scheduler step decided at `now`, with the wall clock
@@ -424,6 +476,7 @@ impl Metrics {
         self.burst_slots.set(i64::from(snap.burst_extra));
         self.retry_tokens.set(snap.retry_tokens.floor());
         self.job_file_errors.set(snap.job_file_errors as i64);
+        self.jobs_folder_errors.set(snap.jobs_folder_errors as i64);
         self.store_faulted.set(i64::from(snap.store_faulted));
         for family in [
             &self.dag_last_success,

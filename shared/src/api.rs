@@ -101,7 +101,12 @@ pub struct StatusView {
     /// this axd since it started).
     #[serde(default)]
     pub failed_last_hour: u64,
+    /// Job files that fail to load, and folders of the jobs folder the last
+    /// scan could not read (`line` absent).
     pub errors: Vec<FileError>,
+    /// The jobs folder's scans.
+    #[serde(default)]
+    pub jobs_folder: JobsFolderView,
     /// Set while the store refuses writes (disk full): new writes are
     /// refused until it recovers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +125,16 @@ pub struct StatusView {
     /// SQLite. Boxed: a status rides in every `changed` notification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Box<ClusterView>>,
+}
+
+/// The jobs folder's scans, as `ax status` reports them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsFolderView {
+    /// Scans put in force since axd started (the one at start included).
+    pub scans: u64,
+    /// A scan is reading the folder now (off the scheduler: requests are
+    /// answered meanwhile).
+    pub scanning: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

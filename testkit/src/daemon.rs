@@ -78,6 +78,26 @@ pub fn axd_beside(exe: &Path) -> Result<PathBuf, HarnessError> {
         })
 }
 
+/// A wrapper for [`Daemon::set_wrapper`] that starts axd as root without
+/// `CAP_DAC_OVERRIDE` and `CAP_DAC_READ_SEARCH` (util-linux `setpriv`):
+/// file modes then bind it as they bind any user, so a folder made mode
+/// 000 really is unreadable to it, as to an axd of another user. `None`
+/// when this process is not root or has no `setpriv`.
+pub fn without_file_override() -> Option<Vec<OsString>> {
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let drop = "-dac_override,-dac_read_search";
+    Some(vec![
+        setpriv.into(),
+        format!("--inh-caps={drop}").into(),
+        format!("--bounding-set={drop}").into(),
+    ])
+}
+
 /// One axd and its temp dir. The files live as long as this value; the
 /// process is killed (SIGKILL) when it is dropped, so a test that wants a
 /// clean exit calls [`Daemon::terminate`].
@@ -89,6 +109,8 @@ pub struct Daemon {
     axd: PathBuf,
     child: Option<Child>,
     env: Vec<(OsString, OsString)>,
+    /// A program (and its arguments) axd is started through.
+    wrapper: Vec<OsString>,
     log_level: String,
     /// RLIMIT_NOFILE (soft and hard) axd starts with, as `ulimit -n` would.
     nofile: Option<u64>,
@@ -120,6 +142,7 @@ impl Daemon {
             axd: axd.into(),
             child: None,
             env: Vec::new(),
+            wrapper: Vec::new(),
             log_level: "info".into(),
             nofile: None,
         })
@@ -152,6 +175,13 @@ impl Daemon {
         self.env.push((key.into(), value.into()));
     }
 
+    /// Starts axd through `argv` (a program and its arguments; axd's own
+    /// command line is appended) for the starts that follow, e.g.
+    /// [`without_file_override`].
+    pub fn set_wrapper(&mut self, argv: Vec<OsString>) {
+        self.wrapper = argv;
+    }
+
     /// Starts axd on this dir's state and waits until it answers a
     /// request; returns the time from launch to that answer.
     pub fn spawn(&mut self) -> Result<Duration, HarnessError> {
@@ -167,7 +197,14 @@ impl Daemon {
             .create(true)
             .append(true)
             .open(self.dir.path().join("axd.log"))?;
-        let mut command = Command::new(&self.axd);
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.axd);
+                c
+            }
+            None => Command::new(&self.axd),
+        };
         command
             .arg("--config")
             .arg(&self.config)

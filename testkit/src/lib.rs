@@ -5,6 +5,7 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
+//! * [`jobfiles`]: job files of a given size;
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
 //! * [`Tmpfs`]: a small tmpfs for a real full disk;
 //! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
@@ -14,6 +15,7 @@ pub mod clock;
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
+pub mod jobfiles;
 pub mod pg;
 pub mod sim;
 pub mod tmpfs;

@@ -15,14 +15,16 @@
 //! which sends those only once the step is durable.
 //!
 //! Requests are answered by `handlers` (one function per request), views
-//! built by `views`, DAGs kept by `registry`.
+//! built by `views`, DAGs kept by `registry`, the jobs folder's scans put
+//! in force by `scans`.
 
 mod handlers;
 mod registry;
+mod scans;
 mod submit;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
@@ -41,7 +43,7 @@ use crate::shutdown::{Phase, Shutdown};
 use crate::store::{Commit, Store};
 use crate::time::{now_ms, steady_ms};
 use crate::writer::{Fault, ReplyTo, Step};
-use registry::{DagRegistry, Define};
+use registry::DagRegistry;
 
 /// Who is asking.
 #[derive(Clone, Debug)]
@@ -63,8 +65,12 @@ pub enum Msg {
     /// this message starts hands it to the engine.
     WallStepped,
     Reload,
-    /// The jobs folder changed.
-    Rescan,
+    /// A scan of the jobs folder (the scanner thread), to put in force;
+    /// `ticket` is the highest reload ticket it answers.
+    Scanned {
+        scan: Box<crate::dags::Scan>,
+        ticket: Option<u64>,
+    },
     /// The writer committed the step that created these triggered DAG
     /// runs: they may start.
     TriggersDurable(Vec<DagRunId>),
@@ -354,6 +360,8 @@ pub struct Parts {
     pub nodes: Option<crate::cluster::Registry>,
     /// What the claimer thread is told of this node's load (a cluster).
     pub claimer: Option<crate::claimer::Link>,
+    /// The scanner thread's orders (`watcher::spawn_scanner`).
+    pub scans: crate::watcher::ScanLink,
 }
 
 pub struct Scheduler {
@@ -393,6 +401,9 @@ pub struct Scheduler {
     /// Requests that may answer a whole frame (`answers_big`), waiting
     /// their turn: oldest first, after the rest of each step.
     big_reads: std::collections::VecDeque<(Peer, Request, ReplyTo)>,
+    scans: crate::watcher::ScanLink,
+    /// Reloads waiting for the scan they ordered, oldest first.
+    reloads: Vec<scans::WaitingReload>,
 }
 
 /// How long one step spends on big reads at most (at least one is
@@ -430,6 +441,8 @@ impl Scheduler {
             applied: Millis::MIN,
             step_ended: steady_ms(),
             big_reads: std::collections::VecDeque::new(),
+            scans: parts.scans,
+            reloads: Vec::new(),
         }
     }
 
@@ -439,46 +452,6 @@ impl Scheduler {
 
     fn store_fault(&self) -> Option<String> {
         self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Loads the jobs folder at start-up: every DAG is given to the engine
-    /// with the cron watermark the store kept for it.
-    pub fn load_jobs(
-        &mut self,
-        now: Millis,
-        actor: &Arc<str>,
-        watermarks: &HashMap<String, i64>,
-    ) -> Vec<Effect> {
-        match self.store.load_dag_defs() {
-            // In a cluster `dag_defs` is the last version any node loaded:
-            // only one from a file of this node's own folder is its own.
-            Ok(mut defs) => {
-                defs.retain(|d| std::path::Path::new(&d.file).starts_with(&self.cfg.jobs_dir));
-                self.registry.restore_last_good(defs)
-            }
-            Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
-        }
-        let define = Define::All { watermarks };
-        self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, define)
-    }
-
-    /// Scans the jobs folder again (reload, watcher).
-    fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
-        self.rescan_jobs_defining(now, actor, false)
-    }
-
-    /// Scans the jobs folder again; with `all`, every DAG is defined anew
-    /// (their cron watermarks kept), not only the changed ones.
-    fn rescan_jobs_defining(&mut self, now: Millis, actor: &Arc<str>, all: bool) -> Vec<Effect> {
-        let kept = HashMap::new();
-        let define = if all {
-            Define::All { watermarks: &kept }
-        } else {
-            Define::Changed
-        };
-        self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, define)
     }
 
     /// The thread body: runs until shutdown completes. Dropping the
@@ -559,8 +532,12 @@ impl Scheduler {
                 } => {
                     let waits = request.is_write() && !matches!(request, Request::Heartbeat(_));
                     self.applied = now;
+                    let reload = matches!(request, Request::Reload(_));
                     let answer = self.request(now, &peer, request, effects);
-                    if answer.is_ok() && waits {
+                    if reload && let Ok(v) = answer {
+                        // Answered once the scan it ordered is in force.
+                        immediate.extend(self.hold_reload_answer(reply, v));
+                    } else if answer.is_ok() && waits {
                         durable.push((reply, answer));
                     } else {
                         immediate.push((reply, answer));
@@ -585,9 +562,8 @@ impl Scheduler {
                     let input = Input::TriggerDurable { dag_runs };
                     effects.extend(self.engine.handle(now, input).effects);
                 }
-                Msg::Rescan => {
-                    let actor: Arc<str> = Arc::from("watcher");
-                    effects.extend(self.rescan_jobs(now, &actor));
+                Msg::Scanned { scan, ticket } => {
+                    self.scanned(now, *scan, ticket, effects, &mut durable);
                 }
                 Msg::Adopt { claimed, done } => {
                     let input = Input::Adopt {
@@ -878,10 +854,11 @@ impl Scheduler {
         }
     }
 
-    /// Reads `axd.toml` again and puts it in force (SPEC §5.1), then
-    /// rescans the jobs folder. A broken file changes nothing and is the
-    /// error; so is a pool removed while runs are in it. Returns the
-    /// restart-only keys that changed and were not applied.
+    /// Reads `axd.toml` again and puts it in force (docs/config.md), then
+    /// orders a scan of the jobs folder, put in force when it arrives. A
+    /// broken config changes nothing and is the error; so is a pool
+    /// removed while runs are in it. Returns the restart-only keys that
+    /// changed and were not applied.
     fn reload(
         &mut self,
         now: Millis,
@@ -919,7 +896,7 @@ impl Scheduler {
                 );
             }
         }
-        effects.extend(self.rescan_jobs_defining(now, actor, define_all));
+        self.order_scan(actor, define_all);
         Ok(not_applied)
     }
 

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{
-    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView, MetricsText,
-    PoolView, RunView, StatusView,
+    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView,
+    JobsFolderView, MetricsText, PoolView, RunView, StatusView,
 };
 use ax_shared::protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -82,7 +82,8 @@ impl Scheduler {
                     name,
                 })
                 .collect(),
-            job_file_errors: self.registry.errors().len() as u64,
+            job_file_errors: self.registry.file_errors() as u64,
+            jobs_folder_errors: self.registry.folder_errors() as u64,
             store_faulted: self.store_fault().is_some(),
         };
         MetricsText {
@@ -131,6 +132,10 @@ impl Scheduler {
             runs,
             failed_last_hour: self.metrics.failed_last_hour(now),
             errors: self.registry.errors(),
+            jobs_folder: JobsFolderView {
+                scans: self.metrics.scans(),
+                scanning: self.metrics.shared.jobs_scanning.get() != 0,
+            },
             store_error: self.store_fault(),
             store_bytes: self.retention.sizes.store_bytes(),
             log_bytes: self.retention.sizes.log_bytes(),

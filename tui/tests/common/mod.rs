@@ -101,6 +101,7 @@ pub fn status() -> StatusView {
         .collect(),
         failed_last_hour: 2,
         errors: vec![],
+        jobs_folder: Default::default(),
         store_error: None,
         store_bytes: None,
         log_bytes: None,
