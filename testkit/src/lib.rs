@@ -5,17 +5,21 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
-//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
+//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
+//! * [`proxy::Proxy`]: a TCP fault proxy (pass, cut, stall, delay, heal)
+//!   between axd and PostgreSQL.
 
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
 pub mod pg;
+pub mod proxy;
 pub mod sim;
 
 pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
 pub use foreign::foreign_hello;
+pub use proxy::{Mode, Proxy};
 
 /// A tokio runtime of two worker threads (the machines ax is measured on
 /// have two cores), for blocking code that drives async clients or spawns
