@@ -31,14 +31,20 @@ use crate::writer::Fault;
 const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The one line systemd shows for axd: runs running, ready runs waiting
-/// for a slot, and runs that failed or timed out in the last hour.
+/// for a slot, runs that failed or timed out in the last hour, and a
+/// store fault while there is one.
 pub fn status_line(s: &ax_shared::api::StatusView) -> String {
     let running: u32 = s.pools.iter().map(|p| p.running).sum();
     let queued = s.runs.get("ready").copied().unwrap_or(0);
-    format!(
+    let mut line = format!(
         "{running} running, {queued} queued, {} failed in the last hour",
         s.failed_last_hour
-    )
+    );
+    if let Some(e) = &s.store_error {
+        line.push_str("; STORE FAULT: ");
+        line.push_str(e);
+    }
+    line
 }
 
 fn notify(state: &[sd_notify::NotifyState]) {
@@ -134,6 +140,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
                 format!("cannot write {}", cfg.state_dir.join("node-id").display())
             })?;
+            let registered = crate::cluster::now();
             let me = store
                 .register(&id)
                 .with_context(|| format!("cannot register node {id} in {db}"))?;
@@ -148,7 +155,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 me.no,
                 me.epoch
             );
-            Some((me, host))
+            Some((me, host, registered))
         }
         None => None,
     };
@@ -160,7 +167,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         cron_marks,
         unshipped,
         paused,
-    } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
+    } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
     // switch survives restarts.
@@ -205,7 +212,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         None => (None, None),
     };
     let remote_logs = match (&shipped_logs, &me) {
-        (Some(logs), Some((me, _))) => Some(crate::scheduler::RemoteLogs {
+        (Some(logs), Some((me, _, _))) => Some(crate::scheduler::RemoteLogs {
             logs: logs.clone(),
             node: Arc::from(me.id.as_str()),
         }),
@@ -226,7 +233,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         )
         .context("cannot start the spawner threads")?
     };
-    let fault: Fault = Arc::default();
+    let fault = Fault::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
@@ -249,7 +256,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
     let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
-        (Some(store), Some((me, host))) => {
+        (Some(store), Some((me, host, registered))) => {
             let registry = crate::cluster::Registry::new(&me.id);
             let info = crate::store::postgres::NodeInfo {
                 id: me.id.clone(),
@@ -257,6 +264,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 version: env!("CARGO_PKG_VERSION").into(),
                 slots: cfg.max_concurrency,
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
+                lease_ms: cfg.lease.as_millis() as u64,
             };
             let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             // Other nodes' events for this node's subscribers: read on a
@@ -301,12 +309,18 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                     .context("cannot start the claimer thread")?
             };
             let thread = {
-                let (registry, tx) = (registry.clone(), tx.clone());
+                let beating = crate::cluster::Beating {
+                    me: info,
+                    lease: cfg.lease,
+                    registered,
+                    fault: fault.clone(),
+                    scheduler: tx.clone(),
+                    loaded_paused: paused,
+                };
+                let registry = registry.clone();
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || {
-                        crate::cluster::run(store, info, registry, tx, paused, heartbeat_stopped)
-                    })
+                    .spawn(move || crate::cluster::run(store, beating, registry, heartbeat_stopped))
                     .context("cannot start the heartbeat thread")?
             };
             (
@@ -463,7 +477,8 @@ struct Stores {
 fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     if let Some(url) = &cfg.store {
         let name = url.redacted();
-        let main = PgStore::open(url).with_context(|| format!("cannot open {name}"))?;
+        let url = url.with_liveness(cfg.heartbeat, cfg.lease);
+        let main = PgStore::open(&url).with_context(|| format!("cannot open {name}"))?;
         return Ok(Stores {
             writer: Box::new(main.another()),
             pruner: Box::new(main.another()),
@@ -719,7 +734,21 @@ pub fn exit_code(threads: &[(&str, std::thread::Result<()>)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::exit_code;
+    use super::{exit_code, status_line};
+
+    #[test]
+    fn the_systemd_status_line_names_a_store_fault() {
+        let mut s = ax_shared::api::StatusView::default();
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour"
+        );
+        s.store_error = Some("a commit has waited 3.0 s for the store".into());
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour; STORE FAULT: a commit has waited 3.0 s for the store"
+        );
+    }
 
     #[test]
     fn a_panicked_thread_makes_the_exit_code_non_zero() {

@@ -93,6 +93,8 @@ pub struct Snapshot {
     pub dags: Vec<DagStat>,
     pub job_file_errors: u64,
     pub store_faulted: bool,
+    /// How long the oldest store write under way has waited, in seconds.
+    pub store_write_wait: f64,
 }
 
 pub struct PoolStat {
@@ -135,6 +137,7 @@ pub struct Metrics {
     cron_slots: Family<CronSlotLabel, Counter>,
     job_file_errors: Gauge,
     store_faulted: Gauge,
+    store_write_wait: FloatGauge,
     dag_history: HashMap<Arc<str>, DagHistory>,
     /// When runs ended failed or timed out over the last hour, oldest
     /// first (for systemd's `STATUS=` and `ax status`).
@@ -175,6 +178,7 @@ impl Metrics {
             cron_slots: Family::default(),
             job_file_errors: Gauge::default(),
             store_faulted: Gauge::default(),
+            store_write_wait: FloatGauge::default(),
             dag_history: history
                 .into_iter()
                 .map(|(k, v)| (Arc::from(k), v))
@@ -258,8 +262,13 @@ impl Metrics {
         );
         r.register(
             "store_faulted",
-            "1 while the store refuses writes",
+            "1 while the store refuses writes or a write waits longer than a heartbeat",
             m.store_faulted.clone(),
+        );
+        r.register(
+            "store_write_wait_seconds",
+            "How long the oldest store write under way (commit, cluster heartbeat) has waited",
+            m.store_write_wait.clone(),
         );
         r.register(
             "store_commit_seconds",
@@ -402,6 +411,7 @@ impl Metrics {
         self.retry_tokens.set(snap.retry_tokens.floor());
         self.job_file_errors.set(snap.job_file_errors as i64);
         self.store_faulted.set(i64::from(snap.store_faulted));
+        self.store_write_wait.set(snap.store_write_wait);
         for family in [
             &self.dag_last_success,
             &self.dag_last_failure,

@@ -31,7 +31,7 @@ use support::*;
 
 /// A cluster node's config whose store goes through `proxy`.
 fn node_config(db: &TestDb, proxy: &Proxy, beat: &str, lease: Option<&str>) -> String {
-    let lease = lease.filter(|_| std::env::var_os("OLD").is_none()).map(|l| format!("lease = \"{l}\"\n")).unwrap_or_default();
+    let lease = lease.map(|l| format!("lease = \"{l}\"\n")).unwrap_or_default();
     format!(
         "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n{lease}",
         proxy.url_for(&db.url)

@@ -286,7 +286,7 @@ impl Scheduler {
     }
 
     fn store_fault(&self) -> Option<String> {
-        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.fault.current(self.cfg.heartbeat)
     }
 
     /// Loads the jobs folder at start-up: every DAG is given to the engine

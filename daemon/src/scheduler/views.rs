@@ -84,6 +84,7 @@ impl Scheduler {
                 .collect(),
             job_file_errors: self.registry.errors().len() as u64,
             store_faulted: self.store_fault().is_some(),
+            store_write_wait: self.fault.write_wait().as_secs_f64(),
         };
         MetricsText {
             text: self.metrics.render(&snapshot),

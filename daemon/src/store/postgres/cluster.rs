@@ -25,6 +25,10 @@ pub const STRIDE: u64 = 1024;
 
 /// The advisory lock held while a node number is given out ("axnodeno").
 const REGISTER_LOCK: i64 = 0x6178_6e6f_6465_6e6f;
+/// The transaction advisory lock a node judging others holds
+/// ("axjudges"): one judge at a time, so judges never wait for each
+/// other's locks.
+const JUDGE_LOCK: i64 = 0x6178_6a75_6467_6573;
 /// The session advisory lock of the cron leader ("axleader").
 const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
 /// The channel that says offered work exists.
@@ -173,12 +177,14 @@ impl PgStore {
                 .await?;
             tx.execute("DELETE FROM pool_wants WHERE node = $1", &[&id])
                 .await?;
-            // A node restarting within its grace is alive again from now:
+            // A node restarting within its lease is alive again from now:
             // its row of the last life must not get it declared dead (and
-            // fenced) before its first beat.
+            // fenced) before its first beat, which renews the lease anew.
             tx.execute(
                 &format!(
-                    "UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"
+                    "UPDATE nodes SET last_beat = t.now, released = false,
+                       lease_until = GREATEST(lease_until, t.now + lease_ms), valid_since = t.now
+                     FROM (SELECT {SERVER_NOW} AS now) t WHERE id = $1"
                 ),
                 &[&id],
             )
@@ -310,26 +316,70 @@ impl PgStore {
         Ok(())
     }
 
-    /// Declares dead every other node whose last beat is older than 1.5 ×
-    /// its interval (server clock) and not yet handled: raises its epoch
-    /// (its later writes fail) and hands its unfinished DAG runs back to
-    /// the cluster, in one transaction. The claiming node's engine
-    /// interrupts the attempts found running, as a restart does. Returns
-    /// the nodes declared dead.
-    pub fn release_dead(&mut self) -> Result<Vec<String>, StoreError> {
+    /// Declares dead every other node whose lease has ended (server
+    /// clock), if this node itself holds a lease now and has held one
+    /// without a gap for a whole lease (its own or the other's, the longer):
+    /// right after an outage of its own it judges nobody, so the others
+    /// have the same time it had to renew. Each one declared dead is
+    /// marked handled, its epoch raised (its later writes fail) and its
+    /// unfinished DAG runs handed back to the cluster, in one transaction.
+    /// The claiming node's engine interrupts the attempts found running,
+    /// as a restart does. Returns the nodes declared dead.
+    ///
+    /// No deadlock with the judged node's beats and commits: every
+    /// transaction of a node share-locks its `node_numbers` row before it
+    /// touches its `nodes` row or its DAG runs, and the judge locks the
+    /// judged rows in that same order (`node_numbers` first, by id), then
+    /// reads their leases again. Judges take turns (`JUDGE_LOCK`, skipped
+    /// when busy), and a lock held by a node cut off mid-transaction is
+    /// waited for at most `lock_wait`: the judge tries again next beat.
+    pub fn release_dead(&mut self, lock_wait: Duration) -> Result<Vec<String>, StoreError> {
         let Some(me) = self.shared.node.get().cloned() else {
             return Ok(Vec::new());
         };
-        let dead_sql = format!(
-            "UPDATE nodes SET released = true
-             WHERE NOT released AND id <> $1 AND {SERVER_NOW} - last_beat > heartbeat_ms * 3 / 2
-             RETURNING id"
+        // `j`: this node, the judge; `n`: a node judged.
+        let expired = format!(
+            "FROM nodes j, (SELECT {SERVER_NOW} AS now) t
+             WHERE j.id = $1 AND j.lease_until > t.now
+               AND j.valid_since <= t.now - GREATEST(j.lease_ms, n.lease_ms)
+               AND n.id <> $1 AND NOT n.released AND n.lease_until < t.now"
+        );
+        let candidates_sql = format!("SELECT n.id FROM nodes n, LATERAL (SELECT 1 {expired}) x");
+        let dead_sql =
+            format!("UPDATE nodes n SET released = true {expired} AND n.id = ANY($2) RETURNING n.id");
+        let wait = format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            lock_wait.as_millis().max(1)
         );
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
+            tx.batch_execute(&wait).await?;
+            let turn: bool = tx
+                .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&JUDGE_LOCK])
+                .await?
+                .try_get(0)?;
+            if !turn {
+                return Ok(Vec::new());
+            }
             check_epoch(&tx, &me).await?;
+            let candidates: Vec<String> = tx
+                .query(&candidates_sql, &[&me.id])
+                .await?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+            if candidates.is_empty() {
+                return Ok(candidates);
+            }
+            // Waits for their transactions under way (a beat among them
+            // may renew the lease), and keeps new ones out.
+            tx.execute(
+                "SELECT 1 FROM node_numbers WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[&candidates],
+            )
+            .await?;
             let dead: Vec<String> = tx
-                .query(&dead_sql, &[&me.id])
+                .query(&dead_sql, &[&me.id, &candidates])
                 .await?
                 .iter()
                 .map(|r| r.try_get(0))

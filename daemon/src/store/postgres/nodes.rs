@@ -1,6 +1,11 @@
-//! The `nodes` table: each axd's heartbeat (SPEC §9). Times come from the
-//! database server's clock, so a node's age does not depend on how well
-//! the machines' clocks agree.
+//! The `nodes` table: each axd's heartbeat and lease (docs/operations.md,
+//! "Cluster"). Times come from the database server's clock, so a node's
+//! age and lease do not depend on how well the machines' clocks agree.
+//!
+//! A beat renews the lease: `lease_until = now + lease_ms`. While each
+//! renewal lands before the previous lease ends, `valid_since` stays put:
+//! it says since when the node has held a lease without a gap, which is
+//! what allows it to judge others (`PgStore::release_dead`).
 
 use ax_shared::RunState;
 
@@ -18,6 +23,8 @@ pub struct NodeInfo {
     pub version: String,
     pub slots: u32,
     pub heartbeat_ms: u64,
+    /// How long each renewal keeps this node alive for the others.
+    pub lease_ms: u64,
 }
 
 /// A row of `nodes` as one beat read it.
@@ -32,6 +39,9 @@ pub struct NodeRow {
     pub last_beat: i64,
     /// The age of `last_beat` when read, in ms.
     pub age_ms: u64,
+    /// What was left of the node's lease when read, in ms (negative:
+    /// expired that long ago).
+    pub lease_left_ms: i64,
 }
 
 /// What one beat read back.
@@ -69,17 +79,24 @@ impl PgStore {
     /// `started_at`) and reads every node, the paused DAGs, the running
     /// counts and the nodes' DAG versions back, in one transaction.
     pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Beat, StoreError> {
+        // One clock reading for the row; a first beat of a life, or one
+        // that comes after the lease ended, starts a new unbroken stretch.
         let upsert = format!(
-            "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
-             VALUES ($1, $2, $3, $4, $5, {SERVER_NOW}, {SERVER_NOW})
+            "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat,
+                                lease_ms, lease_until, valid_since)
+             SELECT $1, $2, $3, $4, $5, t.now, t.now, $7, t.now + $7, t.now
+             FROM (SELECT {SERVER_NOW} AS now) t
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
                slots = excluded.slots, heartbeat_ms = excluded.heartbeat_ms,
                started_at = CASE WHEN $6 THEN excluded.started_at ELSE nodes.started_at END,
-               last_beat = excluded.last_beat, released = false"
+               valid_since = CASE WHEN NOT $6 AND nodes.lease_until >= excluded.last_beat
+                                  THEN nodes.valid_since ELSE excluded.valid_since END,
+               last_beat = excluded.last_beat, lease_ms = excluded.lease_ms,
+               lease_until = excluded.lease_until, released = false"
         );
         let read = format!(
             "SELECT id, host, version, slots, heartbeat_ms, started_at, last_beat,
-                    GREATEST({SERVER_NOW} - last_beat, 0)
+                    GREATEST({SERVER_NOW} - last_beat, 0), lease_until - {SERVER_NOW}
              FROM nodes ORDER BY id"
         );
         let registered = self.shared.node.get().cloned();
@@ -99,6 +116,7 @@ impl PgStore {
                     &i64::from(me.slots),
                     &(me.heartbeat_ms as i64),
                     &first,
+                    &(me.lease_ms as i64),
                 ],
             )
             .await?;
@@ -210,6 +228,7 @@ impl PgStore {
                         started_at: r.try_get(5)?,
                         last_beat: r.try_get(6)?,
                         age_ms: int(r.try_get(7)?, "age")?,
+                        lease_left_ms: r.try_get(8)?,
                     })
                 })
                 .collect::<Result<_, StoreError>>()?;
