@@ -412,6 +412,9 @@ pub fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Recei
             Ok(beat) => {
                 clock.renewed(sent);
                 let rows = beat.nodes;
+                // Judging costs round trips; it is only needed once some
+                // other node's lease has ended.
+                let judge = rows.iter().any(|r| r.id != me.id && r.lease_left_ms < 0);
                 if beat.highest_ids > highest_ids {
                     highest_ids = beat.highest_ids;
                     let _ = scheduler.send(crate::scheduler::Msg::IdsSeen {
@@ -442,14 +445,14 @@ pub fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Recei
                         },
                     },
                 );
-                match store.release_dead(interval) {
-                    Ok(dead) if !dead.is_empty() => tracing::warn!(
+                match judge.then(|| store.release_dead(interval)) {
+                    Some(Ok(dead)) if !dead.is_empty() => tracing::warn!(
                         "node(s) {} declared dead (lease ended): their DAG runs go back to the cluster",
                         dead.join(", ")
                     ),
-                    Ok(_) => {}
-                    Err(StoreError::Fenced(id)) => fenced(&id),
-                    Err(e) => tracing::warn!("cannot look for dead nodes: {e}"),
+                    None | Some(Ok(_)) => {}
+                    Some(Err(StoreError::Fenced(id))) => fenced(&id),
+                    Some(Err(e)) => tracing::warn!("cannot look for dead nodes: {e}"),
                 }
             }
             Err(StoreError::Fenced(id)) => fenced(&id),

@@ -95,8 +95,8 @@ impl PgUrl {
 
     /// This URL with every connection's liveness bounded by the node's
     /// `heartbeat` and `lease` (docs/operations.md, "A partitioned
-    /// node"): TCP keepalives every heartbeat (a silent peer is given up
-    /// after about four), a TCP user timeout of `lease − 2 × heartbeat`
+    /// node"): TCP keepalives every heartbeat (at least a second; a silent
+    /// peer is given up after about four), a TCP user timeout of `lease − 2 × heartbeat`
     /// (data left unacknowledged that long closes the connection, so the
     /// next renewal, a heartbeat later, still lands within the lease on a
     /// fresh one), and on the server's side a statement timeout of two
@@ -107,10 +107,12 @@ impl PgUrl {
     /// their place; these are appended after them.
     pub fn with_liveness(&self, heartbeat: Duration, lease: Duration) -> PgUrl {
         let mut config = self.config.clone();
+        // The kernel counts keepalive times in whole seconds, at least one.
+        let keepalive = heartbeat.max(Duration::from_secs(1));
         config
             .keepalives(true)
-            .keepalives_idle(heartbeat)
-            .keepalives_interval(heartbeat)
+            .keepalives_idle(keepalive)
+            .keepalives_interval(keepalive)
             .keepalives_retries(3)
             .tcp_user_timeout(lease.saturating_sub(heartbeat * 2).max(heartbeat));
         let statement = (lease * 2).max(Duration::from_secs(60));
