@@ -414,10 +414,7 @@ impl Config {
             }
             (Some(c), _) => {
                 let beat = c.heartbeat.as_ref().map_or(DEFAULT_HEARTBEAT, |d| d.0);
-                let lease = c
-                    .lease
-                    .as_ref()
-                    .map_or(beat * DEFAULT_LEASE_BEATS, |d| d.0);
+                let lease = c.lease.as_ref().map_or(beat * DEFAULT_LEASE_BEATS, |d| d.0);
                 if lease < beat * MIN_LEASE_BEATS {
                     return Err(format!(
                         "[cluster] lease = {:?} is shorter than {MIN_LEASE_BEATS} heartbeats ({:?}): a node must be able to miss a beat and renew before it stops its attempts",

@@ -31,7 +31,9 @@ use support::*;
 
 /// A cluster node's config whose store goes through `proxy`.
 fn node_config(db: &TestDb, proxy: &Proxy, beat: &str, lease: Option<&str>) -> String {
-    let lease = lease.map(|l| format!("lease = \"{l}\"\n")).unwrap_or_default();
+    let lease = lease
+        .map(|l| format!("lease = \"{l}\"\n"))
+        .unwrap_or_default();
     format!(
         "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n{lease}",
         proxy.url_for(&db.url)
@@ -43,11 +45,7 @@ async fn status(c: &mut Client) -> StatusView {
 }
 
 async fn nodes(c: &mut Client) -> Vec<NodeView> {
-    status(c)
-        .await
-        .cluster
-        .map(|c| c.nodes)
-        .unwrap_or_default()
+    status(c).await.cluster.map(|c| c.nodes).unwrap_or_default()
 }
 
 async fn wait_all_alive(c: &mut Client, n: usize, secs: u64) {
@@ -107,7 +105,9 @@ async fn a_shared_outage_fences_no_healthy_node() {
             ids.extend(submit(&mut through, json!({"command": job, "name": "w"})).await);
         }
         // Some running when the store goes away, some ending during it.
-        wait_until(30, "runs started", || starts_per_run(&started).len() >= ids.len() / 2);
+        wait_until(30, "runs started", || {
+            starts_per_run(&started).len() >= ids.len() / 2
+        });
         match outage {
             "stall" => proxy.stall(),
             _ => proxy.cut(),
@@ -124,7 +124,10 @@ async fn a_shared_outage_fences_no_healthy_node() {
             .into_iter()
             .filter(|(_, n)| *n > 1)
             .collect();
-        assert!(twice.is_empty(), "runs started twice (run, starts): {twice:?}");
+        assert!(
+            twice.is_empty(),
+            "runs started twice (run, starts): {twice:?}"
+        );
     }
     for d in &cluster {
         let log = d.log();
@@ -213,7 +216,13 @@ async fn a_partitioned_node_stops_its_attempts_before_another_takes_them() {
     let mut cb = b.client().await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.extend(submit(&mut cb, json!({"command": ticking_job(spans.path()), "name": "t"})).await);
+        ids.extend(
+            submit(
+                &mut cb,
+                json!({"command": ticking_job(spans.path()), "name": "t"}),
+            )
+            .await,
+        );
     }
     for id in &ids {
         wait_state(&mut cb, *id, "running", 20).await;
@@ -247,7 +256,10 @@ async fn a_partitioned_node_stops_its_attempts_before_another_takes_them() {
     for id in &ids {
         let run = wait_state(&mut ca, *id, "success", 60).await;
         let nodes: Vec<_> = run.attempts.iter().map(|a| a.node.clone()).collect();
-        assert_eq!(nodes.first().cloned().flatten().as_deref(), Some(b_id.as_str()));
+        assert_eq!(
+            nodes.first().cloned().flatten().as_deref(),
+            Some(b_id.as_str())
+        );
     }
     let spans = attempt_spans(spans.path());
     for id in &ids {
@@ -306,7 +318,12 @@ async fn status_reports_a_store_stall_within_two_heartbeats() {
         .lines()
         .find(|l| l.starts_with("ax_store_write_wait_seconds "))
         .unwrap_or_else(|| panic!("{text}"));
-    let waited: f64 = wait_line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let waited: f64 = wait_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(waited >= 1.0, "{wait_line}");
     proxy.heal();
     let healed = Instant::now();

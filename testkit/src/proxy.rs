@@ -97,7 +97,10 @@ impl Proxy {
     /// port, 5432 by default).
     pub fn to_postgres(url: &str) -> std::io::Result<Proxy> {
         let (host, port) = pg_host_port(url).ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no host in {url}"))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("no host in {url}"),
+            )
         })?;
         let target = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))?
             .next()
@@ -242,10 +245,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, inner: &Inner, id: u64) {
         let delay = {
             let mut state = inner.lock();
             while state.mode == Mode::Stall {
-                state = inner
-                    .changed
-                    .wait(state)
-                    .unwrap_or_else(|e| e.into_inner());
+                state = inner.changed.wait(state).unwrap_or_else(|e| e.into_inner());
             }
             match state.mode {
                 Mode::Cut => break,
@@ -335,7 +335,11 @@ mod tests {
         proxy.delay(Duration::from_millis(100));
         let t = Instant::now();
         assert_eq!(round_trip(&mut s, b"slow").unwrap(), b"slow");
-        assert!(t.elapsed() >= Duration::from_millis(200), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
         proxy.heal();
 
         // Cut: open connections end, new ones are closed at once.

@@ -351,8 +351,9 @@ impl PgStore {
                AND n.id <> $1 AND NOT n.released AND n.lease_until < t.now"
         );
         let candidates_sql = format!("SELECT n.id FROM nodes n, LATERAL (SELECT 1 {expired}) x");
-        let dead_sql =
-            format!("UPDATE nodes n SET released = true {expired} AND n.id = ANY($2) RETURNING n.id");
+        let dead_sql = format!(
+            "UPDATE nodes n SET released = true {expired} AND n.id = ANY($2) RETURNING n.id"
+        );
         let wait = format!(
             "SET LOCAL lock_timeout = '{}ms'",
             lock_wait.as_millis().max(1)
@@ -611,6 +612,72 @@ mod tests {
     use super::*;
     use crate::store::postgres::PgUrl;
     use ax_testkit::pg::TestDb;
+
+    fn info(id: &str) -> crate::store::postgres::NodeInfo {
+        crate::store::postgres::NodeInfo {
+            id: id.into(),
+            host: "h".into(),
+            version: "v".into(),
+            slots: 4,
+            heartbeat_ms: 1000,
+            lease_ms: 3000,
+        }
+    }
+
+    /// A node whose lease ended renews it while a judge is declaring it
+    /// dead: the judge waits for the renewal, reads the lease again and
+    /// declares nobody dead; neither side meets a deadlock (the judge
+    /// locked the beat's rows in the opposite order before).
+    #[test]
+    fn a_renewal_racing_the_judge_neither_deadlocks_nor_is_fenced() {
+        let Some(db) = TestDb::create("pg_judge_race") else {
+            return;
+        };
+        let url = PgUrl::parse(&db.url).unwrap();
+        let mut judge = PgStore::open(&url).unwrap();
+        let mut judged = PgStore::open(&url).unwrap();
+        judge.register("a").unwrap();
+        judged.register("b").unwrap();
+        judge.beat(&info("a"), true).unwrap();
+        judged.beat(&info("b"), true).unwrap();
+        // A has held its lease for long; B's has just ended.
+        db.execute(
+            "UPDATE nodes SET valid_since = valid_since - 100000 WHERE id = 'a';
+             UPDATE nodes SET lease_until = lease_until - 100000 WHERE id = 'b'",
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = db
+                .url
+                .parse::<tokio_postgres::Config>()
+                .unwrap()
+                .connect(NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            // B's beat, as `PgStore::beat` orders it: the epoch's share
+            // lock first, then its row.
+            client.batch_execute("BEGIN").await.unwrap();
+            client.query(super::EPOCH, &[&"b"]).await.unwrap();
+            let judging = std::thread::spawn(move || judge.release_dead(Duration::from_secs(10)));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            client
+                .execute(
+                    &format!("UPDATE nodes SET lease_until = {SERVER_NOW} + 3000 WHERE id = 'b'"),
+                    &[],
+                )
+                .await
+                .expect("B's renewal");
+            client.batch_execute("COMMIT").await.expect("B's commit");
+            let dead = judging.join().unwrap().expect("the judge's transaction");
+            assert!(dead.is_empty(), "{dead:?}");
+        });
+        judged.beat(&info("b"), false).expect("B is not fenced");
+    }
 
     #[test]
     fn claims_go_by_effective_priority_with_aging() {

@@ -122,39 +122,49 @@ impl PgStore {
             // lock comes before the row's update (the lock order of
             // `PgStore::release_dead`), and a node declared dead does not
             // beat as if alive (its transaction is rolled back).
-            let (epoch, upsert, read, paused, pools, per_node, unfinished, failed, highest, versions) =
-                tokio::try_join!(
-                    biased;
-                    tx.prepare_cached(super::cluster::EPOCH),
-                    tx.prepare_cached(&upsert),
-                    tx.prepare_cached(&read),
-                    tx.prepare_cached("SELECT dag FROM paused ORDER BY dag"),
-                    tx.prepare_cached(
-                        "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
-                    ),
-                    // From the running runs (an index), not a scan of every
-                    // attempt: an unfinished attempt belongs to a running run.
-                    tx.prepare_cached(
-                        "SELECT a.node, count(*) FROM runs r
+            let (
+                epoch,
+                upsert,
+                read,
+                paused,
+                pools,
+                per_node,
+                unfinished,
+                failed,
+                highest,
+                versions,
+            ) = tokio::try_join!(
+                biased;
+                tx.prepare_cached(super::cluster::EPOCH),
+                tx.prepare_cached(&upsert),
+                tx.prepare_cached(&read),
+                tx.prepare_cached("SELECT dag FROM paused ORDER BY dag"),
+                tx.prepare_cached(
+                    "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
+                ),
+                // From the running runs (an index), not a scan of every
+                // attempt: an unfinished attempt belongs to a running run.
+                tx.prepare_cached(
+                    "SELECT a.node, count(*) FROM runs r
                          JOIN attempts a ON a.run = r.id AND a.finished_at IS NULL
                          WHERE r.state = 'running' AND a.node IS NOT NULL GROUP BY a.node",
-                    ),
-                    tx.prepare_cached(
-                        "SELECT state, count(*) FROM runs WHERE state = ANY($1) GROUP BY state",
-                    ),
-                    tx.prepare_cached(&failed_sql),
-                    // Two primary-key lookups.
-                    tx.prepare_cached(
-                        "SELECT (SELECT COALESCE(max(id), 0) FROM runs),
-                                (SELECT COALESCE(max(id), 0) FROM dag_runs)",
-                    ),
-                    // One row per DAG and version, not per node: a cluster
-                    // that agrees costs one row per DAG.
-                    tx.prepare_cached(
-                        "SELECT dag, hash, array_agg(node ORDER BY node) FROM node_dags
-                         GROUP BY dag, hash ORDER BY dag, hash",
-                    ),
-                )?;
+                ),
+                tx.prepare_cached(
+                    "SELECT state, count(*) FROM runs WHERE state = ANY($1) GROUP BY state",
+                ),
+                tx.prepare_cached(&failed_sql),
+                // Two primary-key lookups.
+                tx.prepare_cached(
+                    "SELECT (SELECT COALESCE(max(id), 0) FROM runs),
+                            (SELECT COALESCE(max(id), 0) FROM dag_runs)",
+                ),
+                // One row per DAG and version, not per node: a cluster
+                // that agrees costs one row per DAG.
+                tx.prepare_cached(
+                    "SELECT dag, hash, array_agg(node ORDER BY node) FROM node_dags
+                     GROUP BY dag, hash ORDER BY dag, hash",
+                ),
+            )?;
             let no_id = String::new();
             let my_id = registered.as_ref().map_or(&no_id, |m| &m.id);
             let (slots, beat_ms, lease_ms) = (
@@ -176,20 +186,30 @@ impl PgStore {
             let failed_states = &failed_states[..];
             let failed_params: [&(dyn ToSql + Sync); 1] = [&failed_states];
             // Biased: polled, so sent, in this order.
-            let (epoch_rows, _, rows, paused, pools, per_node, unfinished_rows, failed, highest, versions) =
-                tokio::try_join!(
-                    biased;
-                    tx.query(&epoch, &epoch_params),
-                    tx.execute(&upsert, &upsert_params),
-                    tx.query(&read, &[]),
-                    tx.query(&paused, &[]),
-                    tx.query(&pools, &[]),
-                    tx.query(&per_node, &[]),
-                    tx.query(&unfinished, &unfinished_params),
-                    tx.query_one(&failed, &failed_params),
-                    tx.query_one(&highest, &[]),
-                    tx.query(&versions, &[]),
-                )?;
+            let (
+                epoch_rows,
+                _,
+                rows,
+                paused,
+                pools,
+                per_node,
+                unfinished_rows,
+                failed,
+                highest,
+                versions,
+            ) = tokio::try_join!(
+                biased;
+                tx.query(&epoch, &epoch_params),
+                tx.execute(&upsert, &upsert_params),
+                tx.query(&read, &[]),
+                tx.query(&paused, &[]),
+                tx.query(&pools, &[]),
+                tx.query(&per_node, &[]),
+                tx.query(&unfinished, &unfinished_params),
+                tx.query_one(&failed, &failed_params),
+                tx.query_one(&highest, &[]),
+                tx.query(&versions, &[]),
+            )?;
             if let Some(me) = &registered {
                 super::cluster::epoch_is(&epoch_rows, me)?;
             }
