@@ -339,9 +339,9 @@ pub fn host_name() -> String {
 pub struct Beating {
     pub me: NodeInfo,
     pub lease: Duration,
-    /// When registration (which extended this node's lease from an
-    /// earlier life) was sent: the guard counts from there until the first
-    /// beat.
+    /// When the renewal axd made at start-up, after loading and before
+    /// its scheduler starts any attempt, was sent (`now`): the guard
+    /// counts from there until the thread's first beat.
     pub registered: Duration,
     pub fault: Fault,
     pub scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,

@@ -140,7 +140,6 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
                 format!("cannot write {}", cfg.state_dir.join("node-id").display())
             })?;
-            let registered = crate::cluster::now();
             let me = store
                 .register(&id)
                 .with_context(|| format!("cannot register node {id} in {db}"))?;
@@ -155,7 +154,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 me.no,
                 me.epoch
             );
-            Some((me, host, registered))
+            Some((me, host))
         }
         None => None,
     };
@@ -167,7 +166,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         cron_marks,
         unshipped,
         paused,
-    } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _, _)| m))?;
+    } = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
 
     // When each DAG last succeeded and failed: the metrics' dead man's
     // switch survives restarts.
@@ -212,7 +211,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         None => (None, None),
     };
     let remote_logs = match (&shipped_logs, &me) {
-        (Some(logs), Some((me, _, _))) => Some(crate::scheduler::RemoteLogs {
+        (Some(logs), Some((me, _))) => Some(crate::scheduler::RemoteLogs {
             logs: logs.clone(),
             node: Arc::from(me.id.as_str()),
         }),
@@ -256,7 +255,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
     let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
-        (Some(store), Some((me, host, registered))) => {
+        (Some(mut store), Some((me, host))) => {
             let registry = crate::cluster::Registry::new(&me.id);
             let info = crate::store::postgres::NodeInfo {
                 id: me.id.clone(),
@@ -266,6 +265,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
                 lease_ms: cfg.lease.as_millis() as u64,
             };
+            // A lease renewed now, after the load (however long it took)
+            // and before the scheduler starts any attempt: from here the
+            // heartbeat thread's guard counts.
+            let registered = crate::cluster::now();
+            store
+                .beat(&info, true)
+                .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
             let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             // Other nodes' events for this node's subscribers: read on a
             // thread of their own (detached: it holds nothing to flush).
