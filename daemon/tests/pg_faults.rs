@@ -98,6 +98,7 @@ async fn a_shared_outage_fences_no_healthy_node() {
         started.display()
     );
     for outage in ["stall", "cut"] {
+        assert_running(&mut cluster, &format!("before the shared {outage}"));
         let mut ids = Vec::new();
         for i in 0..9 {
             let through = cluster[i % 3].client().await;
