@@ -115,8 +115,19 @@ async fn a_shared_outage_fences_no_healthy_node() {
         }
         std::thread::sleep(Duration::from_secs(20));
         proxy.heal();
+        let deadline = Instant::now() + Duration::from_secs(60);
         for id in &ids {
-            wait_state(&mut c, *id, "success", 60).await;
+            while get_run(&mut c, *id).await.state.as_str() != "success" {
+                if Instant::now() > deadline {
+                    let logs: Vec<String> = cluster.iter().map(|d| d.log()).collect();
+                    panic!(
+                        "run {id} not done 60 s after the {outage}: {:?}\n{}",
+                        db.query("SELECT id, owner, state FROM dag_runs WHERE state = 'active'"),
+                        logs.join("\n----\n")
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         // Longer than any judge's lease check after its own recovery.
         wait_all_alive(&mut c, 3, 30).await;

@@ -213,22 +213,35 @@ impl PgStore {
 
     /// Claims up to `limit` offered DAG runs (highest effective priority
     /// under `aging`, then oldest first) in one transaction that skips
-    /// rows other claimers hold, and reads them back.
+    /// rows other claimers hold, and reads them back in that same
+    /// transaction: a claim whose answer is lost (the connection cut
+    /// before the read-back) is rolled back rather than left owned by a
+    /// node whose engine never heard of it.
     pub fn claim(&mut self, limit: u32, aging: ClaimAging) -> Result<Claimed, StoreError> {
-        let every = (aging.every.as_millis() as i64).max(1);
-        let rows = self.as_node(CLAIM, &[&i64::from(limit), &i64::from(aging.cap), &every])?;
-        if rows.is_empty() {
+        let Some(me) = self.shared.node.get().cloned() else {
             return Ok(Claimed::default());
-        }
-        let ids: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
-            .collect::<Result<_, _>>()?;
-        let filter = format!("d.id IN ({})", ids.join(", "));
+        };
+        let every = (aging.every.as_millis() as i64).max(1);
+        let (limit, cap) = (i64::from(limit), i64::from(aging.cap));
         on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let statement = tx.prepare_cached(CLAIM).await?;
+            let rows = tx
+                .query(&statement, &[&limit, &cap, &every, &me.id])
+                .await?;
+            if rows.is_empty() {
+                return Ok(Claimed::default());
+            }
+            let ids: Vec<String> = rows
+                .iter()
+                .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
+                .collect::<Result<_, _>>()?;
+            let filter = format!("d.id IN ({})", ids.join(", "));
             let DagRuns {
                 dag_runs, external, ..
-            } = dag_runs_where(&client, &filter).await?;
+            } = dag_runs_where(&*tx, &filter).await?;
+            tx.commit().await?;
             Ok(Claimed { dag_runs, external })
         })
     }

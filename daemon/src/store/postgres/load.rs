@@ -32,7 +32,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         dag_runs,
         external,
         orphans,
-    } = dag_runs_where(client, filter).await?;
+    } = dag_runs_where(&***client, filter).await?;
     let paused: Vec<String> = client
         .query("SELECT dag FROM paused", &[])
         .await?
@@ -96,7 +96,10 @@ pub(super) struct DagRuns {
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts.
-pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagRuns, StoreError> {
+pub(super) async fn dag_runs_where(
+    client: &impl tokio_postgres::GenericClient,
+    filter: &str,
+) -> Result<DagRuns, StoreError> {
     let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
     let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
