@@ -279,6 +279,12 @@ async fn a_partitioned_node_stops_its_attempts_before_another_takes_them() {
         of_run.sort_by_key(|s| s.2);
         assert!(of_run.len() >= 2, "run {id}: {of_run:?}");
         for pair in of_run.windows(2) {
+            eprintln!(
+                "run {id}: attempt {} on B ended {} ms before attempt {} started",
+                pair[0].1,
+                (pair[1].2 - pair[0].3) / 1_000_000,
+                pair[1].1
+            );
             assert!(
                 pair[0].3 < pair[1].2,
                 "run {id}: attempt {} ran until {} on B, attempt {} started at {} (overlap {} ms)",
