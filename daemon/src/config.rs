@@ -22,6 +22,10 @@ pub struct Config {
     /// `[cluster] heartbeat`: how often this node writes its row in the
     /// `nodes` table (PostgreSQL only).
     pub heartbeat: Duration,
+    /// `[cluster] lease`: how long a renewal keeps this node alive for the
+    /// others (on the database's clock); it stops its own attempts one
+    /// heartbeat before that (docs/operations.md, "A partitioned node").
+    pub lease: Duration,
     pub socket: PathBuf,
     pub max_concurrency: u32,
     pub timezone: String,
@@ -149,6 +153,7 @@ impl<'de> Deserialize<'de> for Timeout {
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     heartbeat: Option<Heartbeat>,
+    lease: Option<Dur>,
 }
 
 #[derive(Deserialize, Default)]
@@ -196,6 +201,12 @@ fn limits_of(raw: RawLimits) -> Limits {
 
 /// `[cluster] heartbeat` when not set.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// `[cluster] lease` when not set, in heartbeats.
+const DEFAULT_LEASE_BEATS: u32 = 6;
+/// The shortest lease, in heartbeats: a node renews at least once more
+/// after a missed beat before it stops its attempts, one heartbeat ahead
+/// of its lease's end.
+const MIN_LEASE_BEATS: u32 = 3;
 /// Shorter beats would be mostly database load.
 const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
@@ -474,12 +485,23 @@ impl Config {
                 Some(addr)
             }
         };
-        let heartbeat = match (&raw.cluster, &raw.store) {
+        let (heartbeat, lease) = match (&raw.cluster, &raw.store) {
             (Some(_), None) => {
                 return Err("[cluster] needs a shared store: set store = \"postgres://…\"".into());
             }
-            (Some(RawCluster { heartbeat: Some(d) }), _) => d.0,
-            _ => DEFAULT_HEARTBEAT,
+            (Some(c), _) => {
+                let beat = c.heartbeat.as_ref().map_or(DEFAULT_HEARTBEAT, |d| d.0);
+                let lease = c.lease.as_ref().map_or(beat * DEFAULT_LEASE_BEATS, |d| d.0);
+                if lease < beat * MIN_LEASE_BEATS {
+                    return Err(format!(
+                        "[cluster] lease = {:?} is shorter than {MIN_LEASE_BEATS} heartbeats ({:?}): a node must be able to miss a beat and renew before it stops its attempts",
+                        lease,
+                        beat * MIN_LEASE_BEATS
+                    ));
+                }
+                (beat, lease)
+            }
+            _ => (DEFAULT_HEARTBEAT, DEFAULT_HEARTBEAT * DEFAULT_LEASE_BEATS),
         };
         let burst_extra = match raw.burst.extra {
             None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
@@ -491,6 +513,7 @@ impl Config {
             state_dir: resolve(raw.state_dir, xdg_state),
             store: raw.store.map(|s| s.0),
             heartbeat,
+            lease,
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
@@ -539,6 +562,7 @@ impl Config {
         check("state_dir", self.state_dir != new.state_dir);
         check("store", self.store != new.store);
         check("cluster.heartbeat", self.heartbeat != new.heartbeat);
+        check("cluster.lease", self.lease != new.lease);
         check("socket", self.socket != new.socket);
         check("socket_group", self.socket_group != new.socket_group);
         check("admin_group", self.admin_group != new.admin_group);
@@ -556,6 +580,7 @@ impl Config {
             state_dir: self.state_dir.clone(),
             store: self.store.clone(),
             heartbeat: self.heartbeat,
+            lease: self.lease,
             socket: self.socket.clone(),
             socket_group: self.socket_group.clone(),
             admin_group: self.admin_group.clone(),
@@ -702,7 +727,13 @@ mod tests {
         assert_eq!(url.redacted(), "postgres://ax:***@db.example/ax");
         let c = parse("store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"2s\"\n").unwrap();
         assert_eq!(c.heartbeat, Duration::from_secs(2));
+        assert_eq!(c.lease, Duration::from_secs(12), "six heartbeats");
         assert_eq!(parse("").unwrap().heartbeat, Duration::from_secs(5));
+        let c = parse(
+            "store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"1s\"\nlease = \"30s\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.lease, Duration::from_secs(30));
         let other = parse("store = \"postgres://ax@other/ax\"\n").unwrap();
         assert_eq!(
             parse("").unwrap().restart_only_changes(&other),
@@ -754,6 +785,10 @@ mod tests {
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
                 "line 3",
+            ),
+            (
+                "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"2s\"\nlease = \"5s\"\n",
+                "line 2: [cluster] lease = 5s is shorter than 3 heartbeats (6s)",
             ),
         ] {
             let err = parse(text).unwrap_err();

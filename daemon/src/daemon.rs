@@ -31,14 +31,20 @@ use crate::writer::Fault;
 const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The one line systemd shows for axd: runs running, ready runs waiting
-/// for a slot, and runs that failed or timed out in the last hour.
+/// for a slot, runs that failed or timed out in the last hour, and a
+/// store fault while there is one.
 pub fn status_line(s: &ax_shared::api::StatusView) -> String {
     let running: u32 = s.pools.iter().map(|p| p.running).sum();
     let queued = s.runs.get("ready").copied().unwrap_or(0);
-    format!(
+    let mut line = format!(
         "{running} running, {queued} queued, {} failed in the last hour",
         s.failed_last_hour
-    )
+    );
+    if let Some(e) = &s.store_error {
+        line.push_str("; STORE FAULT: ");
+        line.push_str(e);
+    }
+    line
 }
 
 fn notify(state: &[sd_notify::NotifyState]) {
@@ -244,7 +250,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             })
             .context("cannot start the clock thread")?;
     }
-    let fault: Fault = Arc::default();
+    let fault = Fault::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
@@ -276,7 +282,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
     let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
-        (Some(store), Some((me, host))) => {
+        (Some(mut store), Some((me, host))) => {
             let registry = crate::cluster::Registry::new(&me.id);
             let info = crate::store::postgres::NodeInfo {
                 id: me.id.clone(),
@@ -284,7 +290,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 version: env!("CARGO_PKG_VERSION").into(),
                 slots: cfg.max_concurrency,
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
+                lease_ms: cfg.lease.as_millis() as u64,
             };
+            // A lease renewed now, after the load (however long it took)
+            // and before the scheduler starts any attempt: from here the
+            // heartbeat thread's guard counts.
+            let registered = crate::cluster::now();
+            store
+                .beat(&info, true)
+                .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
             let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             // Other nodes' events for this node's subscribers: read on a
             // thread of their own (detached: it holds nothing to flush).
@@ -328,12 +342,18 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                     .context("cannot start the claimer thread")?
             };
             let thread = {
-                let (registry, tx) = (registry.clone(), tx.clone());
+                let beating = crate::cluster::Beating {
+                    me: info,
+                    lease: cfg.lease,
+                    registered,
+                    fault: fault.clone(),
+                    scheduler: tx.clone(),
+                    loaded_paused: paused,
+                };
+                let registry = registry.clone();
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || {
-                        crate::cluster::run(store, info, registry, tx, paused, heartbeat_stopped)
-                    })
+                    .spawn(move || crate::cluster::run(store, beating, registry, heartbeat_stopped))
                     .context("cannot start the heartbeat thread")?
             };
             (
@@ -505,7 +525,8 @@ struct Stores {
 fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     if let Some(url) = &cfg.store {
         let name = url.redacted();
-        let main = PgStore::open(url).with_context(|| format!("cannot open {name}"))?;
+        let url = url.with_liveness(cfg.heartbeat, cfg.lease);
+        let main = PgStore::open(&url).with_context(|| format!("cannot open {name}"))?;
         return Ok(Stores {
             writer: Box::new(main.another()),
             pruner: Box::new(main.another()),
@@ -897,7 +918,21 @@ pub fn exit_code(threads: &[(&str, std::thread::Result<()>)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::exit_code;
+    use super::{exit_code, status_line};
+
+    #[test]
+    fn the_systemd_status_line_names_a_store_fault() {
+        let mut s = ax_shared::api::StatusView::default();
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour"
+        );
+        s.store_error = Some("a commit has waited 3.0 s for the store".into());
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour; STORE FAULT: a commit has waited 3.0 s for the store"
+        );
+    }
 
     #[test]
     fn a_panicked_thread_makes_the_exit_code_non_zero() {

@@ -591,15 +591,52 @@ fn group_alive(pgid: i32) -> bool {
 }
 
 /// Start-up sweep: kill the process group of an attempt from an earlier
-/// life if, and only if, the pid still names the same process.
+/// life if, and only if, the pid still names the same process; or, when
+/// that process is gone (the job's shell died with the axd that started
+/// it and was reaped), if live members of its group remain that started
+/// no earlier than it did. Linux does not give a pid out again while a
+/// process group of that id has members, so those are what is left of
+/// the attempt.
 pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
     match (pid_start, process_start_time(pid)) {
         (Some(want), Some(have)) if want == have => {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
             true
         }
+        (Some(want), None) if group_left_since(pid as i32, want) => {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            true
+        }
         _ => false,
     }
+}
+
+/// Whether a live process of group `pgid` started at or after `since`
+/// (clock ticks after boot, as `/proc/PID/stat` counts).
+fn group_left_since(pgid: i32, since: u64) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
+        let pgrp = fields.get(2).and_then(|p| p.parse::<i32>().ok());
+        let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
+        live && pgrp == Some(pgid) && start.is_some_and(|s| s >= since)
+    })
 }
 
 /// The process groups of attempts being supervised, for `kill_all`.

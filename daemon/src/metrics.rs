@@ -103,6 +103,8 @@ pub struct Snapshot {
     /// Folders of the jobs folder its last scan could not read.
     pub jobs_folder_errors: u64,
     pub store_faulted: bool,
+    /// How long the oldest store write under way has waited, in seconds.
+    pub store_write_wait: f64,
 }
 
 pub struct PoolStat {
@@ -148,6 +150,7 @@ pub struct Metrics {
     jobs_scans: Counter,
     jobs_scan_failures: Counter,
     store_faulted: Gauge,
+    store_write_wait: FloatGauge,
     dag_history: HashMap<Arc<str>, DagHistory>,
     /// When runs ended failed or timed out over the last hour, oldest
     /// first (for systemd's `STATUS=` and `ax status`).
@@ -191,6 +194,7 @@ impl Metrics {
             jobs_scans: Counter::default(),
             jobs_scan_failures: Counter::default(),
             store_faulted: Gauge::default(),
+            store_write_wait: FloatGauge::default(),
             dag_history: history
                 .into_iter()
                 .map(|(k, v)| (Arc::from(k), v))
@@ -299,8 +303,13 @@ impl Metrics {
         );
         r.register(
             "store_faulted",
-            "1 while the store refuses writes",
+            "1 while the store refuses writes or a write waits longer than a heartbeat",
             m.store_faulted.clone(),
+        );
+        r.register(
+            "store_write_wait_seconds",
+            "How long the oldest store write under way (commit, cluster heartbeat) has waited",
+            m.store_write_wait.clone(),
         );
         r.register(
             "store_commit_seconds",
@@ -478,6 +487,7 @@ impl Metrics {
         self.job_file_errors.set(snap.job_file_errors as i64);
         self.jobs_folder_errors.set(snap.jobs_folder_errors as i64);
         self.store_faulted.set(i64::from(snap.store_faulted));
+        self.store_write_wait.set(snap.store_write_wait);
         for family in [
             &self.dag_last_success,
             &self.dag_last_failure,

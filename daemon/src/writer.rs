@@ -21,7 +21,10 @@
 //!   scheduler ended) loses no run's end;
 //! * an answer goes out only while the state dir is the one axd locked
 //!   (`crate::state_dir`): once it is found deleted, every write is
-//!   refused and axd stops with exit code 1.
+//!   refused and axd stops with exit code 1;
+//! * a commit that has waited longer than a heartbeat (a stalled store
+//!   that neither answers nor fails) is a store fault too, and so, in a
+//!   cluster, is a lease not renewed for two heartbeats ([`Fault`]).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -39,8 +42,98 @@ use crate::engine::{DagRun, Event, Run};
 use crate::journal::Journal;
 use crate::store::{Commit, Store};
 
-/// The store's last write error while it refuses writes; `None` when fine.
-pub type Fault = Arc<Mutex<Option<String>>>;
+/// What is wrong with the store now, shared by the writer, the
+/// heartbeat thread and the scheduler (`ax status`, the metrics, the
+/// systemd status line, the refusal of new writes).
+#[derive(Clone, Default)]
+pub struct Fault(Arc<Mutex<FaultState>>);
+
+#[derive(Default)]
+struct FaultState {
+    /// The last write error while the writer holds steps it could not
+    /// write.
+    error: Option<String>,
+    /// When the commit under way was sent.
+    writing_since: Option<Instant>,
+    /// In a cluster: when the last successful lease renewal was sent
+    /// (`None` before the first).
+    renewed: Option<Instant>,
+    /// In a cluster: when the beat under way was sent.
+    beating_since: Option<Instant>,
+}
+
+impl Fault {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_error(&self, error: String) -> bool {
+        self.lock().error.replace(error).is_none()
+    }
+
+    fn take_error(&self) -> Option<String> {
+        self.lock().error.take()
+    }
+
+    fn writing(&self, since: Option<Instant>) {
+        self.lock().writing_since = since;
+    }
+
+    /// A beat sent at `sent` is under way.
+    pub fn beating(&self, sent: Instant) {
+        self.lock().beating_since = Some(sent);
+    }
+
+    /// The beat under way ended; `renewed`: it renewed the lease.
+    pub fn beat_done(&self, renewed: bool) {
+        let mut s = self.lock();
+        if renewed {
+            s.renewed = s.beating_since;
+        }
+        s.beating_since = None;
+    }
+
+    /// The store fault now, if any, with `heartbeat` as the limit: a write
+    /// error; a commit waiting longer than a heartbeat; a lease not renewed
+    /// for two heartbeats (a beat late by more than one).
+    pub fn current(&self, heartbeat: Duration) -> Option<String> {
+        let s = self.lock();
+        if let Some(e) = &s.error {
+            return Some(e.clone());
+        }
+        if let Some(since) = s.writing_since
+            && since.elapsed() > heartbeat
+        {
+            return Some(format!(
+                "a commit has waited {:.1} s for the store (longer than a heartbeat, {:.1} s)",
+                since.elapsed().as_secs_f64(),
+                heartbeat.as_secs_f64()
+            ));
+        }
+        if let Some(renewed) = s.renewed
+            && renewed.elapsed() > heartbeat * 2
+        {
+            return Some(format!(
+                "this node's lease has not been renewed for {:.1} s (heartbeat {:.1} s): the store does not answer",
+                renewed.elapsed().as_secs_f64(),
+                heartbeat.as_secs_f64()
+            ));
+        }
+        None
+    }
+
+    /// How long the oldest store write under way (a commit, a beat) has
+    /// waited so far; zero when none.
+    pub fn write_wait(&self) -> Duration {
+        let s = self.lock();
+        [s.writing_since, s.beating_since]
+            .into_iter()
+            .flatten()
+            .map(|t| t.elapsed())
+            .max()
+            .unwrap_or_default()
+    }
+}
 
 /// How often a failing store is tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -173,7 +266,9 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
         };
         // An empty commit returns at once (`Commit::is_empty`).
         let began = Instant::now();
+        fault.writing(Some(began));
         let result = store.commit(&merge(&pending[..group]));
+        fault.writing(None);
         match &result {
             Ok(_) => metrics
                 .store_commit_seconds
@@ -189,7 +284,7 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
                 "{why}: refusing every write from now on and stopping; \
                  what this axd accepted since cannot be kept"
             );
-            *fault.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.clone());
+            fault.set_error(why.clone());
             shutdown.fail();
             refuse(pending.drain(..), &why);
             journaled = 0;
@@ -198,7 +293,7 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
         }
         match result {
             Ok(seqs) => {
-                if let Some(e) = fault.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                if let Some(e) = fault.take_error() {
                     tracing::warn!("store writable again (after: {e})");
                 }
                 journaled = journaled.saturating_sub(group);
@@ -214,15 +309,11 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
             Err(crate::store::StoreError::Fenced(id)) => crate::cluster::fenced(&id),
             Err(e) => {
                 let error = e.to_string();
-                {
-                    let mut f = fault.lock().unwrap_or_else(|e| e.into_inner());
-                    if f.is_none() {
-                        tracing::error!(
-                            "store commit failed: {error}; holding {} step(s), refusing new writes until it recovers",
-                            pending.len()
-                        );
-                    }
-                    *f = Some(error.clone());
+                let held = pending.len();
+                if fault.set_error(error.clone()) {
+                    tracing::error!(
+                        "store commit failed: {error}; holding {held} step(s), refusing new writes until it recovers"
+                    );
                 }
                 if let Some(j) = journal.as_mut() {
                     journaled = record(j, &pending, journaled);
@@ -519,7 +610,7 @@ mod tests {
             ..Step::default()
         };
         tx.send(step).unwrap();
-        let fault: Fault = Arc::default();
+        let fault = Fault::default();
         let parts = Parts {
             store: Box::new(Refusing),
             rx,
@@ -543,6 +634,6 @@ mod tests {
         // The waiting request hears why, rather than nothing.
         let err = answer.blocking_recv().unwrap().unwrap_err();
         assert_eq!(err.data.unwrap()["code"], codes::STORE_ERROR);
-        assert!(fault.lock().unwrap().is_some());
+        assert!(fault.lock().error.is_some());
     }
 }

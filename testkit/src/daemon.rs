@@ -328,6 +328,14 @@ impl Daemon {
         let _ = self.terminate(STOP_LIMIT);
     }
 
+    /// How axd exited, once it has (reaped here); `None` while it runs
+    /// or when it was not started.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }

@@ -9,7 +9,9 @@
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
 //! * [`Tmpfs`]: a small tmpfs for a real full disk;
 //! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
-//!   steps, and an axd paused with SIGSTOP.
+//!   steps, and an axd paused with SIGSTOP;
+//! * [`proxy::Proxy`]: a TCP fault proxy (pass, cut, stall, delay, heal)
+//!   between axd and PostgreSQL.
 
 pub mod clock;
 pub mod conn;
@@ -17,6 +19,7 @@ pub mod daemon;
 pub mod foreign;
 pub mod jobfiles;
 pub mod pg;
+pub mod proxy;
 pub mod sim;
 pub mod tmpfs;
 
@@ -24,6 +27,7 @@ pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
 pub use foreign::foreign_hello;
 pub use tmpfs::{Filler, Tmpfs};
+pub use proxy::{Mode, Proxy};
 
 /// A tokio runtime of two worker threads (the machines ax is measured on
 /// have two cores), for blocking code that drives async clients or spawns

@@ -451,7 +451,7 @@ impl Scheduler {
     }
 
     fn store_fault(&self) -> Option<String> {
-        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.fault.current(self.cfg.heartbeat)
     }
 
     /// The thread body: runs until shutdown completes. Dropping the

@@ -85,6 +85,7 @@ impl Scheduler {
             job_file_errors: self.registry.file_errors() as u64,
             jobs_folder_errors: self.registry.folder_errors() as u64,
             store_faulted: self.store_fault().is_some(),
+            store_write_wait: self.fault.write_wait().as_secs_f64(),
         };
         MetricsText {
             text: self.metrics.render(&snapshot),

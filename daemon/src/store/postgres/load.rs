@@ -37,7 +37,7 @@ pub(super) async fn load_where(
         dag_runs,
         external,
         orphans,
-    } = dag_runs_where(client, filter, params).await?;
+    } = dag_runs_where(&***client, filter, params).await?;
     let paused: Vec<String> = client
         .query("SELECT dag FROM paused", &[])
         .await?
@@ -102,7 +102,7 @@ pub(super) struct DagRuns {
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts. Values go in `params` (`$1`, …), never into `filter`'s text.
 pub(super) async fn dag_runs_where(
-    client: &Object,
+    client: &impl tokio_postgres::GenericClient,
     filter: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<DagRuns, StoreError> {

@@ -100,6 +100,46 @@ impl PgUrl {
         })
     }
 
+    /// This URL with every connection's liveness bounded by the node's
+    /// `heartbeat` and `lease` (docs/operations.md, "A partitioned
+    /// node"): TCP keepalives every heartbeat (at least a second; a silent
+    /// peer is given up after about four), a TCP user timeout of `lease − 2 × heartbeat`
+    /// (data left unacknowledged that long closes the connection, so the
+    /// next renewal, a heartbeat later, still lands within the lease on a
+    /// fresh one), and on the server's side a statement timeout of two
+    /// leases (at least a minute: loads and prunes of big stores) and an
+    /// idle-in-transaction timeout of `lease − heartbeat`, so a node cut
+    /// off mid-transaction releases its locks by the time its lease ends
+    /// for the others. Options of the URL's own come first and keep
+    /// their place; these are appended after them.
+    pub fn with_liveness(&self, heartbeat: Duration, lease: Duration) -> PgUrl {
+        let mut config = self.config.clone();
+        // The kernel counts keepalive times in whole seconds, at least one.
+        let keepalive = heartbeat.max(Duration::from_secs(1));
+        config
+            .keepalives(true)
+            .keepalives_idle(keepalive)
+            .keepalives_interval(keepalive)
+            .keepalives_retries(3)
+            .tcp_user_timeout(lease.saturating_sub(heartbeat * 2).max(heartbeat));
+        let statement = (lease * 2).max(Duration::from_secs(60));
+        let idle = lease.saturating_sub(heartbeat).max(heartbeat);
+        let ours = format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            statement.as_millis(),
+            idle.as_millis()
+        );
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
+            _ => ours,
+        };
+        config.options(options);
+        PgUrl {
+            text: self.text.clone(),
+            config,
+        }
+    }
+
     /// The URL without its password, for logs and `ax status`.
     pub fn redacted(&self) -> String {
         redact(&self.text)
@@ -484,5 +524,22 @@ mod tests {
         let err = PgUrl::parse("postgres://db.example:notaport/x").unwrap_err();
         assert!(err.contains("store"), "{err}");
         assert_eq!(text("a\0b"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn connections_get_timeouts_from_the_heartbeat() {
+        let u = PgUrl::parse("postgres://h/db?options=-c%20search_path%3Dax").unwrap();
+        let c = u
+            .with_liveness(Duration::from_secs(5), Duration::from_secs(30))
+            .config;
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(5));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(20)));
+        assert_eq!(
+            c.get_options(),
+            Some(
+                "-c search_path=ax -c statement_timeout=60000 -c idle_in_transaction_session_timeout=25000"
+            )
+        );
     }
 }
