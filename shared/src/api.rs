@@ -104,8 +104,10 @@ pub struct StatusView {
     /// Job files that fail to load, and folders of the jobs folder the last
     /// scan could not read (`line` absent).
     pub errors: Vec<FileError>,
-    /// The jobs folder's scans.
-    #[serde(default)]
+    /// The jobs folder's scans. Left out while none is known (an axd
+    /// counts its start-up scan, so only an axd that does not report scans
+    /// sends none), which keeps such answers as they were.
+    #[serde(default, skip_serializing_if = "JobsFolderView::is_unknown")]
     pub jobs_folder: JobsFolderView,
     /// Set while the store refuses writes (disk full): new writes are
     /// refused until it recovers.
@@ -135,6 +137,13 @@ pub struct JobsFolderView {
     /// A scan is reading the folder now (off the scheduler: requests are
     /// answered meanwhile).
     pub scanning: bool,
+}
+
+impl JobsFolderView {
+    /// No scan put in force and none under way: nothing to report.
+    pub fn is_unknown(&self) -> bool {
+        self.scans == 0 && !self.scanning
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
