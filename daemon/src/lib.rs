@@ -9,6 +9,7 @@ pub mod dags;
 pub mod engine;
 pub mod executor;
 pub mod feed;
+pub mod log_format;
 pub mod logship;
 pub mod metrics;
 pub mod metrics_http;

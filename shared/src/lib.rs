@@ -11,5 +11,6 @@ pub mod jobfile;
 pub mod model;
 pub mod protocol;
 pub mod time;
+pub mod visible;
 
 pub use model::*;

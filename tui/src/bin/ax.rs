@@ -223,6 +223,7 @@ fn main() -> ExitCode {
                     run,
                     attempt,
                     follow,
+                    terminal: std::io::IsTerminal::is_terminal(&std::io::stdout()),
                 },
                 Command::Dags => Remote::Dags,
                 Command::Dag { dag, run } => Remote::Dag {
