@@ -83,3 +83,26 @@ fn escapes_from_a_job_a_client_and_a_job_file_are_shown_not_obeyed() {
             .any(|r| r["message"] == json!(HIJACK))
     );
 }
+
+/// The audit trail through the CLI: `ax pause`, `ax resume` and `ax reload`
+/// leave events that `ax events` shows with who asked.
+#[test]
+fn ax_events_shows_who_paused_resumed_and_reloaded() {
+    let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax"))).unwrap();
+    let job = "[[job]]\nid = \"j\"\ncommand = \"true\"\n";
+    let d = Daemon::start(axd, "", &[("etl.toml", job)]).unwrap();
+    for args in [&["pause", "etl"][..], &["resume", "etl"], &["reload"]] {
+        let (code, _, err) = ax(&d.socket, args);
+        assert_eq!(code, 0, "ax {args:?}: {}", String::from_utf8_lossy(&err));
+    }
+    let (_, out, _) = ax(&d.socket, &["events"]);
+    let text = String::from_utf8_lossy(&out);
+    let uid = nix::unistd::getuid();
+    for reason in ["DAG etl paused", "DAG etl resumed", "reloaded: 1 DAGs"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(reason) && l.contains(&format!("[uid {uid} via ax]"))),
+            "{reason:?} by ax in:\n{text}"
+        );
+    }
+}

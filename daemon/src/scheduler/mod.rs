@@ -687,6 +687,16 @@ impl Scheduler {
             }
         }
         effects.extend(self.rescan_jobs_defining(now, actor, define_all));
+        // The audit trail: who reloaded, and what it found.
+        let mut reason = format!(
+            "reloaded: {} DAGs, {} with errors",
+            self.registry.len(),
+            self.registry.errors().len()
+        );
+        if !not_applied.is_empty() {
+            reason += &format!("; not applied until restart: {}", not_applied.join(", "));
+        }
+        effects.push(handlers::dag_event(now, reason, actor));
         Ok(not_applied)
     }
 

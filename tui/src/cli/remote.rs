@@ -653,6 +653,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
 pub fn event_line(e: &EventView) -> String {
     let subject = match e.run {
         Some(r) => format!("run {r}"),
+        // About axd or a DAG (a pause, a reload): the reason says which.
+        None if e.dag_run == 0 => "-".to_string(),
         None => format!("dag run {}", e.dag_run),
     };
     let change = match (&e.from, &e.to) {
