@@ -350,7 +350,7 @@ pub struct LazyLog {
 impl Write for LazyLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.file.is_none() {
-            self.file = Some(std::fs::File::create(&self.path)?);
+            self.file = Some(crate::private::create(&self.path)?);
         }
         self.file.as_mut().expect("just created").write(buf)
     }

@@ -13,6 +13,7 @@ pub mod log_format;
 pub mod logship;
 pub mod metrics;
 pub mod metrics_http;
+pub mod private;
 pub mod reaper;
 pub mod retention;
 pub mod scheduler;

@@ -5,13 +5,15 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
-//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test.
+//! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
+//! * [`users`]: throwaway users and groups (root only).
 
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
 pub mod pg;
 pub mod sim;
+pub mod users;
 
 pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
