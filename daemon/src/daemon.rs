@@ -349,7 +349,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
 
     // 4. accept clients, dispatch
     let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
+    // The socket's folders must be axd's user's alone, before axd creates
+    // what is missing and again once it has (`socket_dir`).
+    let euid = nix::unistd::geteuid().as_raw();
+    ax_shared::socket_dir::check(&cfg.socket, euid)?;
     let listener = bind(&cfg.socket, &socket_groups)?;
+    if let Err(e) = ax_shared::socket_dir::check(&cfg.socket, euid) {
+        let _ = std::fs::remove_file(&cfg.socket);
+        return Err(e.into());
+    }
     let scheduler_thread = std::thread::Builder::new()
         .name("ax-scheduler".into())
         .spawn(move || scheduler.run(rx, initial))?;

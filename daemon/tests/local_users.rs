@@ -63,3 +63,94 @@ async fn state_files_are_private_whatever_the_umask() {
     }
     assert!(d.log().contains("narrowed to 0700"), "{}", d.log());
 }
+
+/// Throwaway users and groups need root; without, the test says so and
+/// passes.
+fn users_or_skip(test: &str) -> bool {
+    let ok = ax_testkit::users::can_make_users();
+    if !ok {
+        eprintln!("{test}: skipped: needs root with useradd/groupadd to make throwaway users");
+    }
+    ok
+}
+
+#[test]
+fn axd_not_in_socket_group_refuses_to_start_and_says_what_to_do() {
+    if !users_or_skip("axd_not_in_socket_group") {
+        return;
+    }
+    use ax_testkit::users::{Group, User};
+    let group = Group::new().unwrap();
+    let user = User::new(&[]).unwrap();
+    let config = format!("socket_group = {:?}\n{BASE_CONFIG}", group.name);
+    let mut d = Daemon::prepare(&config, &[]);
+    d.run_as(&user).unwrap();
+    let harness: &mut ax_testkit::Daemon = &mut d;
+    let err = harness.spawn().expect_err("axd must not serve").to_string();
+    for part in [
+        "cannot give",
+        "/run to group",
+        &group.name,
+        &user.name,
+        &format!("usermod -aG {} {}", group.name, user.name),
+    ] {
+        assert!(err.contains(part), "{part:?} not in: {err}");
+    }
+    assert!(!d.socket.exists(), "no socket is left that no one can use");
+}
+
+/// Runs the real axd as the user-mode daemon it is without `--config`:
+/// its places from `HOME` and `TMPDIR` alone (no XDG variables).
+fn user_mode_axd(home: &Path, tmp: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_axd"))
+        .env_clear()
+        .env("HOME", home)
+        .env("TMPDIR", tmp)
+        .env("PATH", "/usr/bin:/bin")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_socket_folder_another_user_made_is_refused() {
+    if !users_or_skip("a_socket_folder_another_user_made") {
+        return;
+    }
+    let evil = ax_testkit::users::User::new(&[]).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let (home, tmp) = (t.path().join("home"), t.path().join("tmp"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // The other user gets there first: $TMPDIR/ax-<uid>, open to all.
+    let uid = nix::unistd::getuid().as_raw();
+    let trap = tmp.join(format!("ax-{uid}"));
+    std::fs::create_dir(&trap).unwrap();
+    std::os::unix::fs::chown(&trap, Some(evil.uid), Some(evil.gid)).unwrap();
+    std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = user_mode_axd(&home, &tmp).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "axd served: {err}");
+    assert!(
+        err.contains(&format!("unsafe socket folder {}", trap.display()))
+            && err.contains(&format!("owned by uid {}", evil.uid)),
+        "{err}"
+    );
+    assert!(!trap.join("ax/axd.sock").exists());
+    // Owned by the user but open to all: refused as well.
+    std::os::unix::fs::chown(&trap, Some(uid), None).unwrap();
+    let out = user_mode_axd(&home, &tmp).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("mode 0777"), "{err}");
+    // A folder of its own: axd serves there, where `ax` looks.
+    std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut axd = user_mode_axd(&home, &tmp);
+    let socket = ax_shared::socket_dir::user_socket(None, &tmp, uid);
+    wait_until(60, "axd serves on the user socket", || {
+        Conn::open(&socket, "test").is_ok()
+    });
+    let _ = axd.kill();
+    let _ = axd.wait();
+}

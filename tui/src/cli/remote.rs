@@ -133,6 +133,14 @@ pub async fn run(
     let mut o = Out { out, err, json };
     let mut client = match Client::connect_to(socket, "ax").await {
         Ok(c) => c,
+        Err(ClientError::Unreachable { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied && !o.json =>
+        {
+            for line in super::access::denied(&socket.path) {
+                tell!(o, "ax: {line}");
+            }
+            return exit::UNREACHABLE;
+        }
         Err(e) => return fail(&mut o, e),
     };
     match dispatch(&mut client, &mut o, cmd).await {
@@ -146,6 +154,9 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
     if o.json {
         let doc = match &e {
             ClientError::Rpc(r) => json!({"error": {"code": r.kind(), "message": r.message}}),
+            ClientError::UnsafeSocket(_) => {
+                json!({"error": {"code": "unsafe_socket", "message": e.to_string()}})
+            }
             other => {
                 json!({"error": {"code": if code == exit::UNREACHABLE { "unreachable" } else { "failed" }, "message": other.to_string()}})
             }
@@ -157,7 +168,7 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
             other => other.to_string(),
         };
         tell!(o, "ax: {msg}");
-        if code == exit::UNREACHABLE {
+        if matches!(e, ClientError::Unreachable { .. }) {
             tell!(
                 o,
                 "ax: is axd running? start it with `axd --config PATH`, or pass --socket"
@@ -781,7 +792,7 @@ async fn each<M: Method>(
 
 fn fail_code(e: &ClientError) -> i32 {
     match e {
-        ClientError::Unreachable { .. } => exit::UNREACHABLE,
+        ClientError::Unreachable { .. } | ClientError::UnsafeSocket(_) => exit::UNREACHABLE,
         ClientError::Rpc(r) if r.kind() == codes::NOT_FOUND => exit::NOT_FOUND,
         // The daemon refused the request's parts: the command line was wrong.
         ClientError::Rpc(r) if r.kind() == codes::INVALID_PARAMS => exit::USAGE,
