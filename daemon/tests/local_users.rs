@@ -113,6 +113,24 @@ fn user_mode_axd(home: &Path, tmp: &Path) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits up to 60 s for a user-mode axd that must refuse to start; one
+/// still running then is killed and fails the test.
+fn refused(axd: std::process::Child) -> String {
+    let mut axd = axd;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while axd.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = axd.kill();
+            let out = axd.wait_with_output().unwrap();
+            panic!("axd served: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = axd.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn a_socket_folder_another_user_made_is_refused() {
     if !users_or_skip("a_socket_folder_another_user_made") {
@@ -130,9 +148,7 @@ fn a_socket_folder_another_user_made_is_refused() {
     std::fs::create_dir(&trap).unwrap();
     std::os::unix::fs::chown(&trap, Some(evil.uid), Some(evil.gid)).unwrap();
     std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = user_mode_axd(&home, &tmp).wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "axd served: {err}");
+    let err = refused(user_mode_axd(&home, &tmp));
     assert!(
         err.contains(&format!("unsafe socket folder {}", trap.display()))
             && err.contains(&format!("owned by uid {}", evil.uid)),
@@ -141,9 +157,8 @@ fn a_socket_folder_another_user_made_is_refused() {
     assert!(!trap.join("ax/axd.sock").exists());
     // Owned by the user but open to all: refused as well.
     std::os::unix::fs::chown(&trap, Some(uid), None).unwrap();
-    let out = user_mode_axd(&home, &tmp).wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("mode 0777"), "{err}");
+    let err = refused(user_mode_axd(&home, &tmp));
+    assert!(err.contains("mode 0777"), "{err}");
     // A folder of its own: axd serves there, where `ax` looks.
     std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o700)).unwrap();
     let mut axd = user_mode_axd(&home, &tmp);
