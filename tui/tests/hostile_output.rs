@@ -1,7 +1,7 @@
 //! Text that other people control (a job's heartbeat message, a client's
 //! name in the actor, a job file's bad key in its load error) reaches
 //! `ax`'s human output with its control characters shown as escapes, and
-//! `--json` with them exact (docs/cli.md, "Output"). Real axd, real `ax`.
+//! `--json` with them exact (`ax --help`, "Output"). Real axd, real `ax`.
 
 use std::path::Path;
 use std::process::Command;

@@ -41,7 +41,12 @@ fn a_user_outside_the_socket_group_is_told_what_is_missing() {
     let folder = d.socket.parent().unwrap();
     for part in [
         format!("permission denied on the socket {}", d.socket.display()),
-        format!("{}: owner root (0), group {} ({}), mode 0750", folder.display(), group.name, group.gid),
+        format!(
+            "{}: owner root (0), group {} ({}), mode 0750",
+            folder.display(),
+            group.name,
+            group.gid
+        ),
         format!("you are {} ({})", stranger.name, stranger.uid),
         format!("in groups {} ({})", stranger.name, stranger.gid),
         "socket_group".to_string(),
@@ -86,5 +91,8 @@ fn a_user_socket_in_a_folder_another_user_owns_is_not_used() {
             && err.contains(&format!("owned by uid {}", evil.uid)),
         "{err}"
     );
-    assert!(listener.accept().is_err(), "ax connected to the other user's socket");
+    assert!(
+        listener.accept().is_err(),
+        "ax connected to the other user's socket"
+    );
 }

@@ -102,7 +102,7 @@ pub enum Remote {
 /// [`say!`] (stdout) and [`tell!`] (stderr), which show control characters
 /// from the daemon's answers (a DAG name, a heartbeat message, an error)
 /// as visible escapes (`\e`, `\x07`, `\n`), so no answer can act on the
-/// terminal or forge a line (docs/cli.md, "Output"). `--json` documents and
+/// terminal or forge a line (`ax --help`, "Output", in docs/cli.md). `--json` documents and
 /// a job's output (`ax logs`) are written to `out` as they are.
 struct Out<'a> {
     out: &'a mut dyn Write,

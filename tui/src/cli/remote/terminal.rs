@@ -7,7 +7,7 @@
 //! passes: text, newlines, tabs, CR LF line ends and SGR sequences
 //! (`ESC [ … m`: colours and bold), and shows every other control
 //! character visibly (`\e]0;…`, `\x07`, `\r`). To a pipe or a file the
-//! output is written byte for byte (docs/cli.md, "Output").
+//! output is written byte for byte (`ax --help`, "Output", in docs/cli.md).
 
 use ax_shared::visible::{needs_escape, push_visible};
 
