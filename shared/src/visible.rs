@@ -75,7 +75,7 @@ mod tests {
         assert_eq!(visible("a\nb\r\tc\u{0}\u{7f}"), "a\\nb\\r\\tc\\x00\\x7f");
         assert_eq!(visible("\u{9b}31m"), "\\u{009b}31m");
         assert_eq!(visible("abc\u{202e}fed"), "abc\\u{202e}fed");
-        assert_eq!(format!("[{:<6}]", Visible("a\u{7}")), "[a\\x07  ]");
+        assert_eq!(format!("[{:<6}]", Visible("a\u{7}")), "[a\\x07 ]");
     }
 
     proptest::proptest! {
