@@ -12,8 +12,8 @@ mod scenarios;
 use clap::{Parser, Subcommand};
 
 use scenarios::{
-    access, all, cluster, crashloop, dag, hostile, latency, logview, proctree, prune, restart,
-    shutdown, submit, throughput, wal,
+    access, all, cluster, crashloop, dag, hostile, jobsdir, latency, logview, proctree, prune,
+    restart, shutdown, submit, throughput, wal,
 };
 
 /// The ax benchmark suite (a real axd against the machine's limit and
@@ -49,6 +49,8 @@ enum Scenario {
     Shutdown(shutdown::Args),
     /// Huge and random frames, idle connections, stuck subscribers
     Hostile(hostile::Args),
+    /// Scans of the jobs folder: 5,000 files, a reload of them, one 10 MiB file; status meanwhile
+    Jobsdir(jobsdir::Args),
     /// Socket modes, foreign uid, stale sockets and second daemons over restarts
     Access(access::Args),
     /// The WAL's size under steady load with a subscriber
@@ -72,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         Scenario::Proctree(args) => proctree::run(&args),
         Scenario::Shutdown(args) => shutdown::run(&args),
         Scenario::Hostile(args) => hostile::run(&args),
+        Scenario::Jobsdir(args) => jobsdir::run(&args),
         Scenario::Access(args) => access::run(&args),
         Scenario::Wal(args) => wal::run(&args),
         Scenario::Logview(args) => logview::run(&args),

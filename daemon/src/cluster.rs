@@ -1,15 +1,21 @@
-//! The node registry (SPEC §9): on a PostgreSQL store every axd writes a
-//! heartbeat row in `nodes` from a thread of its own (never the
-//! scheduler's: a slow database must not delay a step), and reads every
-//! node back with the same transaction. `status` shows that snapshot,
-//! aged by the time since it was taken, so the scheduler does no database
-//! I/O for it; a node is dead once its last heartbeat is older than 1.5 ×
-//! its own interval.
+//! The node registry (docs/operations.md, "Cluster"): on a PostgreSQL
+//! store every axd renews a lease in its row of `nodes` from a thread of
+//! its own (never the scheduler's: a slow database must not delay a
+//! step), at a fixed rate, and reads every node back with the same
+//! transaction. `status` shows that snapshot, aged by the time since it
+//! was taken, so the scheduler does no database I/O for it; a node is
+//! alive while its lease (on the database's clock) lasts.
+//!
+//! Self-fencing: a guard thread watches the time since the last renewal
+//! that succeeded was sent, on the boot-time clock (which counts a
+//! suspend, as the database's clock does). One heartbeat before the lease
+//! could end for the others, it kills every attempt of this node and
+//! exits: no other node may take those runs before then.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use ax_shared::api::{ClusterRuns, DagVersions, NodeVersion, NodeView};
@@ -17,9 +23,7 @@ use ax_shared::time::Timestamp;
 
 use crate::store::StoreError;
 use crate::store::postgres::{DagVersionRow, NodeInfo, NodeRow, PgStore};
-
-/// A node is dead once its last beat is older than this many intervals.
-pub const GRACE: f64 = 1.5;
+use crate::writer::Fault;
 
 /// The last snapshot of `nodes`, shared by the heartbeat thread (writer)
 /// and the scheduler (`status`).
@@ -135,7 +139,7 @@ impl Registry {
         let others = snapshot
             .rows
             .iter()
-            .filter(|r| *r.id != *self.me && alive(r.age_ms, r.heartbeat_ms))
+            .filter(|r| *r.id != *self.me && alive(r, snapshot.taken.elapsed()))
             .map(|r| r.id.clone())
             .collect();
         Some(Versions {
@@ -178,11 +182,7 @@ impl Registry {
                         started_at: Timestamp::from_millis(r.started_at),
                         last_beat: Timestamp::from_millis(r.last_beat),
                         beat_age_ms: age,
-                        // As the database's clock judged it at the read: a
-                        // beat is up to one interval old when read, and the
-                        // read up to one of this node's intervals old, so
-                        // judging the aged figure would show live nodes dead.
-                        alive: alive(r.age_ms, r.heartbeat_ms),
+                        alive: alive(r, snapshot.taken.elapsed()),
                         this: *r.id == *self.me,
                         running: Some(snapshot.node_running.get(&r.id).copied().unwrap_or(0)),
                     }
@@ -208,9 +208,102 @@ pub fn fenced(id: &str) -> ! {
     std::process::exit(FENCED_EXIT)
 }
 
-/// Alive while the last beat is at most `GRACE` intervals old.
-pub fn alive(age_ms: u64, heartbeat_ms: u64) -> bool {
-    (age_ms as f64) <= GRACE * heartbeat_ms as f64
+/// Alive while what was left of its lease at the read outlasts the time
+/// since the read: a healthy node's snapshot is at most a heartbeat old
+/// and a lease several, so live nodes stay alive between reads, while a
+/// node whose own reads stall sees the leases it last read run out.
+fn alive(row: &NodeRow, since_read: Duration) -> bool {
+    row.lease_left_ms > since_read.as_millis() as i64
+}
+
+/// The boot-time clock (`CLOCK_BOOTTIME`): monotonic, and it goes on
+/// through a suspend of the machine, as the database's clock does.
+fn boot_clock() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill; the clock id
+    // is a constant Linux has had since 2.6.39.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    if rc != 0 {
+        // Not expected on Linux; the monotonic clock is the next best.
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        return START.get_or_init(Instant::now).elapsed();
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// When the last renewal that succeeded was sent (boot clock), shared by
+/// the heartbeat thread and the guard.
+struct LeaseClock {
+    /// The send time of the last renewal that succeeded; `None` once the
+    /// node stops beating at shutdown (every attempt has ended by then).
+    renewed: Mutex<Option<Duration>>,
+    moved: Condvar,
+}
+
+impl LeaseClock {
+    fn renewed(&self, sent: Duration) {
+        let mut r = self.renewed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = r.as_mut() {
+            *r = (*r).max(sent);
+        }
+        self.moved.notify_all();
+    }
+
+    fn disarm(&self) {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.moved.notify_all();
+    }
+}
+
+/// How long after the send of its last renewal that succeeded a node
+/// stops its attempts: one heartbeat before the lease can end on the
+/// database's clock (which started it no earlier than the send), the
+/// margin for the kill and for the clocks' rates to differ.
+pub fn fence_after(heartbeat: Duration, lease: Duration) -> Duration {
+    lease.saturating_sub(heartbeat)
+}
+
+/// The guard's body: sleeps until `fence_after` past the last renewal and
+/// fences this node unless a renewal moved that point meanwhile; ends
+/// when disarmed.
+fn guard(clock: &LeaseClock, id: &str, heartbeat: Duration, lease: Duration) {
+    let after = fence_after(heartbeat, lease);
+    let mut renewed = clock.renewed.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let Some(last) = *renewed else {
+            return;
+        };
+        let now = boot_clock();
+        let deadline = last + after;
+        if now >= deadline {
+            drop(renewed);
+            fence_self(id, now.saturating_sub(last), lease);
+        }
+        renewed = clock
+            .moved
+            .wait_timeout(renewed, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// This node could not renew its lease and the lease may end for the
+/// others within a heartbeat: it kills the process group of every job it
+/// runs and exits at once, non-zero, writing nothing (the store does not
+/// answer, and what it could not commit must not be recorded later). Its
+/// runs go to other nodes once its lease has ended; systemd restarts it,
+/// and it rejoins under a new epoch once the database answers.
+fn fence_self(id: &str, since: Duration, lease: Duration) -> ! {
+    let killed = crate::executor::kill_all();
+    tracing::error!(
+        "node {id} fences itself: its lease was last renewed {:.1} s ago and ends for the other nodes {:.1} s after a renewal; killed {killed} job(s), exiting",
+        since.as_secs_f64(),
+        lease.as_secs_f64()
+    );
+    std::process::exit(FENCED_EXIT)
 }
 
 /// This node's id: kept in `state_dir/node-id`, made once as
@@ -242,24 +335,64 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// The heartbeat thread's body: beats every `interval` until `stop` is
-/// dropped, then hands this node's unfinished DAG runs back and removes
-/// its row. After each beat it declares dead the nodes whose beats
-/// stopped (`PgStore::release_dead`). A failed beat is logged once per
-/// outage and tried again at the next interval; a fenced node exits.
+/// What the heartbeat thread needs besides its store and registry.
+pub struct Beating {
+    pub me: NodeInfo,
+    pub lease: Duration,
+    /// When the renewal axd made at start-up, after loading and before
+    /// its scheduler starts any attempt, was sent (`now`): the guard
+    /// counts from there until the thread's first beat.
+    pub registered: Duration,
+    pub fault: Fault,
+    pub scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
+    /// The paused DAGs as loaded.
+    pub loaded_paused: Vec<String>,
+}
+
+/// The boot clock now, for `Beating::registered`.
+pub fn now() -> Duration {
+    boot_clock()
+}
+
+/// The heartbeat thread's body: beats at a fixed rate (each beat is due
+/// one heartbeat after the last was due, however long it took; a late one
+/// goes at once) until `stop` is dropped, then hands this node's
+/// unfinished DAG runs back and removes its row. After each beat that
+/// renewed the lease it declares dead the nodes whose lease ended
+/// (`PgStore::release_dead`). A failed beat is logged once per outage and
+/// tried again at the next tick; a fenced node exits, and so does one
+/// whose lease cannot be renewed in time (the guard, `fence_self`).
 ///
 /// A DAG paused or resumed through another node is paused or resumed
 /// here too: each beat reads the stored set, and what changed since the
 /// last beat goes to the scheduler (`Msg::Paused`).
-pub fn run(
-    mut store: PgStore,
-    me: NodeInfo,
-    registry: Registry,
-    scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
-    loaded_paused: Vec<String>,
-    stop: Receiver<()>,
-) {
+pub fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Receiver<()>) {
+    let Beating {
+        me,
+        lease,
+        registered,
+        fault,
+        scheduler,
+        loaded_paused,
+    } = beating;
     let interval = Duration::from_millis(me.heartbeat_ms);
+    let clock = Arc::new(LeaseClock {
+        renewed: Mutex::new(Some(registered)),
+        moved: Condvar::new(),
+    });
+    {
+        let (clock, id) = (clock.clone(), me.id.clone());
+        let started = std::thread::Builder::new()
+            .name("ax-lease".into())
+            .spawn(move || guard(&clock, &id, interval, lease));
+        if let Err(e) = started {
+            // Without the guard this node could run on past its lease.
+            tracing::error!("cannot start the lease guard thread ({e}): exiting");
+            std::process::exit(FENCED_EXIT);
+        }
+    }
+    fault.beating(Instant::now());
+    fault.beat_done(true);
     let mut first = true;
     let mut failing = false;
     // Compared with from the first beat on: a pause or resume another node
@@ -269,10 +402,19 @@ pub fn run(
     // The highest ids stored, as last told to the scheduler: its new ids
     // follow them, so ids stay roughly in creation order across nodes.
     let mut highest_ids = (0, 0);
+    let mut due = Instant::now();
     loop {
-        match store.beat(&me, first) {
+        let sent = boot_clock();
+        fault.beating(Instant::now());
+        let result = store.beat(&me, first);
+        fault.beat_done(result.is_ok());
+        match result {
             Ok(beat) => {
+                clock.renewed(sent);
                 let rows = beat.nodes;
+                // Judging costs round trips; it is only needed once some
+                // other node's lease has ended.
+                let judge = rows.iter().any(|r| r.id != me.id && r.lease_left_ms < 0);
                 if beat.highest_ids > highest_ids {
                     highest_ids = beat.highest_ids;
                     let _ = scheduler.send(crate::scheduler::Msg::IdsSeen {
@@ -303,14 +445,14 @@ pub fn run(
                         },
                     },
                 );
-                match store.release_dead() {
-                    Ok(dead) if !dead.is_empty() => tracing::warn!(
-                        "node(s) {} declared dead (no heartbeat for 1.5 intervals): their DAG runs go back to the cluster",
+                match judge.then(|| store.release_dead(interval)) {
+                    Some(Ok(dead)) if !dead.is_empty() => tracing::warn!(
+                        "node(s) {} declared dead (lease ended): their DAG runs go back to the cluster",
                         dead.join(", ")
                     ),
-                    Ok(_) => {}
-                    Err(StoreError::Fenced(id)) => fenced(&id),
-                    Err(e) => tracing::warn!("cannot look for dead nodes: {e}"),
+                    None | Some(Ok(_)) => {}
+                    Some(Err(StoreError::Fenced(id))) => fenced(&id),
+                    Some(Err(e)) => tracing::warn!("cannot look for dead nodes: {e}"),
                 }
             }
             Err(StoreError::Fenced(id)) => fenced(&id),
@@ -321,11 +463,17 @@ pub fn run(
                 failing = true;
             }
         }
-        match stop.recv_timeout(interval) {
+        due += interval;
+        let now = Instant::now();
+        if due < now {
+            due = now;
+        }
+        match stop.recv_timeout(due - now) {
             Err(RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    clock.disarm();
     if let Err(e) = store.leave(&me.id) {
         if let StoreError::Fenced(id) = e {
             fenced(&id);
@@ -339,10 +487,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_node_is_dead_past_one_and_a_half_intervals() {
-        assert!(alive(0, 2000));
-        assert!(alive(3000, 2000));
-        assert!(!alive(3001, 2000));
+    fn a_node_stops_its_attempts_a_heartbeat_before_its_lease_ends() {
+        let s = Duration::from_secs;
+        assert_eq!(fence_after(s(5), s(30)), s(25));
+        assert_eq!(fence_after(s(1), s(3)), s(2));
+    }
+
+    #[test]
+    fn the_boot_clock_moves_forward() {
+        let a = boot_clock();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(boot_clock() >= a + Duration::from_millis(5));
     }
 
     #[test]
@@ -359,7 +514,7 @@ mod tests {
     fn the_view_ages_the_snapshot_and_marks_this_node() {
         let r = Registry::new("me");
         assert!(r.view().is_none());
-        let row = |id: &str, age_ms| NodeRow {
+        let row = |id: &str, age_ms: u64| NodeRow {
             id: id.into(),
             host: "h".into(),
             version: "v".into(),
@@ -368,6 +523,7 @@ mod tests {
             started_at: 0,
             last_beat: 0,
             age_ms,
+            lease_left_ms: 1500 - age_ms as i64,
         };
         r.publish(
             vec![row("me", 10), row("other", 1600)],
@@ -387,9 +543,9 @@ mod tests {
     }
 
     #[test]
-    fn a_node_alive_at_the_read_stays_alive_while_the_snapshot_ages() {
+    fn a_lease_read_runs_out_as_the_snapshot_ages() {
         let r = Registry::new("me");
-        let row = |id: &str, age_ms| NodeRow {
+        let row = |id: &str, lease_left_ms| NodeRow {
             id: id.into(),
             host: "h".into(),
             version: "v".into(),
@@ -397,21 +553,22 @@ mod tests {
             heartbeat_ms: 1000,
             started_at: 0,
             last_beat: 0,
-            age_ms,
+            age_ms: 0,
+            lease_left_ms,
         };
-        // Read 900 ms ago, when the peer's beat was 1.4 s old (alive: at
-        // most 1.5 intervals): aged, 2.3 s, yet alive until the next read.
+        // Read 900 ms ago: the peer's lease had 1.4 s left (alive still),
+        // the other's 0.8 s (ended since, as far as this node knows).
         let taken = Instant::now()
             .checked_sub(Duration::from_millis(900))
             .unwrap();
         r.publish_taken(
-            vec![row("me", 0), row("peer", 1400)],
+            vec![row("me", 5000), row("other", 800), row("peer", 1400)],
             Published::default(),
             taken,
         );
         let v = r.view().unwrap();
-        assert!(v[1].alive, "{v:?}");
-        assert!(v[1].beat_age_ms >= 2300);
+        assert!(v[0].alive && !v[1].alive && v[2].alive, "{v:?}");
+        assert!(v[2].beat_age_ms >= 900);
         assert_eq!(r.versions().unwrap().others, vec!["peer".to_string()]);
     }
 
@@ -419,7 +576,7 @@ mod tests {
     fn versions_compare_the_alive_nodes_only() {
         let r = Registry::new("a");
         assert!(r.versions().is_none());
-        let row = |id: &str, age_ms| NodeRow {
+        let row = |id: &str, age_ms: u64| NodeRow {
             id: id.into(),
             host: "h".into(),
             version: "v".into(),
@@ -428,6 +585,7 @@ mod tests {
             started_at: 0,
             last_beat: 0,
             age_ms,
+            lease_left_ms: 360_000 - age_ms as i64,
         };
         let version = |dag: &str, hash: &str, nodes: &[&str]| DagVersionRow {
             dag: dag.into(),

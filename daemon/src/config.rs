@@ -22,6 +22,10 @@ pub struct Config {
     /// `[cluster] heartbeat`: how often this node writes its row in the
     /// `nodes` table (PostgreSQL only).
     pub heartbeat: Duration,
+    /// `[cluster] lease`: how long a renewal keeps this node alive for the
+    /// others (on the database's clock); it stops its own attempts one
+    /// heartbeat before that (docs/operations.md, "A partitioned node").
+    pub lease: Duration,
     pub socket: PathBuf,
     pub max_concurrency: u32,
     pub timezone: String,
@@ -41,6 +45,34 @@ pub struct Config {
     pub log_max_bytes: u64,
     pub log_retain: Duration,
     pub pools: BTreeMap<String, u32>,
+    /// `[limits]`: what one client may hold of axd.
+    pub limits: Limits,
+}
+
+/// `[limits]` (docs/config.md): connections and how long a client may
+/// take to say `hello` or send a whole request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Socket connections one peer uid may hold at once.
+    pub connections_per_uid: usize,
+    /// Connections to `metrics_addr` at once, from anyone.
+    pub metrics_connections: usize,
+    /// From connect to a successful `hello`.
+    pub hello_timeout: Duration,
+    /// From the first byte of a request frame (or an HTTP request's
+    /// headers) to its end.
+    pub frame_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections_per_uid: 256,
+            metrics_connections: 64,
+            hello_timeout: Duration::from_secs(10),
+            frame_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,12 +112,48 @@ struct Raw {
     logs: RawLogs,
     pools: Option<BTreeMap<String, RawPool>>,
     cluster: Option<RawCluster>,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    connections_per_uid: Option<Count>,
+    metrics_connections: Option<Count>,
+    hello_timeout: Option<Timeout>,
+    frame_timeout: Option<Timeout>,
+}
+
+/// A count of at least 1, checked as it is read (so reported with its line).
+struct Count(usize);
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if n < 1 {
+            return Err(serde::de::Error::custom("must be at least 1"));
+        }
+        Ok(Count(n as usize))
+    }
+}
+
+/// A client timeout: at least 100 ms.
+struct Timeout(Duration);
+impl<'de> Deserialize<'de> for Timeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Dur(t) = Dur::deserialize(d)?;
+        if t < Duration::from_millis(100) {
+            return Err(serde::de::Error::custom("must be at least 100ms"));
+        }
+        Ok(Timeout(t))
+    }
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     heartbeat: Option<Heartbeat>,
+    lease: Option<Dur>,
 }
 
 #[derive(Deserialize, Default)]
@@ -117,8 +185,28 @@ struct RawPool {
     slots: u32,
 }
 
+fn limits_of(raw: RawLimits) -> Limits {
+    let d = Limits::default();
+    Limits {
+        connections_per_uid: raw
+            .connections_per_uid
+            .map_or(d.connections_per_uid, |c| c.0),
+        metrics_connections: raw
+            .metrics_connections
+            .map_or(d.metrics_connections, |c| c.0),
+        hello_timeout: raw.hello_timeout.map_or(d.hello_timeout, |t| t.0),
+        frame_timeout: raw.frame_timeout.map_or(d.frame_timeout, |t| t.0),
+    }
+}
+
 /// `[cluster] heartbeat` when not set.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// `[cluster] lease` when not set, in heartbeats.
+const DEFAULT_LEASE_BEATS: u32 = 6;
+/// The shortest lease, in heartbeats: a node renews at least once more
+/// after a missed beat before it stops its attempts, one heartbeat ahead
+/// of its lease's end.
+const MIN_LEASE_BEATS: u32 = 3;
 /// Shorter beats would be mostly database load.
 const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
@@ -390,12 +478,23 @@ impl Config {
                 Some(addr)
             }
         };
-        let heartbeat = match (&raw.cluster, &raw.store) {
+        let (heartbeat, lease) = match (&raw.cluster, &raw.store) {
             (Some(_), None) => {
                 return Err("[cluster] needs a shared store: set store = \"postgres://…\"".into());
             }
-            (Some(RawCluster { heartbeat: Some(d) }), _) => d.0,
-            _ => DEFAULT_HEARTBEAT,
+            (Some(c), _) => {
+                let beat = c.heartbeat.as_ref().map_or(DEFAULT_HEARTBEAT, |d| d.0);
+                let lease = c.lease.as_ref().map_or(beat * DEFAULT_LEASE_BEATS, |d| d.0);
+                if lease < beat * MIN_LEASE_BEATS {
+                    return Err(format!(
+                        "[cluster] lease = {:?} is shorter than {MIN_LEASE_BEATS} heartbeats ({:?}): a node must be able to miss a beat and renew before it stops its attempts",
+                        lease,
+                        beat * MIN_LEASE_BEATS
+                    ));
+                }
+                (beat, lease)
+            }
+            _ => (DEFAULT_HEARTBEAT, DEFAULT_HEARTBEAT * DEFAULT_LEASE_BEATS),
         };
         let burst_extra = match raw.burst.extra {
             None => (f64::from(max_concurrency) * 0.3).ceil() as u32,
@@ -407,6 +506,7 @@ impl Config {
             state_dir: resolve(raw.state_dir, xdg_state),
             store: raw.store.map(|s| s.0),
             heartbeat,
+            lease,
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
@@ -438,6 +538,7 @@ impl Config {
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(30 * 86400)),
             pools,
+            limits: limits_of(raw.limits),
         })
     }
 
@@ -454,12 +555,14 @@ impl Config {
         check("state_dir", self.state_dir != new.state_dir);
         check("store", self.store != new.store);
         check("cluster.heartbeat", self.heartbeat != new.heartbeat);
+        check("cluster.lease", self.lease != new.lease);
         check("socket", self.socket != new.socket);
         check("socket_group", self.socket_group != new.socket_group);
         check("admin_group", self.admin_group != new.admin_group);
         check("synchronous", self.synchronous_full != new.synchronous_full);
         check("jobs_dir", self.jobs_dir != new.jobs_dir);
         check("metrics_addr", self.metrics_addr != new.metrics_addr);
+        check("limits", self.limits != new.limits);
         keys
     }
 
@@ -470,12 +573,14 @@ impl Config {
             state_dir: self.state_dir.clone(),
             store: self.store.clone(),
             heartbeat: self.heartbeat,
+            lease: self.lease,
             socket: self.socket.clone(),
             socket_group: self.socket_group.clone(),
             admin_group: self.admin_group.clone(),
             synchronous_full: self.synchronous_full,
             jobs_dir: self.jobs_dir.clone(),
             metrics_addr: self.metrics_addr,
+            limits: self.limits.clone(),
             ..new
         }
     }
@@ -615,7 +720,13 @@ mod tests {
         assert_eq!(url.redacted(), "postgres://ax:***@db.example/ax");
         let c = parse("store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"2s\"\n").unwrap();
         assert_eq!(c.heartbeat, Duration::from_secs(2));
+        assert_eq!(c.lease, Duration::from_secs(12), "six heartbeats");
         assert_eq!(parse("").unwrap().heartbeat, Duration::from_secs(5));
+        let c = parse(
+            "store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"1s\"\nlease = \"30s\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.lease, Duration::from_secs(30));
         let other = parse("store = \"postgres://ax@other/ax\"\n").unwrap();
         assert_eq!(
             parse("").unwrap().restart_only_changes(&other),
@@ -667,6 +778,10 @@ mod tests {
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
                 "line 3",
+            ),
+            (
+                "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"2s\"\nlease = \"5s\"\n",
+                "line 2: [cluster] lease = 5s is shorter than 3 heartbeats (6s)",
             ),
         ] {
             let err = parse(text).unwrap_err();

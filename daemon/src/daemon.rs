@@ -24,21 +24,27 @@ use crate::store::Store;
 use crate::store::postgres::PgStore;
 use crate::store::prune::Prune;
 use crate::store::sqlite::SqliteStore;
-use crate::time::now_ms;
+use crate::time::{now_ms, steady_ms};
 use crate::writer::Fault;
 
 /// How often `STATUS=` is refreshed under systemd.
 const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The one line systemd shows for axd: runs running, ready runs waiting
-/// for a slot, and runs that failed or timed out in the last hour.
+/// for a slot, runs that failed or timed out in the last hour, and a
+/// store fault while there is one.
 pub fn status_line(s: &ax_shared::api::StatusView) -> String {
     let running: u32 = s.pools.iter().map(|p| p.running).sum();
     let queued = s.runs.get("ready").copied().unwrap_or(0);
-    format!(
+    let mut line = format!(
         "{running} running, {queued} queued, {} failed in the last hour",
         s.failed_last_hour
-    )
+    );
+    if let Some(e) = &s.store_error {
+        line.push_str("; STORE FAULT: ");
+        line.push_str(e);
+    }
+    line
 }
 
 fn notify(state: &[sd_notify::NotifyState]) {
@@ -148,6 +154,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         }
         None => None,
     };
+    // Ends recorded while the store could not write go in before the
+    // store is loaded, so their runs are not taken for interrupted ones.
+    let journal = open_journal(&cfg, &mut *main)?;
     let Restored {
         now,
         engine,
@@ -222,16 +231,40 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         )
         .context("cannot start the spawner threads")?
     };
-    let fault: Fault = Arc::default();
+    {
+        // A step of the wall clock wakes the scheduler at once (cron slots
+        // follow the wall clock); without the timerfd, at its next wake-up.
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name("ax-clock".into())
+            .spawn(move || {
+                while crate::time::wait_for_wall_step() {
+                    if tx.send(Msg::WallStepped).is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("cannot start the clock thread")?;
+    }
+    let fault = Fault::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
+    let state_dir = Some(state_dir_identity(&cfg)?);
     let writer_thread = {
-        let (notify, fault) = (notify_tx.clone(), fault.clone());
-        let metrics = metrics_shared.clone();
+        let parts = crate::writer::Parts {
+            store: writer_store,
+            rx: writer_rx,
+            notify: notify_tx.clone(),
+            fault: fault.clone(),
+            metrics: metrics_shared.clone(),
+            journal,
+            state_dir,
+            shutdown: shutdown.clone(),
+        };
         std::thread::Builder::new()
             .name("ax-writer".into())
-            .spawn(move || crate::writer::run(writer_store, writer_rx, notify, fault, metrics))
+            .spawn(move || crate::writer::run(parts))
             .context("cannot start the store writer thread")?
     };
     let (pruner, retention, orders) =
@@ -245,7 +278,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (heartbeat_stop, heartbeat_stopped) = std::sync::mpsc::channel::<()>();
     let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
-        (Some(store), Some((me, host))) => {
+        (Some(mut store), Some((me, host))) => {
             let registry = crate::cluster::Registry::new(&me.id);
             let info = crate::store::postgres::NodeInfo {
                 id: me.id.clone(),
@@ -253,7 +286,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 version: env!("CARGO_PKG_VERSION").into(),
                 slots: cfg.max_concurrency,
                 heartbeat_ms: cfg.heartbeat.as_millis() as u64,
+                lease_ms: cfg.lease.as_millis() as u64,
             };
+            // A lease renewed now, after the load (however long it took)
+            // and before the scheduler starts any attempt: from here the
+            // heartbeat thread's guard counts.
+            let registered = crate::cluster::now();
+            store
+                .beat(&info, true)
+                .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
             let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             // Other nodes' events for this node's subscribers: read on a
             // thread of their own (detached: it holds nothing to flush).
@@ -297,12 +338,18 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                     .context("cannot start the claimer thread")?
             };
             let thread = {
-                let (registry, tx) = (registry.clone(), tx.clone());
+                let beating = crate::cluster::Beating {
+                    me: info,
+                    lease: cfg.lease,
+                    registered,
+                    fault: fault.clone(),
+                    scheduler: tx.clone(),
+                    loaded_paused: paused,
+                };
+                let registry = registry.clone();
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || {
-                        crate::cluster::run(store, info, registry, tx, paused, heartbeat_stopped)
-                    })
+                    .spawn(move || crate::cluster::run(store, beating, registry, heartbeat_stopped))
                     .context("cannot start the heartbeat thread")?
             };
             (
@@ -315,6 +362,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         _ => (None, None, None, None),
     };
     let claimer_nudge = claimer.clone();
+    let (scan_link, scan_tx, scan_orders) = crate::watcher::scan_orders();
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -331,21 +379,21 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         metrics: crate::metrics::Metrics::new(metrics_shared.clone(), dag_history),
         nodes,
         claimer,
+        scans: scan_link,
     });
-    let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks));
-
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
-    let _watch = {
-        let tx = std::sync::Mutex::new(tx.clone());
-        crate::watcher::watch(&cfg.jobs_dir, move || {
-            if let Ok(tx) = tx.lock() {
-                let _ = tx.send(Msg::Rescan);
-            }
-        })
-        .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?
-    };
+    let watcher: Arc<str> = Arc::from("watcher");
+    let mut folder = crate::dags::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
+    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
+    // Scans after this one run on their own thread; the scheduler only
+    // puts their results in force (docs/operations.md).
+    crate::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics_shared.clone())
+        .context("cannot start the jobs folder's scanner thread")?;
+    let _watch = crate::watcher::watch(&cfg.jobs_dir, move || {
+        let _ = scan_tx.send(crate::watcher::Order::Changed);
+    })
+    .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?;
 
     // 4. accept clients, dispatch
     let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
@@ -373,7 +421,13 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         admin_gid,
         socket_gid,
     };
-    let server = tokio::spawn(serve(listener, handle.clone(), access, shutdown.clone()));
+    let server = tokio::spawn(serve(
+        listener,
+        handle.clone(),
+        access,
+        cfg.limits.clone(),
+        shutdown.clone(),
+    ));
     if let Some(addr) = cfg.metrics_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -388,9 +442,16 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let (handle, peer) = (handle.clone(), peer.clone());
             async move { handle.ask(&peer, Metrics).await.ok().map(|m| m.text) }
         };
-        tokio::spawn(crate::metrics_http::serve(listener, ask, async move {
-            stopping.stopped().await
-        }));
+        let limits = crate::metrics_http::HttpLimits {
+            connections: cfg.limits.metrics_connections,
+            header_timeout: cfg.limits.frame_timeout,
+        };
+        tokio::spawn(crate::metrics_http::serve(
+            listener,
+            ask,
+            limits,
+            async move { stopping.stopped().await },
+        ));
     }
 
     tracing::info!(
@@ -438,7 +499,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         claimer: claimer_thread.map(|t| (claimer_stop, claimer_nudge, t)),
         logship: ship.zip(logship_thread),
     };
-    let code = serve_until_stopped(&shutdown, &tx, threads).await?;
+    let bound = crate::shutdown::bound(cfg.shutdown_grace);
+    let code = serve_until_stopped(&shutdown, &tx, threads, bound).await?;
     let _ = server.await;
     let _ = std::fs::remove_file(&cfg.socket);
     tracing::info!("axd stopped");
@@ -467,7 +529,8 @@ struct Stores {
 fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     if let Some(url) = &cfg.store {
         let name = url.redacted();
-        let main = PgStore::open(url).with_context(|| format!("cannot open {name}"))?;
+        let url = url.with_liveness(cfg.heartbeat, cfg.lease);
+        let main = PgStore::open(&url).with_context(|| format!("cannot open {name}"))?;
         return Ok(Stores {
             writer: Box::new(main.another()),
             pruner: Box::new(main.another()),
@@ -478,6 +541,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         });
     }
     let db = cfg.state_dir.join("ax.db");
+    refuse_empty_store(&db, &cfg.state_dir.join("logs"))?;
     crate::private::sqlite_store(&db).with_context(|| format!("cannot create {}", db.display()))?;
     let open = || {
         SqliteStore::open(&db, cfg.synchronous_full)
@@ -491,6 +555,94 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         logs: None,
         name: db.display().to_string(),
     })
+}
+
+/// The ends journal beside `ax.db` (`crate::journal`): what it holds is
+/// replayed into the store, then it is emptied and given its whole size.
+/// `None` on PostgreSQL (a cluster's runs are at least once), and where
+/// the size cannot be reserved (said in the log).
+fn open_journal(
+    cfg: &Config,
+    store: &mut dyn Store,
+) -> anyhow::Result<Option<crate::journal::Journal>> {
+    if cfg.store.is_some() {
+        return Ok(None);
+    }
+    let path = cfg.state_dir.join("ax.journal");
+    let (mut journal, lines) = crate::journal::Journal::open(&path)?;
+    if !lines.is_empty() {
+        let done = crate::journal::replay(store, &lines)
+            .with_context(|| format!("cannot replay {} into the store", path.display()))?;
+        tracing::warn!(
+            "{}: {} run(s) whose end the store could not take before axd stopped are recorded now{}",
+            path.display(),
+            done.runs,
+            if done.unknown > 0 {
+                format!(
+                    " ({} others belong to DAG runs the store never held, never acknowledged)",
+                    done.unknown
+                )
+            } else {
+                String::new()
+            }
+        );
+        journal.clear()?;
+    }
+    if let Err(e) = journal.reserve() {
+        tracing::warn!(
+            "{e}: runs that end while the store cannot write are not recorded (they run again after a restart)"
+        );
+        return Ok(None);
+    }
+    Ok(Some(journal))
+}
+
+/// The files whose identity the writer checks (`crate::state_dir`): the
+/// lock and the database; with PostgreSQL, whose database is elsewhere,
+/// the lock alone, which still says whose the state dir and its logs are.
+fn state_dir_identity(cfg: &Config) -> anyhow::Result<crate::state_dir::Identity> {
+    let files = match &cfg.store {
+        None => crate::state_dir::watched(&cfg.state_dir),
+        Some(_) => vec![cfg.state_dir.join("axd.lock")],
+    };
+    crate::state_dir::Identity::of(&files)
+        .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))
+}
+
+/// Refuses an empty or missing `ax.db` beside a log folder that holds
+/// logs: a new store would give ids from 1 again, and its runs would be
+/// shown the logs of the earlier store's runs of the same ids
+/// (docs/operations.md, "Empty database file").
+fn refuse_empty_store(db: &Path, log_dir: &Path) -> anyhow::Result<()> {
+    let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    // A database whose only content is still in its WAL is not empty.
+    let empty = len(db).unwrap_or(0) == 0 && len(Path::new(&wal)).unwrap_or(0) == 0;
+    if !empty {
+        return Ok(());
+    }
+    let holds_logs = std::fs::read_dir(log_dir)
+        .with_context(|| format!("cannot read {}", log_dir.display()))?
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains(".log"));
+    if !holds_logs {
+        return Ok(());
+    }
+    bail!(
+        "{} is {} but {} holds the logs of an earlier store: a new store would \
+         reuse their run ids. Restore ax.db from a backup, or, to start fresh, \
+         move the logs away first (mv {} {}.old)",
+        db.display(),
+        if len(db).is_some() {
+            "empty"
+        } else {
+            "missing"
+        },
+        log_dir.display(),
+        log_dir.display(),
+        log_dir.display()
+    )
 }
 
 /// The engine as the store left it, with what the scheduler needs to go
@@ -529,8 +681,10 @@ fn restore(
     if swept > 0 {
         tracing::warn!("killed {swept} job process group(s) left by an earlier axd");
     }
-    let now = now_ms();
-    let seed = now as u64 ^ u64::from(std::process::id());
+    // The engine's clock (monotonic, read first here: it reads the wall
+    // clock's value now, see `time`).
+    let now = steady_ms();
+    let seed = now_ms() as u64 ^ u64::from(std::process::id());
     let mut engine = Engine::new(cfg.engine_config(), seed);
     if let Some(me) = me {
         // Ids unique across nodes; submissions offered to every node;
@@ -596,7 +750,7 @@ fn restore(
 /// The threads axd joins at exit.
 struct Threads {
     scheduler: JoinHandle<()>,
-    writer: JoinHandle<()>,
+    writer: JoinHandle<Result<(), crate::writer::Unwritten>>,
     pruner: JoinHandle<()>,
     /// The heartbeat thread and what stops it (dropped: it leaves the
     /// registry and ends).
@@ -612,12 +766,15 @@ struct Threads {
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or
-/// a panic), then joins the writer and the pruner and stops the socket.
-/// Returns the exit code.
+/// a panic), then joins the writer and the other threads and stops the
+/// socket. Returns the exit code. Everything is over within `bound` of
+/// the drain (`shutdown::bound`): a thread still busy then (a store call
+/// that hangs) is left behind, said in the log, and the exit code is 1.
 async fn serve_until_stopped(
     shutdown: &Shutdown,
     tx: &Sender<Msg>,
     threads: Threads,
+    bound: std::time::Duration,
 ) -> anyhow::Result<u8> {
     let Threads {
         scheduler: scheduler_thread,
@@ -631,6 +788,7 @@ async fn serve_until_stopped(
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
     let mut scheduler_done = tokio::task::spawn_blocking(move || scheduler_thread.join());
+    let mut deadline: Option<tokio::time::Instant> = None;
     let scheduler_ended = loop {
         tokio::select! {
             _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
@@ -640,68 +798,109 @@ async fn serve_until_stopped(
                 let _ = tx.send(Msg::Reload);
                 notify(&[sd_notify::NotifyState::Ready]);
             }
-            ended = &mut scheduler_done => break ended,
+            // A signal, or a fault that stops axd (`Shutdown::fail`).
+            _ = shutdown.draining(), if deadline.is_none() => {
+                deadline = Some(tokio::time::Instant::now() + bound);
+            }
+            _ = sleep_until_opt(deadline) => break None,
+            ended = &mut scheduler_done => break Some(ended),
         }
     };
+    let deadline = deadline.unwrap_or_else(|| tokio::time::Instant::now() + bound);
+    let mut late: Vec<&str> = Vec::new();
+    let mut join = |name: &'static str, done: Option<JoinResult>| match done {
+        Some(ended) => (name, ended.unwrap_or_else(|e| Err(Box::new(e)))),
+        None => {
+            late.push(name);
+            (name, Ok(()))
+        }
+    };
+    let scheduler = join("scheduler", scheduler_ended);
     // The scheduler has dropped the writer's queue: the writer writes what
-    // it holds, sends the answers waiting on it, and ends.
-    let writer_ended = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    // it holds (for `shutdown::FINAL_WRITE` at most while the store refuses),
+    // sends the answers waiting on it, and ends.
+    let writer_done = within(deadline, move || writer_thread.join()).await;
+    let unwritten = matches!(writer_done, Some(Ok(Ok(Err(_)))));
+    let writer = join(
+        "store writer",
+        writer_done.map(|r| r.map(|r| r.map(|_| ()))),
+    );
     // The scheduler has dropped the pruner's orders; the pruner stopped
     // between batches once draining began, and ends.
-    let pruner_ended = tokio::task::spawn_blocking(move || pruner_thread.join()).await;
+    let pruner = join(
+        "pruner",
+        within(deadline, move || pruner_thread.join()).await,
+    );
     // Every attempt has ended (the scheduler waited for them): the
     // shipper ships the rest of their logs and ends.
-    let logship_ended = match logship {
+    let logship_done = match logship {
         Some((notices, thread)) => {
             notices.stop();
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let logship = join("log shipper", logship_done);
     // The claimer stops claiming (the scheduler that adopted is gone).
-    let claimer_ended = match claimer {
+    let claimer_done = match claimer {
         Some((stop, link, thread)) => {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(link) = link {
                 link.nudge();
             }
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let claimer = join("claimer", claimer_done);
     // The heartbeat thread hands back this node's unfinished DAG runs,
     // removes its row and ends.
-    let heartbeat_ended = match heartbeat {
+    let heartbeat_done = match heartbeat {
         Some((stop, thread)) => {
             drop(stop);
-            tokio::task::spawn_blocking(move || thread.join()).await
+            within(deadline, move || thread.join()).await
         }
-        None => Ok(Ok(())),
+        None => Some(Ok(Ok(()))),
     };
+    let heartbeat = join("heartbeat", heartbeat_done);
     shutdown.stop();
-    Ok(exit_code(&[
-        (
-            "scheduler",
-            scheduler_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "store writer",
-            writer_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        ("pruner", pruner_ended.unwrap_or_else(|e| Err(Box::new(e)))),
-        (
-            "heartbeat",
-            heartbeat_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "claimer",
-            claimer_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-        (
-            "log shipper",
-            logship_ended.unwrap_or_else(|e| Err(Box::new(e))),
-        ),
-    ]))
+    let mut code = exit_code(&[scheduler, writer, pruner, heartbeat, claimer, logship]);
+    if !late.is_empty() {
+        tracing::error!(
+            "shutdown took longer than its bound ({} s): the {} thread(s) did not end and are abandoned; what they held is not committed",
+            bound.as_secs(),
+            late.join(", ")
+        );
+        code = 1;
+    }
+    if unwritten {
+        // The writer said what it could not commit.
+        code = 1;
+    }
+    if shutdown.failed() {
+        code = 1;
+    }
+    Ok(code)
+}
+
+type JoinResult = Result<std::thread::Result<()>, tokio::task::JoinError>;
+
+/// Runs the blocking `f` (a thread's join) until `deadline`; `None` if it
+/// has not returned by then (it is left running).
+async fn within<T: Send + 'static>(
+    deadline: tokio::time::Instant,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<Result<T, tokio::task::JoinError>> {
+    tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(f))
+        .await
+        .ok()
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// axd's exit code from how its threads ended: 0 when all returned, 1 when
@@ -724,7 +923,21 @@ pub fn exit_code(threads: &[(&str, std::thread::Result<()>)]) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::exit_code;
+    use super::{exit_code, status_line};
+
+    #[test]
+    fn the_systemd_status_line_names_a_store_fault() {
+        let mut s = ax_shared::api::StatusView::default();
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour"
+        );
+        s.store_error = Some("a commit has waited 3.0 s for the store".into());
+        assert_eq!(
+            status_line(&s),
+            "0 running, 0 queued, 0 failed in the last hour; STORE FAULT: a commit has waited 3.0 s for the store"
+        );
+    }
 
     #[test]
     fn a_panicked_thread_makes_the_exit_code_non_zero() {

@@ -1,7 +1,11 @@
-//! The DAG registry: what the jobs folder defines, with the last good
-//! version of each DAG and the error of its current file.
+//! The jobs folder's DAG set (docs/job-files.md): the physical walk of the
+//! folder, and the scan that reads, parses and validates every job file
+//! into the last good version of each DAG with its file's current error.
+//! Scans run on the scanner thread (`watcher::spawn_scanner`); the
+//! scheduler only swaps in a scan's result.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -23,119 +27,274 @@ pub struct DagEntry {
     pub version: Option<String>,
 }
 
-/// Every job file below `dir` that is not ignored (SPEC §2): regular files
-/// or links to regular files, recursively.
-pub fn job_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
+impl DagEntry {
+    fn new(file: PathBuf) -> DagEntry {
+        DagEntry {
+            spec: None,
+            file,
+            error: None,
+            hash: String::new(),
+            version: None,
+        }
+    }
+}
+
+/// What a walk of the jobs folder found.
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// Every job file that is not ignored, sorted.
+    pub files: Vec<PathBuf>,
+    /// Folders (or entries) that could not be read, with the error: what
+    /// lies below them is unknown, not absent.
+    pub failed: Vec<(PathBuf, std::io::Error)>,
+}
+
+/// Walks `dir` physically (docs/job-files.md): folders are entered, links
+/// to folders are not (so no link loop is followed, and each file is seen
+/// under one path), a link to a regular file counts as that file. Names
+/// starting with `.` are skipped with all below them, and files with an
+/// ignored name. A folder seen before by device and inode (a bind mount
+/// of an ancestor) is not entered again.
+pub fn walk(dir: &Path) -> Walk {
+    let mut out = Walk::default();
+    let mut entered: HashSet<(u64, u64)> = HashSet::new();
+    if let Ok(m) = std::fs::metadata(dir) {
+        entered.insert((m.dev(), m.ino()));
+    }
     let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
+    while let Some(folder) = stack.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            // A sub-folder removed (or replaced by a file) since its parent
+            // was listed is gone, and its DAGs with it.
+            Err(e)
+                if folder != dir
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                out.failed.push((folder, e));
+                continue;
+            }
         };
-        for e in entries.flatten() {
-            let path = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    // The listing broke off (EIO, EMFILE...): the rest of
+                    // this folder is unknown.
+                    out.failed.push((folder.clone(), e));
+                    break;
+                }
+            };
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
             if name.starts_with('.') {
                 continue;
             }
-            // `metadata` follows links: a link to a regular file counts as
-            // one, and a dangling link (or a loop, or an entry removed since
-            // `read_dir`) has none and is skipped without an error, as
-            // anything else that is not a regular file (sockets, fifos).
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => stack.push(path),
-                Ok(m) if m.is_file() && !is_ignored_name(&name) => out.push(path),
-                _ => {}
+            let path = entry.path();
+            let kind = match entry.file_type() {
+                Ok(kind) => kind,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    out.failed.push((path, e));
+                    continue;
+                }
+            };
+            if kind.is_dir() {
+                match entry.metadata() {
+                    Ok(m) if !entered.insert((m.dev(), m.ino())) => {}
+                    Ok(_) => stack.push(path),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => out.failed.push((path, e)),
+                }
+            } else if !is_ignored_name(&name) && (kind.is_file() || is_link_to_file(&path, kind)) {
+                out.files.push(path);
             }
         }
     }
-    out.sort();
+    out.files.sort();
     out
 }
 
-/// Re-reads the folder and merges it into `dags`: new and changed valid
-/// files replace their DAG; broken files keep the last good version and set
-/// the error; DAGs whose file is gone are removed and returned.
-pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry>) -> Vec<String> {
-    let opts = ValidateOptions {
-        pools: Some(pools.to_vec()),
-    };
-    let mut parsed: Vec<DagFile> = Vec::new();
-    let mut broken: Vec<(String, PathBuf, FileError)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for path in job_files(dir) {
-        let Some(name) = ax_shared::jobfile::dag_name_for(dir, &path) else {
-            continue;
-        };
-        seen.insert(name.clone());
-        match load_file(&path, Some(dir), &opts) {
-            Ok(d) => parsed.push(d),
-            Err(mut errors) => {
-                let first = errors.remove(0);
-                let more = errors.len();
-                let mut e = first;
-                if more > 0 {
-                    e.message = format!(
-                        "{} (and {more} more error{})",
-                        e.message,
-                        if more == 1 { "" } else { "s" }
-                    );
-                }
-                broken.push((name, path, e));
+/// A link followed to its target: a regular file counts; a folder, a
+/// dangling link or a link loop does not, and is skipped without an error,
+/// as anything else that is not a regular file.
+fn is_link_to_file(path: &Path, kind: std::fs::FileType) -> bool {
+    kind.is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// One scan's result: the whole DAG set to put in force.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub dags: BTreeMap<String, DagEntry>,
+    /// Folders this scan could not read; the DAGs of the files below them
+    /// are kept as they were.
+    pub folder_errors: Vec<FileError>,
+}
+
+/// The jobs folder and the DAG set its last scan produced, which the next
+/// scan merges into.
+pub struct JobsFolder {
+    dir: PathBuf,
+    opts: ValidateOptions,
+    dags: BTreeMap<String, DagEntry>,
+}
+
+impl JobsFolder {
+    pub fn new(dir: &Path, pools: Vec<String>) -> JobsFolder {
+        JobsFolder {
+            dir: dir.to_path_buf(),
+            opts: ValidateOptions { pools: Some(pools) },
+            dags: BTreeMap::new(),
+        }
+    }
+
+    /// The pool names files are checked against (after a config reload).
+    pub fn set_pools(&mut self, pools: Vec<String>) {
+        self.opts.pools = Some(pools);
+    }
+
+    /// The last good version of every DAG from an earlier life: a file that
+    /// is broken now keeps it (docs/job-files.md), across restarts too.
+    pub fn restore_last_good(&mut self, defs: Vec<DagSpec>) {
+        for spec in defs {
+            let mut entry = DagEntry::new(PathBuf::from(&spec.file));
+            entry.version = Some(crate::store::specs::definition_hash(&spec));
+            let name = spec.name.clone();
+            entry.spec = Some(Arc::new(spec));
+            self.dags.insert(name, entry);
+        }
+    }
+
+    /// Reads the folder again and merges it into the DAG set: new and
+    /// changed valid files replace their DAG; broken files keep the last
+    /// good version and set the error; DAGs whose file is gone are
+    /// removed, except below a folder the walk could not read, where they
+    /// stay as they were.
+    pub fn scan(&mut self) -> Scan {
+        let walk = walk(&self.dir);
+        let mut parsed: Vec<DagFile> = Vec::new();
+        let mut broken: Vec<(String, PathBuf, FileError)> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        for path in walk.files {
+            let Some(name) = ax_shared::jobfile::dag_name_for(&self.dir, &path) else {
+                continue;
+            };
+            seen.insert(name.clone());
+            match load_file(&path, Some(&self.dir), &self.opts) {
+                Ok(d) => parsed.push(d),
+                Err(errors) => broken.push((name, path, first_of(errors))),
             }
         }
-    }
-    // Cross-file `after` checks over what will be in force.
-    let after_errors = {
-        let refs: Vec<&DagFile> = parsed.iter().collect();
-        check_after(&refs)
-    };
-    for d in parsed {
-        let name = d.spec.name.clone();
-        let text = serde_json::to_string(&d.spec).unwrap_or_default();
-        let hash = crate::store::specs::content_hash(&text);
-        if let Some((_, e)) = after_errors.iter().find(|(n, _)| *n == name) {
-            let entry = dags.entry(name.clone()).or_insert_with(|| DagEntry {
-                spec: None,
-                file: PathBuf::from(&d.spec.file),
-                error: None,
-                hash: String::new(),
-                version: None,
-            });
-            entry.error = Some(e.clone());
-            continue;
+        let kept: Vec<String> = self
+            .dags
+            .iter()
+            .filter(|(name, e)| {
+                !seen.contains(*name) && walk.failed.iter().any(|(f, _)| e.file.starts_with(f))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let after_errors = self.check_after(&parsed, &kept);
+        for d in parsed {
+            let name = d.spec.name.clone();
+            let entry = self
+                .dags
+                .entry(name.clone())
+                .or_insert_with(|| DagEntry::new(PathBuf::from(&d.spec.file)));
+            if let Some(e) = after_errors.get(&name) {
+                entry.error = Some(e.clone());
+                continue;
+            }
+            let text = serde_json::to_string(&d.spec).unwrap_or_default();
+            let hash = crate::store::specs::content_hash(&text);
+            entry.error = None;
+            if entry.hash != hash {
+                entry.version = Some(crate::store::specs::definition_hash(&d.spec));
+                entry.spec = Some(Arc::new(d.spec));
+                entry.hash = hash;
+            }
         }
-        let entry = dags.entry(name).or_insert_with(|| DagEntry {
-            spec: None,
-            file: PathBuf::from(&d.spec.file),
-            error: None,
-            hash: String::new(),
-            version: None,
-        });
-        entry.error = None;
-        if entry.hash != hash {
-            entry.version = Some(crate::store::specs::definition_hash(&d.spec));
-            entry.spec = Some(Arc::new(d.spec));
-            entry.hash = hash;
+        for (name, path, e) in broken {
+            let entry = self.dags.entry(name).or_insert_with(|| DagEntry::new(path));
+            entry.error = Some(e);
+        }
+        let kept: HashSet<String> = kept.into_iter().collect();
+        self.dags
+            .retain(|name, _| seen.contains(name) || kept.contains(name));
+        let folder_errors = walk
+            .failed
+            .into_iter()
+            .map(|(folder, e)| FileError {
+                file: folder.display().to_string(),
+                line: None,
+                column: None,
+                message: format!(
+                    "cannot read this folder ({e}); the DAGs of the files below it stay as last loaded"
+                ),
+            })
+            .collect();
+        Scan {
+            dags: self.dags.clone(),
+            folder_errors,
         }
     }
-    for (name, path, e) in broken {
-        let entry = dags.entry(name).or_insert_with(|| DagEntry {
-            spec: None,
-            file: path,
-            error: None,
-            hash: String::new(),
-            version: None,
-        });
-        entry.error = Some(e);
+
+    /// Cross-file `after` checks over what will be in force: the files just
+    /// parsed and the DAGs kept below unreadable folders. Errors are those
+    /// of parsed files, by DAG name (the first of each).
+    fn check_after(&self, parsed: &[DagFile], kept: &[String]) -> HashMap<String, FileError> {
+        let kept: Vec<DagFile> = kept
+            .iter()
+            .filter_map(|name| self.dags.get(name)?.spec.as_ref())
+            .map(|spec| DagFile {
+                spec: DagSpec {
+                    file: spec.file.clone(),
+                    after: spec.after.clone(),
+                    ..DagSpec::adhoc(spec.name.clone(), Vec::new())
+                },
+                after_at: Vec::new(),
+            })
+            .collect();
+        let refs: Vec<&DagFile> = parsed.iter().chain(&kept).collect();
+        let parsed_names: HashSet<&str> = parsed.iter().map(|d| d.spec.name.as_str()).collect();
+        let mut errors = HashMap::new();
+        for (name, e) in check_after(&refs) {
+            if parsed_names.contains(name.as_str()) {
+                errors.entry(name).or_insert(e);
+            }
+        }
+        errors
     }
-    let removed: Vec<String> = dags
-        .keys()
-        .filter(|n| !seen.contains(*n))
-        .cloned()
-        .collect();
-    for n in &removed {
-        dags.remove(n);
+}
+
+/// A file's first error, saying how many more there are.
+fn first_of(mut errors: Vec<FileError>) -> FileError {
+    let mut first = errors.remove(0);
+    let more = errors.len();
+    if more > 0 {
+        first.message = format!(
+            "{} (and {more} more error{})",
+            first.message,
+            if more == 1 { "" } else { "s" }
+        );
     }
-    removed
+    first
+}
+
+/// One scan of `dir` merged into `dags` (a [`JobsFolder`] around them);
+/// returns the DAGs removed.
+pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry>) -> Vec<String> {
+    let mut folder = JobsFolder::new(dir, pools.to_vec());
+    folder.dags = std::mem::take(dags);
+    let before: Vec<String> = folder.dags.keys().cloned().collect();
+    *dags = folder.scan().dags;
+    before
+        .into_iter()
+        .filter(|n| !dags.contains_key(n))
+        .collect()
 }

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,8 +49,25 @@ const SPAWNER_THREADS: usize = 4;
 const STARTED_COALESCE: Duration = Duration::from_millis(10);
 
 /// What the executor reports to the scheduler: the engine's own inputs
-/// (`Started`, `SpawnFailed`, `Exited`, `Output`).
-pub type ExecEvent = Input;
+/// (`Started`, `SpawnFailed`, `Exited`, `Output`), each with the time it
+/// happened on the engine's clock (`time::steady_ms`) as the executor saw
+/// it: an exit carries the time its leader was reaped, not the time the
+/// scheduler got to it.
+#[derive(Debug)]
+pub struct ExecEvent {
+    pub at: crate::engine::Millis,
+    pub input: Input,
+}
+
+impl ExecEvent {
+    /// An input that happens now.
+    pub fn now(input: Input) -> ExecEvent {
+        ExecEvent {
+            at: crate::time::steady_ms(),
+            input,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -163,31 +181,8 @@ async fn spawner(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     while let Some(Order { order, kill_rx }) = orders.recv().await {
-        let (run, attempt) = (order.run, order.attempt);
-        let started = prepare(&cfg, &order).and_then(|(plan, read_end, mut log)| {
-            // The plan (and with it this process's copy of the pipe's write
-            // end) is dropped once the child has exec'ed, so the log reader
-            // sees EOF when the job's processes exit.
-            match crate::spawn::spawn(plan) {
-                Ok(child) => Ok((child, read_end, log)),
-                Err(e) => {
-                    let _ = writeln!(log.file, "[ax] could not start: {e}");
-                    Err(e.to_string())
-                }
-            }
-        });
-        match started {
-            Err(error) => {
-                if let Some(ship) = &cfg.ship {
-                    ship.ended(run, attempt);
-                }
-                events(Input::SpawnFailed {
-                    run,
-                    attempt,
-                    error,
-                })
-            }
-            Ok((child, read_end, log)) => {
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
                 tokio::spawn(supervise(
                     cfg.clone(),
                     order,
@@ -198,11 +193,157 @@ async fn spawner(
                     events.clone(),
                 ));
             }
+            Started::Short(error) => {
+                tokio::spawn(start_when_possible(
+                    cfg.clone(),
+                    order,
+                    kill_rx,
+                    error,
+                    events.clone(),
+                ));
+            }
+            Started::Failed(error) => failed(&cfg, &order, error, &events),
+            Started::Killed(pid) => killed(&cfg, &order, pid, &events),
         }
     }
     // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
     // so do the attempts still being supervised, until the process exits.
     std::future::pending::<()>().await
+}
+
+/// What one try to start an attempt came to.
+enum Started {
+    Running(crate::spawn::Process, OwnedFd, JobLog),
+    /// Nothing ran, for lack of the daemon's own resources (descriptors,
+    /// processes, memory): try again once running jobs give some back.
+    Short(String),
+    /// Nothing ran: the attempt failed.
+    Failed(String),
+    /// The process started but could not be supervised; it was killed
+    /// (SIGKILL to its group) and reaped.
+    Killed(u32),
+}
+
+fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
+    let (plan, read_end, mut log) = match prepare(cfg, order) {
+        Ok(p) => p,
+        Err(Prepared::Short(e)) => return Started::Short(e),
+        Err(Prepared::Failed(e)) => return Started::Failed(e),
+    };
+    // The plan (and with it this process's copy of the pipe's write end)
+    // is dropped once the child has exec'ed, so the log reader sees EOF
+    // when the job's processes exit.
+    match crate::spawn::spawn(plan) {
+        Ok(child) => Started::Running(child, read_end, log),
+        Err(e) if e.is_shortage() => Started::Short(e.to_string()),
+        Err(crate::spawn::SpawnError::Killed { pid, error }) => {
+            let _ = writeln!(
+                log.file,
+                "[ax] process {pid} could not be supervised ({error}): its group was killed"
+            );
+            Started::Killed(pid)
+        }
+        Err(e) => {
+            let _ = writeln!(log.file, "[ax] could not start: {e}");
+            Started::Failed(e.to_string())
+        }
+    }
+}
+
+fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(ExecEvent)) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    events(ExecEvent::now(Input::SpawnFailed {
+        run: order.run,
+        attempt: order.attempt,
+        error,
+    }));
+}
+
+/// An attempt whose process ran but was killed at once (it could not be
+/// supervised): recorded as what it is, a process that started and died of
+/// SIGKILL, not as one that never ran.
+fn killed(cfg: &ExecConfig, order: &SpawnOrder, pid: u32, events: &impl Fn(ExecEvent)) {
+    if let Some(ship) = &cfg.ship {
+        ship.ended(order.run, order.attempt);
+    }
+    let (run, attempt) = (order.run, order.attempt);
+    events(ExecEvent::now(Input::Started {
+        run,
+        attempt,
+        pid,
+        pid_start: None,
+    }));
+    events(ExecEvent::now(Input::Exited {
+        run,
+        attempt,
+        code: None,
+        signal: Some(libc::SIGKILL),
+    }));
+}
+
+/// First wait before starting again an attempt that found the daemon
+/// short of resources; it doubles up to `SHORT_RETRY_MAX`.
+const SHORT_RETRY_FIRST: Duration = Duration::from_millis(50);
+const SHORT_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// How long an attempt waits for resources before it fails as
+/// `spawn_error` (which the retry policy counts): a shortage that lasts
+/// this long is not one that running jobs will end, and the attempt must
+/// not wait, without a deadline, for ever.
+const SHORT_WAIT_MAX: Duration = Duration::from_secs(600);
+
+/// Starts an attempt that found the daemon short of descriptors (or
+/// processes, or memory) as soon as it can: again and again, waiting a
+/// little longer each time, on this spawner thread (PDEATHSIG). Nothing
+/// ran meanwhile, so no retry is used; its slot stays taken. A kill order
+/// (cancel, preemption, shutdown) ends the waiting: the attempt is
+/// reported never started, and the engine records the kill's outcome.
+/// After `SHORT_WAIT_MAX` it fails as never started.
+async fn start_when_possible(
+    cfg: ExecConfig,
+    order: SpawnOrder,
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    first_error: String,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    tracing::warn!(
+        run = order.run.0,
+        attempt = order.attempt,
+        "cannot start the attempt yet ({first_error}); trying again as running jobs end"
+    );
+    events(ExecEvent::now(Input::SpawnWaiting {
+        run: order.run,
+        attempt: order.attempt,
+        error: first_error.clone(),
+    }));
+    let mut pause = SHORT_RETRY_FIRST;
+    let mut last = first_error;
+    let give_up = tokio::time::Instant::now() + SHORT_WAIT_MAX;
+    loop {
+        if tokio::time::Instant::now() >= give_up {
+            let waited = SHORT_WAIT_MAX.as_secs();
+            let error = format!("not started: {last} (still short after {waited} s)");
+            return failed(&cfg, &order, error, &events);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            Some(_) = kill_rx.recv() => {
+                let error = format!("not started: {last} (stopped while waiting for resources)");
+                return failed(&cfg, &order, error, &events);
+            }
+        }
+        match start(&cfg, &order) {
+            Started::Running(child, read_end, log) => {
+                return supervise(cfg, order, child, read_end, kill_rx, log, events).await;
+            }
+            Started::Short(e) => last = e,
+            Started::Failed(e) => return failed(&cfg, &order, e, &events),
+            Started::Killed(pid) => return killed(&cfg, &order, pid, &events),
+        }
+        pause = (pause * 2).min(SHORT_RETRY_MAX);
+    }
 }
 
 /// The daemon's environment as every job starts from it, built once (it
@@ -228,11 +369,18 @@ fn base_env() -> &'static crate::spawn::BaseEnv {
     })
 }
 
+/// Why an attempt's command could not be built.
+enum Prepared {
+    /// For lack of descriptors (or memory): it may work later.
+    Short(String),
+    Failed(String),
+}
+
 /// Builds the command for one attempt and opens its log.
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), String> {
+) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), Prepared> {
     let job = order.job();
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
@@ -244,7 +392,7 @@ fn prepare(
     // Read at each start, not at load: a rotated secret needs no reload.
     let file_env = match &job.env_file {
         Some(path) => crate::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| Prepared::Failed(e.to_string()))?,
         None => Vec::new(),
     };
     let redactor = secret_redactor(job, &file_env);
@@ -276,8 +424,13 @@ fn prepare(
         crate::reaper::COOKIE_VAR.into(),
         crate::reaper::cookie(order.run.0, order.attempt).into(),
     );
-    let (read_end, write_end) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+        let why = format!("pipe: {e}");
+        match e {
+            nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE => Prepared::Short(why),
+            _ => Prepared::Failed(why),
+        }
+    })?;
     let plan = crate::spawn::Plan {
         program,
         args,
@@ -287,14 +440,38 @@ fn prepare(
         output: write_end,
         close_fds: crate::spawn::CloseFds::Range,
     };
+    let path = log_path(&cfg.log_dir, order.run, order.attempt);
+    set_aside_stale_log(&path);
     let log = JobLog {
-        file: LazyLog {
-            path: log_path(&cfg.log_dir, order.run, order.attempt),
-            file: None,
-        },
+        file: LazyLog { path, file: None },
         redactor,
     };
     Ok((plan, read_end, log))
+}
+
+/// A log file already at a new attempt's path belongs to no attempt of
+/// this store (logs kept beside a store that was replaced): it is renamed
+/// to `<run>.<attempt>.log.stale-<ms>`, so the new attempt neither shows
+/// nor extends it, and nothing of it is lost.
+fn set_aside_stale_log(path: &Path) {
+    if std::fs::symlink_metadata(path).is_err() {
+        return;
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let aside = path.with_extension(format!("log.stale-{ms}"));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => tracing::warn!(
+            "{} existed before its attempt started; moved to {}",
+            path.display(),
+            aside.display()
+        ),
+        Err(e) => tracing::error!(
+            "{} existed before its attempt started and cannot be moved aside: {e}",
+            path.display()
+        ),
+    }
 }
 
 /// The redactor of the values this attempt must not show: every value of
@@ -350,7 +527,14 @@ pub struct LazyLog {
 impl Write for LazyLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.file.is_none() {
-            self.file = Some(crate::private::create(&self.path)?);
+            // `create_new`: an attempt's log is only ever its own
+            // (`set_aside_stale_log`), never truncated or extended.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(crate::private::FILE_MODE)
+                .open(&self.path)?;
+            self.file = Some(file);
         }
         self.file.as_mut().expect("just created").write(buf)
     }
@@ -374,11 +558,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
         &mut buf,
     )
     .ok()?;
-    // `comm` may hold any bytes, ')' too; the fields after its last ')'
-    // are ASCII.
-    let close = buf[..n].iter().rposition(|&b| b == b')')?;
-    let after_comm = std::str::from_utf8(buf.get(close + 2..n)?).ok()?;
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    crate::spawn::start_time_of_stat(&buf[..n])
 }
 
 /// Whether any live (non-zombie) process is left in the group. `kill(0)`
@@ -413,15 +593,52 @@ fn group_alive(pgid: i32) -> bool {
 }
 
 /// Start-up sweep: kill the process group of an attempt from an earlier
-/// life if, and only if, the pid still names the same process.
+/// life if, and only if, the pid still names the same process; or, when
+/// that process is gone (the job's shell died with the axd that started
+/// it and was reaped), if live members of its group remain that started
+/// no earlier than it did. Linux does not give a pid out again while a
+/// process group of that id has members, so those are what is left of
+/// the attempt.
 pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
     match (pid_start, process_start_time(pid)) {
         (Some(want), Some(have)) if want == have => {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
             true
         }
+        (Some(want), None) if group_left_since(pid as i32, want) => {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            true
+        }
         _ => false,
     }
+}
+
+/// Whether a live process of group `pgid` started at or after `since`
+/// (clock ticks after boot, as `/proc/PID/stat` counts).
+fn group_left_since(pgid: i32, since: u64) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
+        let pgrp = fields.get(2).and_then(|p| p.parse::<i32>().ok());
+        let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
+        live && pgrp == Some(pgid) && start.is_some_and(|s| s >= since)
+    })
 }
 
 /// The process groups of attempts being supervised, for `kill_all`.
@@ -470,6 +687,8 @@ async fn supervise(
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
+    // The start, for `Started` (sent a little later, see below).
+    let spawned_at = crate::time::steady_ms();
     let pgid = child.pid as i32;
     let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
@@ -479,7 +698,7 @@ async fn supervise(
         run,
         attempt,
         pid: child.pid,
-        pid_start: process_start_time(child.pid),
+        pid_start: child.start_time,
     });
     let started_timer = tokio::time::sleep(STARTED_COALESCE);
     tokio::pin!(started_timer);
@@ -499,6 +718,7 @@ async fn supervise(
     );
     tokio::pin!(reader);
     let mut reader_done = false;
+    let mut log_lost = 0;
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
     let mut kill_deadline: Option<tokio::time::Instant> = None;
@@ -509,9 +729,13 @@ async fn supervise(
         tokio::select! {
             status = child.wait() => break status,
             _ = &mut started_timer, if started.is_some() => {
-                events(started.take().expect("guarded by is_some"));
+                let input = started.take().expect("guarded by is_some");
+                events(ExecEvent { at: spawned_at, input });
             }
-            _ = &mut reader, if !reader_done => reader_done = true,
+            lost = &mut reader, if !reader_done => {
+                reader_done = true;
+                log_lost = lost;
+            }
             Some(grace_ms) = kill_rx.recv() => {
                 if kill_ordered.is_none() {
                     let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
@@ -528,8 +752,13 @@ async fn supervise(
             }
         }
     };
-    if let Some(s) = started.take() {
-        events(s);
+    // The exit happened now, whatever the cleanup below takes.
+    let exited_at = crate::time::steady_ms();
+    if let Some(input) = started.take() {
+        events(ExecEvent {
+            at: spawned_at,
+            input,
+        });
     }
     // The leader is reaped. Whatever is left of its group goes too:
     // SIGTERM, the rest of the grace period, SIGKILL.
@@ -557,19 +786,34 @@ async fn supervise(
     }
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
-    if !reader_done {
-        let _ = tokio::time::timeout(Duration::from_secs(1), &mut reader).await;
+    if !reader_done
+        && let Ok(lost) = tokio::time::timeout(Duration::from_secs(1), &mut reader).await
+    {
+        log_lost = lost;
     }
     // The log is final (the reader is done or given up on).
     if let Some(ship) = &cfg.ship {
         ship.ended(run, attempt);
     }
     let (code, signal) = status.unwrap_or((None, None));
-    events(Input::Exited {
-        run,
-        attempt,
-        code,
-        signal,
+    if log_lost > 0 {
+        events(ExecEvent {
+            at: exited_at,
+            input: Input::LogLost {
+                run,
+                attempt,
+                bytes: log_lost,
+            },
+        });
+    }
+    events(ExecEvent {
+        at: exited_at,
+        input: Input::Exited {
+            run,
+            attempt,
+            code,
+            signal,
+        },
     });
 }
 

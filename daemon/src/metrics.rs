@@ -35,6 +35,9 @@ struct PoolStateLabel {
     state: &'static str,
 }
 
+/// The `dag` label of every DAG that is not one of the jobs folder's.
+pub const ADHOC_LABEL: &str = "(ad-hoc)";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DagLabel {
     dag: String,
@@ -69,6 +72,9 @@ pub struct Shared {
     pub store_write_errors: Counter,
     pub clients_connected: Gauge,
     pub subscribers_lagged: Counter,
+    /// 1 while the scanner thread reads the jobs folder.
+    pub jobs_scanning: Gauge,
+    pub jobs_scan_seconds: Histogram,
 }
 
 impl Default for Shared {
@@ -78,6 +84,8 @@ impl Default for Shared {
             store_write_errors: Counter::default(),
             clients_connected: Gauge::default(),
             subscribers_lagged: Counter::default(),
+            jobs_scanning: Gauge::default(),
+            jobs_scan_seconds: seconds_histogram(),
         }
     }
 }
@@ -92,7 +100,11 @@ pub struct Snapshot {
     pub retry_tokens: f64,
     pub dags: Vec<DagStat>,
     pub job_file_errors: u64,
+    /// Folders of the jobs folder its last scan could not read.
+    pub jobs_folder_errors: u64,
     pub store_faulted: bool,
+    /// How long the oldest store write under way has waited, in seconds.
+    pub store_write_wait: f64,
 }
 
 pub struct PoolStat {
@@ -134,7 +146,11 @@ pub struct Metrics {
     dag_paused: Family<DagLabel, Gauge>,
     cron_slots: Family<CronSlotLabel, Counter>,
     job_file_errors: Gauge,
+    jobs_folder_errors: Gauge,
+    jobs_scans: Counter,
+    jobs_scan_failures: Counter,
     store_faulted: Gauge,
+    store_write_wait: FloatGauge,
     dag_history: HashMap<Arc<str>, DagHistory>,
     /// When runs ended failed or timed out over the last hour, oldest
     /// first (for systemd's `STATUS=` and `ax status`).
@@ -174,7 +190,11 @@ impl Metrics {
             dag_paused: Family::default(),
             cron_slots: Family::default(),
             job_file_errors: Gauge::default(),
+            jobs_folder_errors: Gauge::default(),
+            jobs_scans: Counter::default(),
+            jobs_scan_failures: Counter::default(),
             store_faulted: Gauge::default(),
+            store_write_wait: FloatGauge::default(),
             dag_history: history
                 .into_iter()
                 .map(|(k, v)| (Arc::from(k), v))
@@ -257,9 +277,39 @@ impl Metrics {
             m.job_file_errors.clone(),
         );
         r.register(
+            "jobs_folder_errors",
+            "Folders of the jobs folder the last scan could not read (their DAGs stay as last loaded)",
+            m.jobs_folder_errors.clone(),
+        );
+        r.register(
+            "jobs_scans",
+            "Scans of the jobs folder put in force",
+            m.jobs_scans.clone(),
+        );
+        r.register(
+            "jobs_scan_failures",
+            "Scans of the jobs folder that could not read some folder",
+            m.jobs_scan_failures.clone(),
+        );
+        r.register(
+            "jobs_scanning",
+            "1 while the jobs folder is being scanned",
+            m.shared.jobs_scanning.clone(),
+        );
+        r.register(
+            "jobs_scan_seconds",
+            "Time to read, parse and validate the jobs folder",
+            m.shared.jobs_scan_seconds.clone(),
+        );
+        r.register(
             "store_faulted",
-            "1 while the store refuses writes",
+            "1 while the store refuses writes or a write waits longer than a heartbeat",
             m.store_faulted.clone(),
+        );
+        r.register(
+            "store_write_wait_seconds",
+            "How long the oldest store write under way (commit, cluster heartbeat) has waited",
+            m.store_write_wait.clone(),
         );
         r.register(
             "store_commit_seconds",
@@ -284,8 +334,41 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Counts what one scheduler step decided at `now`.
-    pub fn observe(&mut self, now: Millis, effects: &[Effect]) {
+    /// Counts a scan of the jobs folder put in force; `failed` if it could
+    /// not read some folder.
+    pub fn scan_applied(&self, failed: bool) {
+        self.jobs_scans.inc();
+        if failed {
+            self.jobs_scan_failures.inc();
+        }
+    }
+
+    /// Scans of the jobs folder put in force since start.
+    pub fn scans(&self) -> u64 {
+        self.jobs_scans.get()
+    }
+
+    /// Counts what one scheduler step decided at `now`, with the wall clock
+    /// equal to the engine's clock (as on the virtual clock of tests).
+    /// `from_folder` says whether a DAG is one of the jobs folder's: every
+    /// other one (an ad-hoc or submitted DAG, named by its client) is
+    /// counted under the one label [`ADHOC_LABEL`], so clients cannot grow
+    /// the label set.
+    pub fn observe(&mut self, now: Millis, effects: &[Effect], from_folder: impl Fn(&str) -> bool) {
+        self.observe_at(now, now, effects, from_folder);
+    }
+
+    /// Counts what one scheduler step decided at `now` (the engine's
+    /// monotonic clock, for the failure window), when the wall clock read
+    /// `wall` (for the timestamps it exports); `from_folder` as in
+    /// [`Metrics::observe`].
+    pub fn observe_at(
+        &mut self,
+        now: Millis,
+        wall: Millis,
+        effects: &[Effect],
+        from_folder: impl Fn(&str) -> bool,
+    ) {
         while self
             .recent_failures
             .front()
@@ -322,6 +405,7 @@ impl Metrics {
                     self.run_time
                         .get_or_create(&pool)
                         .observe(*ran_ms.max(&0) as f64 / 1000.0);
+                    let dag = if from_folder(dag) { dag } else { ADHOC_LABEL };
                     self.attempt_outcomes
                         .get_or_create(&OutcomeLabel {
                             dag: dag.to_string(),
@@ -329,11 +413,11 @@ impl Metrics {
                         })
                         .inc();
                 }
-                Effect::DagRunFinished { dag, state, .. } => {
+                Effect::DagRunFinished { dag, state, .. } if from_folder(dag) => {
                     let h = self.dag_history.entry(dag.clone()).or_default();
                     match state {
-                        DagRunState::Success => h.last_success = Some(now),
-                        DagRunState::Failed | DagRunState::Cancelled => h.last_failure = Some(now),
+                        DagRunState::Success => h.last_success = Some(wall),
+                        DagRunState::Failed | DagRunState::Cancelled => h.last_failure = Some(wall),
                         DagRunState::Active => {}
                     }
                 }
@@ -401,7 +485,9 @@ impl Metrics {
         self.burst_slots.set(i64::from(snap.burst_extra));
         self.retry_tokens.set(snap.retry_tokens.floor());
         self.job_file_errors.set(snap.job_file_errors as i64);
+        self.jobs_folder_errors.set(snap.jobs_folder_errors as i64);
         self.store_faulted.set(i64::from(snap.store_faulted));
+        self.store_write_wait.set(snap.store_write_wait);
         for family in [
             &self.dag_last_success,
             &self.dag_last_failure,

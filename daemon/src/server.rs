@@ -8,6 +8,8 @@
 //! `lagged` notice and must resubscribe; it never slows the scheduler or
 //! other clients.
 
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -25,10 +27,13 @@ use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast;
-use tokio_util::codec::{Framed, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 
+use crate::config::Limits;
 use crate::engine::RunId;
 use crate::executor::log_path;
+use crate::ratelog::{RateLog, held_back};
 use crate::scheduler::{Handle, Peer};
 use crate::shutdown::Shutdown;
 
@@ -230,29 +235,119 @@ fn set_access_acl(path: &Path, gids: &[u32], perm: &AclPerm) -> std::io::Result<
     }
 }
 
-/// Accepts clients until the shutdown value says `Stopped`.
-pub async fn serve(listener: UnixListener, handle: Handle, access: Access, shutdown: Shutdown) {
+/// Accepts clients until the shutdown value says `Stopped`. A peer whose
+/// uid already holds `limits.connections_per_uid` connections gets a
+/// `too_many_connections` error and is closed; a failing `accept` (no
+/// descriptors left) is retried after a pause that doubles up to 1 s. Both
+/// are logged at most once per 10 s.
+pub async fn serve(
+    listener: UnixListener,
+    handle: Handle,
+    access: Access,
+    limits: Limits,
+    shutdown: Shutdown,
+) {
     let stopped = shutdown.stopped();
     tokio::pin!(stopped);
+    let per_uid: PerUid = Arc::default();
+    let mut pause = ACCEPT_PAUSE;
+    let (mut accept_log, mut full_log) = (RateLog::default(), RateLog::default());
     loop {
-        tokio::select! {
+        let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let handle = handle.clone();
-                    let access = access.clone();
-                    tokio::spawn(async move { connection(stream, handle, access).await });
-                }
+                Ok((stream, _)) => stream,
                 Err(e) => {
-                    tracing::warn!("accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    if let Some(n) = accept_log.allow(std::time::Instant::now()) {
+                        tracing::warn!("accept: {e}; retrying in up to {ACCEPT_PAUSE_MAX:?}{}", held_back(n));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(ACCEPT_PAUSE_MAX);
+                    continue;
                 }
             },
             _ = &mut stopped => return,
+        };
+        pause = ACCEPT_PAUSE;
+        // Identity as the kernel recorded it at connect: the peer cannot
+        // change it afterwards, and no pid is looked up (pids are reused).
+        let (role, uid) = role_of(&stream, &access);
+        let Some(slot) = UidSlot::take(&per_uid, uid, limits.connections_per_uid) else {
+            if let Some(n) = full_log.allow(std::time::Instant::now()) {
+                tracing::warn!(
+                    "refused a connection of uid {uid}: it holds {} (limits.connections_per_uid){}",
+                    limits.connections_per_uid,
+                    held_back(n)
+                );
+            }
+            tokio::spawn(refuse(stream, uid, limits.connections_per_uid));
+            continue;
+        };
+        let handle = handle.clone();
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            connection(stream, handle, role, uid, &limits).await;
+            drop(slot);
+        });
+    }
+}
+
+/// The first pause after a failed `accept`, and the longest.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// Connections held per peer uid.
+type PerUid = Arc<std::sync::Mutex<HashMap<u32, usize>>>;
+
+/// One of a uid's connections, counted while it lives.
+struct UidSlot {
+    per_uid: PerUid,
+    uid: u32,
+}
+
+impl UidSlot {
+    /// Counts one more connection of `uid`, unless it holds `cap`.
+    fn take(per_uid: &PerUid, uid: u32, cap: usize) -> Option<UidSlot> {
+        let mut held = per_uid.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(uid).or_default();
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(UidSlot {
+            per_uid: per_uid.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for UidSlot {
+    fn drop(&mut self) {
+        let mut held = self.per_uid.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.uid);
+            }
         }
     }
 }
 
-/// The peer's role from SO_PEERCRED and its groups (/proc/PID/status).
+/// Tells a refused peer why, then closes (within 1 s whatever it reads).
+async fn refuse(mut stream: UnixStream, uid: u32, cap: usize) {
+    use tokio::io::AsyncWriteExt;
+    let err = RpcError::new(
+        codes::TOO_MANY_CONNECTIONS,
+        format!(
+            "uid {uid} already holds {cap} connections to axd (limits.connections_per_uid): close some and try again"
+        ),
+    );
+    let line = serde_json::to_string(&Message::error(None, err)).unwrap_or_default() + "\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
+}
+
+/// The peer's role and uid from the credentials the kernel recorded at
+/// connect: `SO_PEERCRED` (uid, primary gid) and `SO_PEERGROUPS`
+/// (supplementary groups).
 fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
     let Ok(cred) = stream.peer_cred() else {
         return (None, u32::MAX);
@@ -262,15 +357,9 @@ fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
         return (Some(Role::Owner), uid);
     }
     let mut gids = vec![cred.gid()];
-    if let Some(pid) = cred.pid()
-        && let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        && let Some(line) = status.lines().find(|l| l.starts_with("Groups:"))
-    {
-        gids.extend(
-            line[7..]
-                .split_whitespace()
-                .filter_map(|g| g.parse::<u32>().ok()),
-        );
+    match peer_groups(stream.as_raw_fd()) {
+        Ok(groups) => gids.extend(groups),
+        Err(e) => tracing::warn!("uid {uid}: cannot read its groups (SO_PEERGROUPS): {e}"),
     }
     if access.admin_gid.is_some_and(|g| gids.contains(&g)) {
         return (Some(Role::Admin), uid);
@@ -281,23 +370,66 @@ fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
     (None, uid)
 }
 
+/// The supplementary groups of the process that connected to `fd`, as
+/// they were at its `connect` (`SO_PEERGROUPS`, Linux 4.13).
+fn peer_groups(fd: std::os::fd::RawFd) -> std::io::Result<Vec<u32>> {
+    let size = std::mem::size_of::<libc::gid_t>();
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * size) as libc::socklen_t;
+        // SAFETY: `groups` is a buffer of `len` bytes, alive for the call;
+        // the kernel writes at most `len` bytes and sets `len` to what it
+        // wrote (or, with ERANGE, to what it needs).
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            groups.truncate(len as usize / size);
+            return Ok(groups);
+        }
+        let e = std::io::Error::last_os_error();
+        let needed = len as usize / size;
+        if e.raw_os_error() == Some(libc::ERANGE) && needed > groups.len() {
+            groups.resize(needed, 0);
+            continue;
+        }
+        return Err(e);
+    }
+}
+
 /// How long one write to a client may block. A client that reads neither
 /// its answers nor its notifications for this long is disconnected, so it
 /// holds no task, buffer or slot of the broadcast ring for ever.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-async fn send(framed: &mut Framed<UnixStream, LinesCodec>, msg: &Message) -> bool {
-    let line = serde_json::to_string(msg).unwrap_or_default();
-    send_line(framed, line).await
+/// Bytes of answers one connection may have coming at once: a request
+/// that may answer up to a whole frame (`scheduler::answers_big`) counts
+/// as `MAX_FRAME`, any other as `SMALL_ANSWER`. Past it, axd reads no more
+/// of the connection's requests until answers have been written, so a
+/// client that pipelines big reads and never reads its answers holds at
+/// most this much (and its few requests wait their turn at the scheduler).
+const CONN_BUDGET: usize = 4 * MAX_FRAME;
+const SMALL_ANSWER: usize = 1024;
+
+fn answer_cost(request: &Request) -> usize {
+    if crate::scheduler::answers_big(request) {
+        MAX_FRAME
+    } else {
+        SMALL_ANSWER
+    }
 }
 
-/// Queues every message and flushes once.
-async fn send_all(framed: &mut Framed<UnixStream, LinesCodec>, msgs: &[Message]) -> bool {
+/// Queues every line and flushes once.
+async fn send_all(framed: &mut Framed<UnixStream, Frames>, lines: Vec<String>) -> bool {
     let write = async {
-        for m in msgs {
-            framed
-                .feed(serde_json::to_string(m).unwrap_or_default())
-                .await?;
+        for line in lines {
+            framed.feed(line).await?;
         }
         SinkExt::<String>::flush(framed).await
     };
@@ -310,14 +442,36 @@ async fn send_all(framed: &mut Framed<UnixStream, LinesCodec>, msgs: &[Message])
     }
 }
 
-async fn send_line(framed: &mut Framed<UnixStream, LinesCodec>, line: String) -> bool {
-    match tokio::time::timeout(WRITE_TIMEOUT, framed.send(line)).await {
-        Ok(r) => r.is_ok(),
-        Err(_) => {
-            tracing::info!("client not reading for {WRITE_TIMEOUT:?}: disconnected");
-            false
-        }
+async fn send_line(framed: &mut Framed<UnixStream, Frames>, line: String) -> bool {
+    send_all(framed, vec![line]).await
+}
+
+async fn send(framed: &mut Framed<UnixStream, Frames>, msg: &Message) -> bool {
+    send_line(framed, serde_json::to_string(msg).unwrap_or_default()).await
+}
+
+/// The line that answers request `id`. `listed`: the answer of a list the
+/// scheduler encoded itself (`scheduler::Encoded`). An answer longer than
+/// a frame becomes an `answer_too_large` error.
+fn answer_line(id: Value, answer: Result<Value, RpcError>, listed: bool) -> String {
+    let line = match answer {
+        Ok(v) if listed => match crate::scheduler::Encoded::from_value(v) {
+            Ok(enc) => enc.line(&id),
+            Err(v) => serde_json::to_string(&Message::result(id.clone(), v)).unwrap_or_default(),
+        },
+        other => serde_json::to_string(&Message::response(id.clone(), other)).unwrap_or_default(),
+    };
+    if line.len() <= MAX_FRAME {
+        return line;
     }
+    let err = RpcError::new(
+        codes::ANSWER_TOO_LARGE,
+        format!(
+            "the answer would be {} bytes, more than a frame ({MAX_FRAME}); ask for less (a smaller `limit`, `max`, or one item)",
+            line.len()
+        ),
+    );
+    serde_json::to_string(&Message::error(Some(id), err)).unwrap_or_default()
 }
 
 /// Counts a connection in `clients_connected` while it lives.
@@ -329,32 +483,125 @@ impl Drop for Connected {
     }
 }
 
-async fn connection(stream: UnixStream, handle: Handle, access: Access) {
+/// NDJSON frames, remembering since when a frame has been partly read: a
+/// whole frame must arrive within `limits.frame_timeout` of its first
+/// byte, so a client sending a byte a second is cut off.
+struct Frames {
+    lines: LinesCodec,
+    partial_since: Option<tokio::time::Instant>,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        Frames {
+            lines: LinesCodec::new_with_max_length(MAX_FRAME),
+            partial_since: None,
+        }
+    }
+}
+
+impl Decoder for Frames {
+    type Item = String;
+    type Error = LinesCodecError;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<String>, LinesCodecError> {
+        let frame = self.lines.decode(buf)?;
+        if frame.is_some() || buf.is_empty() {
+            self.partial_since = None;
+        } else if self.partial_since.is_none() {
+            self.partial_since = Some(tokio::time::Instant::now());
+        }
+        Ok(frame)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<String>, LinesCodecError> {
+        self.lines.decode_eof(buf)
+    }
+}
+
+impl Encoder<String> for Frames {
+    type Error = LinesCodecError;
+
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+        self.lines.encode(line, buf)
+    }
+}
+
+/// Why a connection's deadline closes it, if it has passed.
+fn overdue(
+    framed: &Framed<UnixStream, Frames>,
+    hello_by: Option<tokio::time::Instant>,
+    limits: &Limits,
+) -> Option<String> {
+    let now = tokio::time::Instant::now();
+    if hello_by.is_some_and(|t| now >= t) {
+        return Some(format!(
+            "no hello within {:?} (limits.hello_timeout); closing the connection",
+            limits.hello_timeout
+        ));
+    }
+    match framed.codec().partial_since {
+        Some(t) if now >= t + limits.frame_timeout => Some(format!(
+            "a request frame took longer than {:?} to arrive (limits.frame_timeout); closing the connection",
+            limits.frame_timeout
+        )),
+        _ => None,
+    }
+}
+
+async fn connection(
+    stream: UnixStream,
+    handle: Handle,
+    role: Option<Role>,
+    uid: u32,
+    limits: &Limits,
+) {
     handle.metrics.clients_connected.inc();
     let _connected = Connected(handle.metrics.clients_connected.clone());
-    let (role, uid) = role_of(&stream, &access);
-    let mut framed = Framed::new(stream, LinesCodec::new_with_max_length(MAX_FRAME));
+    let mut framed = Framed::new(stream, Frames::new());
     let mut peer: Option<Peer> = None;
+    let mut hello_by = Some(tokio::time::Instant::now() + limits.hello_timeout);
     let mut subscription: Option<broadcast::Receiver<Arc<str>>> = None;
     // Requests of one connection are pipelined: they go to the scheduler
     // without waiting for each other (so one client's batch shares one
     // commit), and their answers are written back in request order.
-    let mut inflight: FuturesOrdered<BoxFuture<'static, Option<Message>>> = FuturesOrdered::new();
+    // `costs` holds each one's share of `CONN_BUDGET`, in the same order.
+    let mut inflight: FuturesOrdered<BoxFuture<'static, Option<String>>> = FuturesOrdered::new();
+    let mut costs: VecDeque<usize> = VecDeque::new();
+    let mut reserved = 0usize;
+    // Deadlines are looked at on this tick: a partial frame starts its
+    // clock inside the codec, where no timer can be set.
+    let every = (limits.hello_timeout.min(limits.frame_timeout) / 5)
+        .clamp(Duration::from_millis(50), Duration::from_secs(2));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let reading = inflight.len() < MAX_INFLIGHT && reserved < CONN_BUDGET;
         let frame = tokio::select! {
-            frame = framed.next(), if inflight.len() < MAX_INFLIGHT => frame,
+            frame = framed.next(), if reading => frame,
             Some(done) = inflight.next(), if !inflight.is_empty() => {
                 // Answers that are ready together go out in one write (a
                 // pipelining client gets a step's answers at once).
-                let mut batch: Vec<Message> = done.into_iter().collect();
-                while batch.len() < 1024 {
+                let mut batch: Vec<String> = done.into_iter().collect();
+                let mut answered = 1;
+                while answered < 1024 {
                     match inflight.next().now_or_never() {
-                        Some(Some(more)) => batch.extend(more),
+                        Some(Some(more)) => {
+                            batch.extend(more);
+                            answered += 1;
+                        }
                         _ => break,
                     }
                 }
-                if !send_all(&mut framed, &batch).await {
+                for _ in 0..answered {
+                    reserved -= costs.pop_front().unwrap_or(0);
+                }
+                if !send_all(&mut framed, batch).await {
                     return;
+                }
+                if !reading && framed.codec().partial_since.is_some() {
+                    // The frame's clock stood still while axd was not reading.
+                    framed.codec_mut().partial_since = Some(tokio::time::Instant::now());
                 }
                 continue;
             }
@@ -377,6 +624,14 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
                         }
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
+                }
+                continue;
+            }
+            _ = tick.tick() => {
+                if let Some(why) = overdue(&framed, hello_by, limits).filter(|_| reading) {
+                    tracing::info!("uid {uid}: {why}");
+                    let _ = send(&mut framed, &Message::error(None, RpcError::new(codes::TIMEOUT, why))).await;
+                    return;
                 }
                 continue;
             }
@@ -419,16 +674,21 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         {
             // Pipelined: answered in order once the scheduler has.
             let (handle, p, request) = (handle.clone(), p.clone(), request.clone());
+            let cost = answer_cost(&request);
+            reserved += cost;
+            costs.push_back(cost);
             inflight.push_back(Box::pin(async move {
-                let answer = handle.call(&p, request).await;
-                wants_answer.then(|| Message::response(id, answer))
+                let listed = crate::scheduler::Encoded::answers(&request);
+                let answer = handle.call_raw(&p, request).await;
+                wants_answer.then(|| answer_line(id, answer, listed))
             }));
             continue;
         }
         // Everything else is answered in order after what is in flight.
         while let Some(done) = inflight.next().await {
-            if let Some(msg) = done
-                && !send(&mut framed, &msg).await
+            reserved -= costs.pop_front().unwrap_or(0);
+            if let Some(line) = done
+                && !send_line(&mut framed, line).await
             {
                 return;
             }
@@ -437,6 +697,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
             (_, None) if frame.method == Hello::NAME => {
                 decode_hello(frame.params, role, uid).map(|(p, v)| {
                     peer = Some(p);
+                    hello_by = None;
                     v
                 })
             }
@@ -462,7 +723,7 @@ async fn connection(stream: UnixStream, handle: Handle, access: Access) {
         if !wants_answer {
             continue; // a notification from the client: no answer
         }
-        if !send(&mut framed, &Message::response(id, answer)).await {
+        if !send_line(&mut framed, answer_line(id, answer, false)).await {
             return;
         }
     }
@@ -540,7 +801,13 @@ async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChunk, RpcErro
         .await?;
     let attempts = info.attempts;
     let attempt = match p.attempt {
-        Some(a) if a == 0 || a as u32 > attempts => {
+        Some(a) if a == 0 || a > u64::from(u32::MAX) => {
+            return Err(RpcError::new(
+                codes::INVALID_PARAMS,
+                format!("logs: `attempt` must be 1-{} (got {a})", u32::MAX),
+            ));
+        }
+        Some(a) if a > u64::from(attempts) => {
             return Err(RpcError::new(
                 codes::NOT_FOUND,
                 format!("run {run} has {attempts} attempt(s); no attempt {a}"),

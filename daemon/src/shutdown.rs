@@ -5,10 +5,34 @@
 //! are gone; the socket goes on answering meanwhile. `stop` (once the
 //! scheduler and the writer have ended) moves it to `Stopped`: the socket
 //! stops accepting.
+//!
+//! Shutdown ends within `bound(shutdown_grace)` of the drain, also when
+//! the store cannot be written (docs/operations.md, "Shutdown while the
+//! store cannot write"): the jobs get `shutdown_grace` and `JOBS_MARGIN`,
+//! the writer `FINAL_WRITE` more to commit what it holds, the other
+//! threads `EXIT_MARGIN`; whatever is not done by then is abandoned, said,
+//! and the exit code is 1.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::sync::watch;
+
+/// How long past `shutdown_grace` the scheduler waits for jobs to end.
+pub const JOBS_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long the writer goes on trying to commit what it holds once the
+/// scheduler has ended.
+pub const FINAL_WRITE: Duration = Duration::from_secs(5);
+
+/// What the other threads get to end, after the writer's time.
+pub const EXIT_MARGIN: Duration = Duration::from_secs(2);
+
+/// The most a shutdown takes from the drain to the exit.
+pub fn bound(shutdown_grace: Duration) -> Duration {
+    shutdown_grace + JOBS_MARGIN + FINAL_WRITE + EXIT_MARGIN
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -22,6 +46,8 @@ pub struct Shutdown {
     phase: Arc<watch::Sender<Phase>>,
     /// Wakes the scheduler thread, which blocks on its queue, not on this.
     wake: Arc<dyn Fn() + Send + Sync>,
+    /// A fault made axd stop (`fail`): the exit code is 1.
+    failed: Arc<AtomicBool>,
 }
 
 impl Shutdown {
@@ -29,6 +55,7 @@ impl Shutdown {
         Shutdown {
             phase: Arc::new(watch::Sender::new(Phase::Serving)),
             wake: Arc::new(wake),
+            failed: Arc::default(),
         }
     }
 
@@ -39,6 +66,24 @@ impl Shutdown {
     /// Asks for shutdown; asking again changes nothing.
     pub fn drain(&self) {
         self.advance(Phase::Draining);
+    }
+
+    /// Asks for shutdown because axd cannot go on (the caller has said
+    /// why): the exit code will be 1.
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.drain();
+    }
+
+    /// Whether `fail` was called.
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once shutdown has been asked for.
+    pub async fn draining(&self) {
+        let mut rx = self.phase.subscribe();
+        let _ = rx.wait_for(|p| *p >= Phase::Draining).await;
     }
 
     /// Every thread that must finish has finished.

@@ -19,6 +19,59 @@
 //!
 //! The process is then waited for through a pidfd (readable when it exits)
 //! and reaped with `waitpid`.
+//!
+//! A process that started is always supervised (docs/operations.md,
+//! "Descriptor exhaustion"): the pidfd comes from the `clone` itself
+//! (`CLONE_PIDFD`), so when descriptors run out it is the `clone` that
+//! fails, before any process exists, and the child reads its own start
+//! time (to recognise its pid after a restart) before execve, with the
+//! descriptors it freed by closing the daemon's. Nothing that can run out
+//! is needed between execve and supervision; if registering the pidfd with
+//! the runtime fails all the same, the child's group is killed and reaped
+//! before the failure is reported ([`SpawnError::Killed`]).
+
+/// Why `spawn` returned no process.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// No process of the job ever ran.
+    NotStarted(std::io::Error),
+    /// The process started but could not be supervised: its group was
+    /// killed (SIGKILL) and its leader reaped.
+    Killed { pid: u32, error: std::io::Error },
+}
+
+impl SpawnError {
+    /// Nothing ran, for lack of a resource of the daemon's own (open
+    /// descriptors, processes, memory) rather than anything about the job:
+    /// the same spawn can work once running jobs give some back.
+    pub fn is_shortage(&self) -> bool {
+        matches!(
+            self,
+            SpawnError::NotStarted(e) if matches!(
+                e.raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
+            )
+        )
+    }
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::NotStarted(e) => write!(f, "{e}"),
+            SpawnError::Killed { pid, error } => write!(
+                f,
+                "process {pid} could not be supervised ({error}); its group was killed"
+            ),
+        }
+    }
+}
+
+impl From<std::io::Error> for SpawnError {
+    fn from(e: std::io::Error) -> SpawnError {
+        SpawnError::NotStarted(e)
+    }
+}
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -125,7 +178,15 @@ struct ChildArgs {
     /// One past the highest descriptor the daemon may hold: its soft
     /// open-files limit when the child was cloned.
     fd_limit: libc::c_int,
+    /// The child's /proc/self/stat, read before execve (`stat_len` bytes;
+    /// negative: not read).
+    stat: [u8; STAT_BYTES],
+    stat_len: isize,
 }
+
+/// Room for /proc/PID/stat: its 52 numeric fields and a `comm` of at most
+/// 64 bytes fit well inside.
+const STAT_BYTES: usize = 1024;
 
 /// The child's stack: it only runs the setup calls and execve.
 const CHILD_STACK_BYTES: usize = 64 * 1024;
@@ -257,6 +318,17 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 libc::close(fd);
             }
         }
+        // Its own start time, for `Process::start_time`: read here, where
+        // the daemon's descriptors are closed and so a shortage of them
+        // cannot fail it (execve keeps the process, and its start time).
+        let stat = libc::open(
+            c"/proc/self/stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if stat >= 0 {
+            a.stat_len = libc::read(stat, a.stat.as_mut_ptr().cast(), a.stat.len());
+            libc::close(stat);
+        }
         if libc::setsid() < 0 {
             fail(a);
         }
@@ -344,6 +416,8 @@ fn resolve(plan: &Plan) -> std::io::Result<PathBuf> {
 /// A started process, waited for through its pidfd.
 pub struct Process {
     pub pid: u32,
+    /// Its start time in clock ticks since boot (`process_start_time`).
+    pub start_time: Option<u64>,
     pidfd: AsyncFd<OwnedFd>,
 }
 
@@ -412,7 +486,7 @@ impl Drop for SignalsBlocked {
 /// Starts the process described by `plan` (call from a long-lived thread:
 /// PDEATHSIG is tied to the calling thread). Needs a tokio runtime context
 /// for the pidfd.
-pub fn spawn(plan: Plan) -> std::io::Result<Process> {
+pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
     let path = cstr(resolve(&plan)?.as_os_str())?;
     let mut argv_c: Vec<CString> = vec![cstr(plan.program.as_os_str())?];
     for a in &plan.args {
@@ -474,6 +548,8 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         },
         close_fds: plan.close_fds,
         fd_limit: fd_limit(),
+        stat: [0; STAT_BYTES],
+        stat_len: -1,
     };
     // Not zeroed: the child writes its frames from the top down, and only
     // touches the few pages it uses.
@@ -481,6 +557,13 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
     // Until the child is registered as a leader, the orphan reaper must not
     // look (it would take its exit status).
     let gate = crate::reaper::spawn_gate();
+    let pidfd_by_clone = PIDFD_BY_CLONE.load(std::sync::atomic::Ordering::Relaxed);
+    let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    if pidfd_by_clone {
+        flags |= libc::CLONE_PIDFD;
+    }
+    // Written by the kernel with CLONE_PIDFD (the `parent_tid` argument).
+    let mut pidfd: libc::c_int = -1;
     let blocked = SignalsBlocked::all();
     // SAFETY: the stack (capacity CHILD_STACK_BYTES, so `add` stays in the
     // allocation's bounds) and `args` with every buffer it points into
@@ -494,14 +577,21 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
         libc::clone(
             child_main,
             top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            flags,
             &mut args as *mut ChildArgs as *mut libc::c_void,
+            &mut pidfd as *mut libc::c_int,
         )
     };
     let clone_error = std::io::Error::last_os_error();
     drop(blocked);
     if pid < 0 {
-        return Err(clone_error);
+        if pidfd_by_clone && clone_error.raw_os_error() == Some(libc::EINVAL) {
+            // A kernel before 5.2: pidfd_open after the clone instead.
+            PIDFD_BY_CLONE.store(false, std::sync::atomic::Ordering::Relaxed);
+            drop(gate);
+            return spawn(plan);
+        }
+        return Err(SpawnError::NotStarted(clone_error));
     }
     crate::reaper::register_leader(pid);
     drop(gate);
@@ -510,34 +600,83 @@ pub fn spawn(plan: Plan) -> std::io::Result<Process> {
     // SAFETY: `args` is ours again: the child has exec'ed or exited, so it
     // no longer runs in our memory.
     let errno = unsafe { std::ptr::read_volatile(&args.errno) };
+    // SAFETY: a descriptor the kernel just created for us (CLONE_PIDFD),
+    // owned by nothing else; dropped (closed) on every path below.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) });
     if errno != 0 {
         let mut status = 0;
         // SAFETY: waitpid on our own child (it has exited), writing into a
         // local int.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         crate::reaper::forget_leader(pid);
-        return Err(std::io::Error::from_raw_os_error(errno));
+        return Err(SpawnError::NotStarted(std::io::Error::from_raw_os_error(
+            errno,
+        )));
     }
-    // SAFETY: pidfd_open takes integers only; it returns a new descriptor
-    // that nothing else owns.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+    let start_time = usize::try_from(args.stat_len)
+        .ok()
+        .and_then(|n| start_time_of_stat(&args.stat[..n.min(STAT_BYTES)]));
+    supervised(pid, pidfd, start_time)
+}
+
+/// The process `pid`, exec'ed and registered as a leader, as a `Process`
+/// waited for through `pidfd` (from the clone; opened here where the
+/// kernel gave none). Never left running unsupervised: when that fails,
+/// its group is killed and its leader reaped first.
+fn supervised(
+    pid: libc::pid_t,
+    pidfd: Option<OwnedFd>,
+    start_time: Option<u64>,
+) -> Result<Process, SpawnError> {
+    let pidfd = match pidfd {
+        Some(fd) => Ok(fd),
+        // SAFETY: pidfd_open takes integers only; it returns a new
+        // descriptor that nothing else owns, moved into the OwnedFd.
+        None => match unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } {
+            fd if fd >= 0 => Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }),
+            _ => Err(std::io::Error::last_os_error()),
+        },
+    };
+    let registered = pidfd.and_then(|fd| {
+        // SAFETY: `fd` is an open pidfd owned by the OwnedFd that moves
+        // into the AsyncFd, which keeps it open while registered.
+        unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)
+    });
+    match registered {
+        Ok(pidfd) => Ok(Process {
+            pid: pid as u32,
+            start_time,
+            pidfd,
+        }),
+        Err(error) => {
+            // SAFETY: kill and waitpid on our own child's group and pid
+            // (not reaped yet, so the pid is still ours), writing into a
+            // local int.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+            crate::reaper::forget_leader(pid);
+            Err(SpawnError::Killed {
+                pid: pid as u32,
+                error,
+            })
+        }
     }
-    // SAFETY: `fd` is a valid descriptor that nothing else owns (just
-    // returned by pidfd_open); the OwnedFd moves into the AsyncFd and
-    // stays open with it.
-    let pidfd = unsafe {
-        AsyncFd::register_with_interest(
-            OwnedFd::from_raw_fd(fd as RawFd),
-            tokio::io::Interest::READABLE,
-        )
-    }
-    .map_err(|e| e.into_parts().1)?;
-    Ok(Process {
-        pid: pid as u32,
-        pidfd,
-    })
+}
+
+/// Whether `clone` is given CLONE_PIDFD (false once a kernel refused it).
+static PIDFD_BY_CLONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// The start time (field 22) in a /proc/PID/stat line.
+pub fn start_time_of_stat(stat: &[u8]) -> Option<u64> {
+    // `comm` may hold any bytes, ')' too; the fields after its last ')'
+    // are ASCII.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let after_comm = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -664,7 +803,9 @@ mod tests {
             output: write_end,
             close_fds: CloseFds::Range,
         };
-        let err = spawn(plan).err().expect("execve must fail");
+        let Some(SpawnError::NotStarted(err)) = spawn(plan).err() else {
+            panic!("execve must fail, before any process ran");
+        };
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
     }
 }

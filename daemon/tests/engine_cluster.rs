@@ -61,6 +61,7 @@ fn an_adopted_dag_run_runs_here_and_an_interrupted_attempt_uses_no_retry() {
         slot: 0,
         error: None,
         node: Some("elsewhere".into()),
+        log_lost: 0,
     };
     let stored = stored_dag_run(
         DagRunId(2049),

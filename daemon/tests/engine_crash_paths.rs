@@ -99,6 +99,7 @@ fn restored_runs_of_a_removed_pool_end_with_a_reason() {
         slot: 0,
         error: None,
         node: None,
+        log_lost: 0,
     };
     let mut delayed = restored_dag_run(
         3,

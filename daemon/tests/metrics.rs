@@ -30,7 +30,7 @@ fn a_known_workload_is_counted_exactly() {
     let mut metrics = Metrics::new(Shared::default(), HashMap::new());
     let mut observe = |sim: &mut Sim| {
         let effects = std::mem::take(&mut sim.effects);
-        metrics.observe(sim.now, &effects);
+        metrics.observe(sim.now, &effects, |_| true);
     };
     // 10 successes.
     for i in 0..10 {
@@ -199,7 +199,7 @@ fn cron_slots_are_counted_fired_and_skipped() {
     for _ in 0..3 {
         sim.advance(60_000);
     }
-    metrics.observe(sim.now, &std::mem::take(&mut sim.effects));
+    metrics.observe(sim.now, &std::mem::take(&mut sim.effects), |_| true);
     let text = metrics.render(&Snapshot::default());
     let s = scrape(&text);
     let slots = |dag: &str, result: &str| {

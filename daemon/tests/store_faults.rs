@@ -6,54 +6,30 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ax_shared::client::Client;
 use serde_json::{Value, json};
 use support::*;
 
-/// Unmounts the tmpfs after the daemon is gone (fields drop in order).
+/// axd on a tmpfs state dir: killed first, then the tmpfs unmounted,
+/// then the temp dir removed (fields drop in order).
 struct Mounted {
+    tmpfs: ax_testkit::Tmpfs,
     daemon: Daemon,
-    state: std::path::PathBuf,
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
         self.daemon.kill9();
-        let _ = Command::new("umount").arg("-l").arg(&self.state).status();
     }
 }
 
 fn start_on_tmpfs(size: &str) -> Option<Mounted> {
     let mut daemon = Daemon::prepare(BASE_CONFIG, &[]);
-    let state = daemon.path("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-        .arg(&state)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !mounted {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); disk-full test not run");
-        return None;
-    }
+    let tmpfs = ax_testkit::Tmpfs::mount(&daemon.path("state"), size, "disk-full test")?;
     daemon.spawn();
-    Some(Mounted { daemon, state })
-}
-
-/// Fills the file system holding `dir` until a write fails.
-fn fill(dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let chunk = vec![0u8; 4096];
-    while f.write_all(&chunk).is_ok() {}
-    let _ = f.sync_all();
-    path
+    Some(Mounted { tmpfs, daemon })
 }
 
 fn code(r: &Result<Value, ax_shared::client::ClientError>) -> Option<String> {
@@ -75,7 +51,7 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
     wait_state(&mut c, long, "running", 10).await;
     let mut acked: Vec<u64> = vec![long];
 
-    let filler = fill(&m.state);
+    let filler = m.tmpfs.fill().unwrap();
 
     // Submit until the store fails. SQLite may still have free pages in its
     // WAL, so the first few batches can succeed; the first that fails is
@@ -150,7 +126,7 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
     wait_state(&mut c, long, "success", 10).await;
 
     // Space returns: the held answer arrives, writes are accepted again.
-    std::fs::remove_file(&filler).unwrap();
+    filler.free().unwrap();
     let answered = tokio::time::timeout(Duration::from_secs(10), held)
         .await
         .expect("the held submission is answered after recovery")

@@ -22,6 +22,14 @@ pub struct AttemptView {
     /// The cluster node that ran it (PostgreSQL store only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Bytes of its output that could not be written to its log (a full
+    /// disk): the log is incomplete. Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -93,7 +101,12 @@ pub struct StatusView {
     /// this axd since it started).
     #[serde(default)]
     pub failed_last_hour: u64,
+    /// Job files that fail to load, and folders of the jobs folder the last
+    /// scan could not read (`line` absent).
     pub errors: Vec<FileError>,
+    /// The jobs folder's scans.
+    #[serde(default)]
+    pub jobs_folder: JobsFolderView,
     /// Set while the store refuses writes (disk full): new writes are
     /// refused until it recovers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,6 +125,16 @@ pub struct StatusView {
     /// SQLite. Boxed: a status rides in every `changed` notification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Box<ClusterView>>,
+}
+
+/// The jobs folder's scans, as `ax status` reports them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsFolderView {
+    /// Scans put in force since axd started (the one at start included).
+    pub scans: u64,
+    /// A scan is reading the folder now (off the scheduler: requests are
+    /// answered meanwhile).
+    pub scanning: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

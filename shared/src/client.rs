@@ -8,7 +8,7 @@ use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LinesCodec};
 
 use crate::api::HelloAnswer;
-use crate::protocol::request::Hello;
+use crate::protocol::request::{Hello, ListDags};
 use crate::protocol::{MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, RpcError};
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +118,9 @@ pub struct Client {
     pending: std::collections::VecDeque<Message>,
     /// What the daemon said to `hello`.
     pub server: HelloAnswer,
+    /// The `truncated` marker of the last answer: the list was cut to fit
+    /// in a frame, and its `next` params continue it.
+    pub truncated: Option<Value>,
 }
 
 impl Client {
@@ -150,6 +153,7 @@ impl Client {
                 version: String::new(),
                 role: crate::api::Role::Viewer,
             },
+            truncated: None,
         };
         client.server = decode_answer(client.answer(1).await?)?;
         Ok(client)
@@ -180,6 +184,24 @@ impl Client {
         decode_answer(self.call(M::NAME, params).await?)
     }
 
+    /// Every DAG, over as many `list_dags` as it takes (an answer is cut
+    /// to fit in a frame; its `truncated` marker says where to go on).
+    pub async fn all_dags(&mut self) -> Result<Vec<crate::api::DagView>, ClientError> {
+        let mut dags = Vec::new();
+        let mut after = None;
+        loop {
+            dags.extend(self.request(ListDags { after }).await?);
+            let next = self
+                .truncated
+                .as_ref()
+                .and_then(|t| t["next"]["after"].as_str());
+            match next {
+                Some(name) => after = Some(name.to_string()),
+                None => return Ok(dags),
+            }
+        }
+    }
+
     /// One request by name with raw params (for tests that speak the
     /// protocol as a foreign client would), waiting for its response.
     /// Notifications that arrive in between are kept for
@@ -204,6 +226,7 @@ impl Client {
             if msg.id.as_ref().and_then(Value::as_u64) != Some(id) && msg.id != Some(Value::Null) {
                 continue;
             }
+            self.truncated = msg.truncated;
             if let Some(e) = msg.error {
                 return Err(ClientError::Rpc(e));
             }

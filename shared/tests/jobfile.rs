@@ -457,3 +457,87 @@ fn history_keep_runs_is_validated() {
         "{e:?}"
     );
 }
+
+#[test]
+fn dag_names_follow_one_rule_for_files_and_submits() {
+    use ax_shared::jobfile::{MAX_DAG_NAME, check_dag_name};
+    for ok in ["etl", "team-a/etl", "日次", &"x".repeat(MAX_DAG_NAME)] {
+        assert!(check_dag_name(ok).is_ok(), "{ok:?}");
+    }
+    for (bad, says) in [
+        ("", "empty"),
+        ("two\nlines", "control"),
+        ("nul\0", "control"),
+        ("esc\u{1b}[2J", "control"),
+        (&"x".repeat(MAX_DAG_NAME + 1), "at most"),
+    ] {
+        let e = check_dag_name(bad).unwrap_err();
+        assert!(e.contains(says), "{bad:?}: {e}");
+    }
+    // A job file whose name breaks the rule is reported, not loaded.
+    let dir = std::env::temp_dir().join(format!("ax-dag-name-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad\nname.toml");
+    std::fs::write(&path, "command = \"true\"\n").unwrap();
+    let errors = ax_shared::jobfile::load_file(&path, Some(&dir), &Default::default()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(errors[0].message.contains("file name"), "{:?}", errors[0]);
+}
+
+/// A chain of `n` jobs, each after the one before; `dep_of_first` is the
+/// first job's dep (`None`: it has none).
+fn chain(n: usize, dep_of_first: Option<&str>) -> String {
+    let mut text = String::with_capacity(n * 56);
+    for i in 0..n {
+        text.push_str(&format!("[[job]]\nid = \"j{i}\"\ncommand = \"true\"\n"));
+        match (i, dep_of_first) {
+            (0, Some(d)) => text.push_str(&format!("deps = [\"{d}\"]\n")),
+            (0, None) => {}
+            _ => text.push_str(&format!("deps = [\"j{}\"]\n", i - 1)),
+        }
+    }
+    text
+}
+
+/// Validation is linear in the file: a 100,000-job chain (about 5 MiB)
+/// is checked in one pass over ids, deps and cycles. (A search by id per
+/// dep made this quadratic; `ax-bench jobsdir` measures the time.)
+#[test]
+fn a_chain_of_100k_jobs_validates() {
+    let n = 100_000;
+    let dag = parse_dag("big", "big.toml", &chain(n, None), &opts()).unwrap();
+    assert_eq!(dag.spec.jobs.len(), n);
+    assert_eq!(dag.spec.jobs[n - 1].deps, [format!("j{}", n - 2)]);
+}
+
+/// The same chain closed into a cycle is one error naming all of it, and
+/// its line; errors in every job of a big file each get their line
+/// without reading the file again per error.
+#[test]
+fn a_100k_job_cycle_and_100k_errors_are_reported_in_one_pass() {
+    let n = 100_000;
+    let errs = parse_dag("big", "big.toml", &chain(n, Some("j99999")), &opts()).unwrap_err();
+    assert_eq!(errs.len(), 1, "{:?}", &errs[..errs.len().min(3)]);
+    assert_eq!(errs[0].line, Some(2), "{:?}", errs[0].line);
+    assert!(
+        errs[0].message.starts_with("cycle: j0 -> j1 -> j2 -> "),
+        "{}",
+        &errs[0].message[..80]
+    );
+    assert!(errs[0].message.ends_with(" -> j99999 -> j0"));
+
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "[[job]]\nid = \"j{i}\"\ncommand = \"true\"\ndeps = [\"x{i}\"]\n"
+        ));
+    }
+    let errs = parse_dag("big", "big.toml", &text, &opts()).unwrap_err();
+    assert_eq!(errs.len(), n);
+    let last = &errs[n - 1];
+    assert_eq!((last.line, last.column), (Some(4 * n), Some(9)), "{last:?}");
+    assert_eq!(
+        last.message,
+        format!("job \"j{}\": unknown dep \"x{}\"", n - 1, n - 1)
+    );
+}

@@ -78,6 +78,26 @@ pub fn axd_beside(exe: &Path) -> Result<PathBuf, HarnessError> {
         })
 }
 
+/// A wrapper for [`Daemon::set_wrapper`] that starts axd as root without
+/// `CAP_DAC_OVERRIDE` and `CAP_DAC_READ_SEARCH` (util-linux `setpriv`):
+/// file modes then bind it as they bind any user, so a folder made mode
+/// 000 really is unreadable to it, as to an axd of another user. `None`
+/// when this process is not root or has no `setpriv`.
+pub fn without_file_override() -> Option<Vec<OsString>> {
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let drop = "-dac_override,-dac_read_search";
+    Some(vec![
+        setpriv.into(),
+        format!("--inh-caps={drop}").into(),
+        format!("--bounding-set={drop}").into(),
+    ])
+}
+
 /// One axd and its temp dir. The files live as long as this value; the
 /// process is killed (SIGKILL) when it is dropped, so a test that wants a
 /// clean exit calls [`Daemon::terminate`].
@@ -89,12 +109,16 @@ pub struct Daemon {
     axd: PathBuf,
     child: Option<Child>,
     env: Vec<(OsString, OsString)>,
+    /// A program (and its arguments) axd is started through.
+    wrapper: Vec<OsString>,
     log_level: String,
     /// The umask axd starts with (the test's own when `None`).
     umask: Option<u32>,
     /// Who axd runs as: uid, gid, supplementary groups (the test's
     /// user when `None`).
     user: Option<(u32, u32, Vec<u32>)>,
+    /// RLIMIT_NOFILE (soft and hard) axd starts with, as `ulimit -n` would.
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -123,9 +147,11 @@ impl Daemon {
             axd: axd.into(),
             child: None,
             env: Vec::new(),
+            wrapper: Vec::new(),
             log_level: "info".into(),
             umask: None,
             user: None,
+            nofile: None,
         })
     }
 
@@ -158,9 +184,22 @@ impl Daemon {
         Ok(())
     }
 
+    /// Starts that follow run with an open-files limit of `n`, soft and
+    /// hard (axd cannot raise it): descriptor exhaustion, for real.
+    pub fn set_nofile(&mut self, n: u64) {
+        self.nofile = Some(n);
+    }
+
     /// Sets an environment variable for the starts that follow.
     pub fn set_env(&mut self, key: &str, value: impl Into<OsString>) {
         self.env.push((key.into(), value.into()));
+    }
+
+    /// Starts axd through `argv` (a program and its arguments; axd's own
+    /// command line is appended) for the starts that follow, e.g.
+    /// [`without_file_override`].
+    pub fn set_wrapper(&mut self, argv: Vec<OsString>) {
+        self.wrapper = argv;
     }
 
     /// Starts axd on this dir's state and waits until it answers a
@@ -178,8 +217,16 @@ impl Daemon {
             .create(true)
             .append(true)
             .open(self.dir.path().join("axd.log"))?;
-        let mut cmd = Command::new(&self.axd);
-        cmd.arg("--config")
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&self.axd);
+                c
+            }
+            None => Command::new(&self.axd),
+        };
+        command
+            .arg("--config")
             .arg(&self.config)
             .env("RUST_LOG", &self.log_level)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -197,7 +244,7 @@ impl Daemon {
             // are made (umask, setgroups, setgid, setuid) on values built
             // before the fork.
             unsafe {
-                cmd.pre_exec(move || {
+                command.pre_exec(move || {
                     if let Some(mask) = umask {
                         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
                     }
@@ -210,7 +257,25 @@ impl Daemon {
                 });
             }
         }
-        let child = cmd.spawn()?;
+        if let Some(n) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and reads only `lim`,
+            // a copy owned by the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command.spawn()?;
         self.child = Some(child);
         Ok(())
     }
@@ -286,9 +351,34 @@ impl Daemon {
         }
     }
 
+    /// Waits up to `limit` for axd to exit by itself; `None` if it still
+    /// runs then (or was not running).
+    pub fn wait_exit(&mut self, limit: Duration) -> std::io::Result<Option<ExitStatus>> {
+        let since = Instant::now();
+        while since.elapsed() < limit {
+            let Some(child) = self.child.as_mut() else {
+                return Ok(None);
+            };
+            if let Some(status) = child.try_wait()? {
+                self.child = None;
+                return Ok(Some(status));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(None)
+    }
+
     /// SIGTERM and wait for the exit, whatever it is.
     pub fn stop(&mut self) {
         let _ = self.terminate(STOP_LIMIT);
+    }
+
+    /// How axd exited, once it has (reaped here); `None` while it runs
+    /// or when it was not started.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
     }
 
     pub fn is_running(&self) -> bool {

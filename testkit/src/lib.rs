@@ -5,19 +5,31 @@
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
 //! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
+//! * [`jobfiles`]: job files of a given size;
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
+//! * [`Tmpfs`]: a small tmpfs for a real full disk;
+//! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
+//!   steps, and an axd paused with SIGSTOP;
+//! * [`proxy::Proxy`]: a TCP fault proxy (pass, cut, stall, delay, heal)
+//!   between axd and PostgreSQL;
 //! * [`users`]: throwaway users and groups (root only).
 
+pub mod clock;
 pub mod conn;
 pub mod daemon;
 pub mod foreign;
+pub mod jobfiles;
 pub mod pg;
+pub mod proxy;
 pub mod sim;
+pub mod tmpfs;
 pub mod users;
 
 pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
 pub use foreign::foreign_hello;
+pub use proxy::{Mode, Proxy};
+pub use tmpfs::{Filler, Tmpfs};
 
 /// A tokio runtime of two worker threads (the machines ax is measured on
 /// have two cores), for blocking code that drives async clients or spawns

@@ -19,6 +19,9 @@ pub struct Sim {
     /// they wait in `uncommitted` until `commit_triggers`.
     pub hold_commits: bool,
     pub uncommitted: Vec<DagRunId>,
+    /// The wall clock's offset from `now` (the engine's monotonic clock),
+    /// moved by [`Sim::step_wall`].
+    pub wall_offset: Millis,
 }
 
 pub fn job(id: &str) -> JobSpec {
@@ -65,6 +68,7 @@ impl Sim {
             last: None,
             hold_commits: false,
             uncommitted: Vec::new(),
+            wall_offset: 0,
         }
     }
 
@@ -181,6 +185,20 @@ impl Sim {
             signal: Some(15),
         })
         .unwrap();
+    }
+
+    /// Steps the wall clock by `ms` (negative: back) and tells the engine,
+    /// as the daemon does when it sees the wall clock move; the engine's
+    /// clock (`now`) does not move.
+    pub fn step_wall(&mut self, ms: Millis) {
+        self.wall_offset += ms;
+        let wall = self.now + self.wall_offset;
+        self.input(Input::WallClock { wall }).unwrap();
+    }
+
+    /// The wall clock now.
+    pub fn wall(&self) -> Millis {
+        self.now + self.wall_offset
     }
 
     /// Advances the virtual clock to `now + ms`, ticking at every deadline

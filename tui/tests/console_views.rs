@@ -336,6 +336,28 @@ fn a_broken_file_shows_in_the_dags_view_and_the_banner() {
     assert!(!screen_text(&draw(&a, 120, 30)).contains('⚠'));
 }
 
+/// A folder of the jobs folder axd cannot list (its error as axd words
+/// it) shows in the banner and, naming the folder, in the DAGs view.
+#[test]
+fn an_unreadable_jobs_folder_shows_in_the_banner_and_the_dags_view() {
+    let mut a = full_app();
+    let mut s = status();
+    s.errors = vec![FileError {
+        file: "/etc/ax/jobs.d/team-a".into(),
+        line: None,
+        column: None,
+        message: "cannot read this folder (Permission denied (os error 13)); the DAGs of the files below it stay as last loaded".into(),
+    }];
+    a.on_daemon(DaemonEvent::Status(Box::new(s)));
+    a.update(Action::Show(View::Dags));
+    let screen = screen_text(&draw(&a, 200, 30));
+    assert!(screen.contains("⚠ 1 job-file error"), "{screen}");
+    assert!(
+        screen.contains("✗ /etc/ax/jobs.d/team-a: cannot read this folder (Permission denied"),
+        "{screen}"
+    );
+}
+
 #[test]
 fn command_line_switches_views_with_completion() {
     let mut a = full_app();

@@ -6,7 +6,9 @@
 //! 2. 10,000 random or malformed JSON-RPC frames (seeded);
 //! 3. 1,000 idle connections held open;
 //! 4. 50 subscribers that never read while ~100,000 events flow (25,000
-//!    no-op runs), against the same load with no such subscribers.
+//!    no-op runs), against the same load with no such subscribers;
+//! 5. 400 `list_runs {"limit": 10000}` pipelined on one connection whose
+//!    answers are never read, over the 50,000 runs of phase 4.
 //!
 //! Figures: the daemon's peak RSS (VmHWM), p50/p99 of the probe per phase
 //! and its ratio to idle, how each hostile client was answered, and
@@ -178,7 +180,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // This process holds a thousand connections too.
     raise_own_nofile();
     let scale = |full: usize, small: usize| if quick { small } else { full };
-    let mut d = axd::start(64, &[])?;
+    // The idle-connections phase holds more than the default per-uid cap.
+    let mut d = axd::start_pools(
+        "max_concurrency = 64\n[pools.default]\nslots = 64\n[limits]\nconnections_per_uid = 4096\n",
+        &[],
+    )?;
     let pid = axd::pid(&d)?;
     let names = [
         "idle",
@@ -187,6 +193,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "idle connections",
         "run load, no stuck subscribers",
         "run load + stuck subscribers",
+        "400 big reads never read",
     ];
     let probe = Probe::start(&d.socket, names.len())?;
     let mut notes: Vec<String> = Vec::new();
@@ -342,6 +349,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         received.first().unwrap_or(&0),
         received.last().unwrap_or(&0)
     ));
+
+    // 5. big reads pipelined and never read
+    probe.set(6);
+    let rss_before_reads = status_kib(pid, "VmRSS:");
+    let mut greedy = Conn::open(&d.socket, CLIENT)?;
+    let mut flood = String::new();
+    for i in 1..=400 {
+        flood.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"list_runs\",\"params\":{{\"limit\":10000}}}}\n"
+        ));
+    }
+    greedy.write_all(flood.as_bytes())?;
+    std::thread::sleep(Duration::from_secs(if quick { 2 } else { 8 }));
+    rss[6] = status_kib(pid, "VmHWM:");
+    notes.push(format!(
+        "big reads never read: 400 pipelined list_runs of 10,000 over {} runs; RSS {} → {} MiB while they wait",
+        2 * runs,
+        rss_before_reads / 1024,
+        status_kib(pid, "VmRSS:") / 1024
+    ));
+    drop(greedy);
 
     let alive = axd::open(&d.socket)
         .and_then(|mut c| Ok(c.call("status", json!({}))?))

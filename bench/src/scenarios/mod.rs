@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod crashloop;
 pub mod dag;
 pub mod hostile;
+pub mod jobsdir;
 pub mod latency;
 pub mod logview;
 pub mod proctree;

@@ -50,7 +50,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(ax_daemon::daemon::run(cfg, args.config)) {
+    let ended = runtime.block_on(ax_daemon::daemon::run(cfg, args.config));
+    // A thread that a bounded shutdown left behind (a store call that
+    // hangs) must not hold the exit: dropping the runtime would wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match ended {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("axd: {}", visible(&format!("{e:#}")));

@@ -20,6 +20,67 @@ impl Engine {
         Ok(r)
     }
 
+    /// The executor spawned the attempt's process (`Input::Started`).
+    pub(super) fn started(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        pid: u32,
+        pid_start: Option<u64>,
+    ) -> Result<Reply, EngineError> {
+        let wall = self.wall(now);
+        let r = self.running_attempt(run, attempt)?;
+        let waited = std::mem::take(&mut r.timers.awaiting_spawn);
+        if let Some(a) = r.attempts.last_mut() {
+            a.pid = Some(pid);
+            a.pid_start = pid_start;
+            if waited {
+                // It started only now: that is its start.
+                a.started_at = wall;
+            }
+        }
+        if waited {
+            r.started_at = Some(wall);
+            r.timers.started_mono = Some(now);
+            if r.kill.is_none() {
+                self.arm_attempt(now, run);
+            }
+        }
+        self.effects.push(Effect::Persist { run });
+        Ok(Reply::Done)
+    }
+
+    /// The attempt waits for the daemon's resources to start
+    /// (`Input::SpawnWaiting`): no deadline runs until `Started`.
+    pub(super) fn spawn_waiting(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        error: String,
+    ) -> Result<Reply, EngineError> {
+        let r = self.running_attempt(run, attempt)?;
+        r.timers.awaiting_spawn = true;
+        let dag_run = r.dag_run;
+        self.set_timer(run, TimerKind::Timeout, None);
+        self.set_timer(run, TimerKind::Heartbeat, None);
+        let scheduler = self.scheduler.clone();
+        self.event(
+            now,
+            Some(run),
+            dag_run,
+            Some(RunState::Running),
+            Some(RunState::Running),
+            format!(
+                "attempt {attempt} waits to start: {error}; no retry is used, \
+                 its timeout counts from its start"
+            ),
+            &scheduler,
+        );
+        Ok(Reply::Done)
+    }
+
     pub(super) fn beat(&mut self, now: Millis, run: RunId) -> Result<(), EngineError> {
         let r = self.known_run(run)?;
         if r.state != RunState::Running {
@@ -79,18 +140,20 @@ impl Engine {
         error: Option<String>,
     ) {
         let scheduler = self.scheduler.clone();
+        let wall = self.wall(now);
         let r = self.runs.get_mut(&id).expect("exists");
         let kill = r.kill.take();
         let slot = r.slot.take();
+        let started_mono = r.timers.started_mono.take();
         if let Some(a) = r.attempts.last_mut() {
             self.effects.push(Effect::AttemptEnded {
                 dag: r.dag.clone(),
                 spec: r.spec.clone(),
                 job_index: r.job_index,
                 outcome,
-                ran_ms: now - a.started_at,
+                ran_ms: started_mono.map_or(wall - a.started_at, |s| now - s),
             });
-            a.finished_at = Some(now);
+            a.finished_at = Some(wall);
             a.outcome = Some(outcome);
             a.exit_code = code;
             a.signal = signal;
@@ -151,12 +214,13 @@ impl Engine {
                         format!(
                             "{detail}; retry {nth} of {} at {}",
                             self.runs[&id].job().retries,
-                            clock(at)
+                            clock(self.wall(at))
                         ),
                         &scheduler,
                     );
+                    let wall_at = self.wall(at);
                     let r = self.runs.get_mut(&id).expect("exists");
-                    r.next_at = Some(at);
+                    r.next_at = Some(wall_at);
                     r.delay = Some(Delay::Backoff);
                     self.set_timer(id, TimerKind::Wake, Some(at));
                 } else {

@@ -52,9 +52,10 @@ impl Engine {
             )
         };
         self.transition(now, c.run, RunState::Running, reason, &scheduler);
-        let default_timeout = self.cfg.default_timeout;
+        let wall = self.wall(now);
         let r = self.runs.get_mut(&c.run).expect("exists");
-        r.started_at = Some(now);
+        r.started_at = Some(wall);
+        r.timers.started_mono = Some(now);
         r.slot = Some(slot);
         r.kill = None;
         r.message = None;
@@ -62,7 +63,7 @@ impl Engine {
         let n = r.attempts.len() as u32 + 1;
         r.attempts.push(Attempt {
             n,
-            started_at: now,
+            started_at: wall,
             finished_at: None,
             outcome: None,
             exit_code: None,
@@ -72,13 +73,9 @@ impl Engine {
             slot,
             error: None,
             node: self.node.clone(),
+            log_lost: 0,
         });
-        let timeout = match r.job().timeout {
-            Timeout::Default => default_timeout,
-            Timeout::Never => None,
-            Timeout::After(d) => Some(d.as_millis() as Millis),
-        };
-        let heartbeat = r.job().heartbeat.map(|h| h.as_millis() as Millis);
+        r.timers.awaiting_spawn = false;
         let order = SpawnOrder {
             run: c.run,
             dag_run: r.dag_run,
@@ -96,9 +93,22 @@ impl Engine {
                 .victims
                 .insert(Pool::victim(r));
         }
-        self.set_timer(c.run, TimerKind::Timeout, timeout.map(|t| now + t));
-        self.set_timer(c.run, TimerKind::Heartbeat, heartbeat.map(|h| now + h));
+        self.arm_attempt(now, c.run);
         self.effects.push(Effect::Spawn(order));
+    }
+
+    /// Arms the running attempt's timeout and heartbeat deadlines, counted
+    /// from `now` (its start).
+    pub(super) fn arm_attempt(&mut self, now: Millis, id: RunId) {
+        let r = &self.runs[&id];
+        let timeout = match r.job().timeout {
+            Timeout::Default => self.cfg.default_timeout,
+            Timeout::Never => None,
+            Timeout::After(d) => Some(d.as_millis() as Millis),
+        };
+        let heartbeat = r.job().heartbeat.map(|h| h.as_millis() as Millis);
+        self.set_timer(id, TimerKind::Timeout, timeout.map(|t| now + t));
+        self.set_timer(id, TimerKind::Heartbeat, heartbeat.map(|h| now + h));
     }
 
     /// SPEC §4.4: an urgent run that cannot start even with burst may stop

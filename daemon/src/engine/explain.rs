@@ -32,7 +32,7 @@ impl Engine {
                 })
             }
             RunState::Delayed => {
-                let at = run.next_at.unwrap_or(now);
+                let at = run.next_at.unwrap_or(self.wall(now));
                 Some(match run.delay {
                     Some(Delay::RetryBudget) => format!("retry budget empty until {}", clock(at)),
                     _ => format!("backoff until {}", clock(at)),

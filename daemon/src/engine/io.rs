@@ -68,6 +68,15 @@ pub enum Input {
         pid: u32,
         pid_start: Option<u64>,
     },
+    /// The attempt's process could not be spawned yet for lack of the
+    /// daemon's own resources (descriptors, processes, memory); the
+    /// executor keeps trying, and the attempt keeps its slot. Its timeout
+    /// and heartbeat wait for `Started`: they count from the spawn.
+    SpawnWaiting {
+        run: RunId,
+        attempt: u32,
+        error: String,
+    },
     /// The attempt's process could not be spawned; its slot is free.
     SpawnFailed {
         run: RunId,
@@ -90,6 +99,13 @@ pub enum Input {
     /// The attempt wrote output (counts as a heartbeat).
     Output {
         run: RunId,
+    },
+    /// `bytes` of the attempt's output could not be written to its log
+    /// (sent before its `Exited`).
+    LogLost {
+        run: RunId,
+        attempt: u32,
+        bytes: u64,
     },
     Cancel {
         run: RunId,
@@ -161,6 +177,20 @@ pub enum Input {
     Leases {
         pool: String,
         slots: Vec<u32>,
+    },
+    /// The wall clock reads `wall` at this input's `now` (the daemon sends
+    /// it when the wall clock moved against the engine's monotonic clock:
+    /// an NTP step, `date -s`, a resume from suspend). Only what is
+    /// stamped or shown and the cron slots follow it; deadlines do not.
+    WallClock {
+        wall: Millis,
+    },
+    /// The daemon could not run for a while (SIGSTOP, a paused VM, a long
+    /// stall): inputs that arrived meanwhile (exits, heartbeats, output)
+    /// are still on their way to the engine. No timer fires before `until`,
+    /// so they are applied before the deadlines that fell due in the pause.
+    Settle {
+        until: Millis,
     },
     /// Time passed; fire due timers.
     Tick,

@@ -267,7 +267,7 @@ impl Engine {
         actor: &Arc<str>,
     ) {
         self.effects.push(Effect::Event(Event {
-            at,
+            at: self.wall(at),
             run,
             dag_run,
             from,
@@ -393,9 +393,10 @@ impl Engine {
     ) {
         debug_assert!(to.is_terminal());
         self.transition(now, id, to, reason, actor);
+        let wall = self.wall(now);
         let (dag_run, dag) = {
             let r = self.runs.get_mut(&id).expect("exists");
-            r.finished_at = Some(now);
+            r.finished_at = Some(wall);
             r.next_at = None;
             r.delay = None;
             (r.dag_run, r.dag.clone())
@@ -439,7 +440,7 @@ impl Engine {
             };
             let dr = self.dag_runs.get_mut(&dag_run).expect("exists");
             dr.state = state;
-            dr.finished_at = Some(now);
+            dr.finished_at = Some(wall);
             let dag = dr.dag.clone();
             self.dag_event(
                 now,
@@ -447,7 +448,7 @@ impl Engine {
                 format!("DAG run finished: {state:?}").to_lowercase(),
                 &self.scheduler.clone(),
             );
-            self.finished_order.push_back((now, dag_run));
+            self.finished_order.push_back((wall, dag_run));
             if let Some(set) = self.active_dag_runs.get_mut(&*dag) {
                 set.remove(&dag_run);
                 if set.is_empty() {

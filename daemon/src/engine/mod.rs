@@ -21,6 +21,15 @@
 //!   (restore ends the others), so no input meets a missing table entry;
 //! * after every step, no ready run could start: dispatch runs last.
 //!
+//! Two clocks (docs/operations.md, "Clock steps and suspend"): `now` is
+//! the engine's clock, monotonic (the daemon derives it from
+//! CLOCK_MONOTONIC), and every deadline lives on it: timeouts, heartbeats,
+//! backoff, the retry budget, queue ages. The wall clock is an input
+//! (`Input::WallClock`, kept as the offset wall − now): what is recorded or
+//! shown (events, attempts' and runs' times, `next_at`) is stamped in wall
+//! time, and cron slots are wall-clock instants whose timers are placed on
+//! the engine's clock through the offset, re-placed when the offset moves.
+//!
 //! Each concern lives in its own file with its own `impl Engine`: `io` (inputs,
 //! replies, effects), `run` (runs and DAG runs), `pool` (slots, queues, the
 //! retry budget), `submit`, `restore`, `lifecycle` (transitions, cancel,
@@ -85,7 +94,8 @@ impl std::hash::Hasher for IdHasher {
 
 type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
-/// Wall-clock time in milliseconds since the Unix epoch.
+/// Milliseconds: since the Unix epoch for wall-clock times; on the
+/// engine's monotonic clock for `now` and deadlines (see the module doc).
 pub type Millis = i64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -196,6 +206,10 @@ pub struct Engine {
     leasing: bool,
     /// This node's id in a cluster, recorded on each attempt it starts.
     node: Option<String>,
+    /// Wall clock minus engine clock, as last given (`Input::WallClock`).
+    wall_offset: Millis,
+    /// No timer fires before this instant (`Input::Settle`).
+    settle_until: Millis,
 }
 
 fn state_index(s: RunState) -> usize {
@@ -260,7 +274,20 @@ impl Engine {
             cron_leader: true,
             leasing: false,
             node: None,
+            wall_offset: 0,
+            settle_until: Millis::MIN,
         }
+    }
+
+    /// The wall-clock time at engine time `now`.
+    pub fn wall(&self, now: Millis) -> Millis {
+        now.saturating_add(self.wall_offset)
+    }
+
+    /// The engine time at which the wall clock will read `wall` (as far as
+    /// the offset known now says).
+    fn engine_time(&self, wall: Millis) -> Millis {
+        wall.saturating_sub(self.wall_offset)
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -271,8 +298,12 @@ impl Engine {
     pub fn handle(&mut self, now: Millis, input: Input) -> Step {
         // Deadlines strictly before `now` happened before the input did;
         // one falling exactly at `now` loses the tie (a process that exits
-        // at its timeout instant has exited, not timed out).
-        self.fire_timers(now - 1);
+        // at its timeout instant has exited, not timed out). A settle
+        // comes first: it holds back deadlines that fell due while the
+        // daemon could not run.
+        if !matches!(input, Input::Settle { .. }) {
+            self.fire_timers(now - 1);
+        }
         let reply = self.apply(now, input);
         self.fire_timers(now);
         self.dispatch(now);
@@ -284,7 +315,9 @@ impl Engine {
 
     /// When `handle(_, Input::Tick)` must next be called, if ever.
     pub fn next_wakeup(&self) -> Option<Millis> {
-        self.timers.first().map(|(t, _)| *t)
+        self.timers
+            .first()
+            .map(|(t, _)| (*t).max(self.settle_until))
     }
 
     /// Sets whether a DAG is paused (restored from the store at start-up).
@@ -400,22 +433,23 @@ impl Engine {
                 attempt,
                 pid,
                 pid_start,
-            } => {
-                let r = self.running_attempt(run, attempt)?;
-                if let Some(a) = r.attempts.last_mut() {
-                    a.pid = Some(pid);
-                    a.pid_start = pid_start;
-                }
-                self.effects.push(Effect::Persist { run });
-                Ok(Reply::Done)
-            }
+            } => self.started(now, run, attempt, pid, pid_start),
+            Input::SpawnWaiting {
+                run,
+                attempt,
+                error,
+            } => self.spawn_waiting(now, run, attempt, error),
             Input::SpawnFailed {
                 run,
                 attempt,
                 error,
             } => {
-                self.running_attempt(run, attempt)?;
-                self.finish_attempt(now, run, Outcome::SpawnError, None, None, Some(error));
+                let r = self.running_attempt(run, attempt)?;
+                // Stopped (cancel, timeout, shutdown) while it waited for
+                // the daemon's resources to start: nothing ran, and the
+                // outcome is the stop's.
+                let outcome = r.kill.map_or(Outcome::SpawnError, KillReason::outcome);
+                self.finish_attempt(now, run, outcome, None, None, Some(error));
                 Ok(Reply::Done)
             }
             Input::Exited {
@@ -451,6 +485,18 @@ impl Engine {
             }
             Input::Output { run } => {
                 self.beat(now, run)?;
+                Ok(Reply::Done)
+            }
+            Input::LogLost {
+                run,
+                attempt,
+                bytes,
+            } => {
+                let r = self.running_attempt(run, attempt)?;
+                if let Some(a) = r.attempts.last_mut() {
+                    a.log_lost = bytes;
+                }
+                self.effects.push(Effect::Persist { run });
                 Ok(Reply::Done)
             }
             Input::Cancel { run, actor } => self.cancel(now, run, &actor),
@@ -557,6 +603,14 @@ impl Engine {
             }
             Input::EndedElsewhere { dag_runs } => {
                 self.ended_elsewhere(now, &dag_runs);
+                Ok(Reply::Done)
+            }
+            Input::WallClock { wall } => {
+                self.set_wall(now, wall);
+                Ok(Reply::Done)
+            }
+            Input::Settle { until } => {
+                self.settle_until = self.settle_until.max(until);
                 Ok(Reply::Done)
             }
             Input::Tick => Ok(Reply::Done),

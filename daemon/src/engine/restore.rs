@@ -116,6 +116,7 @@ impl Engine {
     /// cluster) and places each unfinished run where its state says.
     pub(super) fn take_in(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>) {
         dag_runs.sort_by_key(|d| d.id);
+        let wall = self.wall(now);
         let mut all = Vec::new();
         for d in dag_runs {
             let dag = d.dag;
@@ -158,7 +159,7 @@ impl Engine {
                         d.state
                     },
                     created_at: d.created_at,
-                    finished_at: if unfinished > 0 { None } else { Some(now) },
+                    finished_at: if unfinished > 0 { None } else { Some(wall) },
                     trigger: d.trigger,
                     unique_key: d.unique_key,
                     unfinished,
@@ -177,7 +178,7 @@ impl Engine {
                     && a.outcome.is_none()
                 {
                     a.outcome = Some(Outcome::Interrupted);
-                    a.finished_at = Some(now);
+                    a.finished_at = Some(wall);
                 }
             }
             if !r.state.is_terminal() && !self.pools.contains_key(r.pool()) {
@@ -204,7 +205,10 @@ impl Engine {
                     self.queue_ready(id);
                 }
                 RunState::Delayed => {
-                    let at = self.runs[&id].next_at.unwrap_or(now);
+                    // `next_at` is wall time; the timer is on the engine's clock.
+                    let at = self.runs[&id]
+                        .next_at
+                        .map_or(now, |at| self.engine_time(at));
                     self.runs.get_mut(&id).expect("exists").delay = Some(Delay::Backoff);
                     self.set_timer(id, TimerKind::Wake, Some(at));
                 }

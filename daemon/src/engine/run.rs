@@ -20,6 +20,14 @@ pub struct Attempt {
     /// The cluster node that ran it (`None` alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Bytes of its output that could not be written to its log (a full
+    /// disk); 0 while the log is complete.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub log_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a delayed run waits for.
@@ -74,6 +82,12 @@ pub struct Run {
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RunTimers {
+    /// When the running attempt started, on the engine's clock (its
+    /// `started_at` is wall time, for display).
+    pub(super) started_mono: Option<Millis>,
+    /// The running attempt waits for the daemon's resources to start
+    /// (`Input::SpawnWaiting`): its deadlines are armed at `Started`.
+    pub(super) awaiting_spawn: bool,
     pub(super) wake: Option<Millis>,
     pub(super) timeout: Option<Millis>,
     pub(super) heartbeat: Option<Millis>,
@@ -199,4 +213,24 @@ pub struct RestoredDagRun {
     pub unique_key: Option<String>,
     /// Its runs as stored, built with `Run::waiting` and the stored fields.
     pub runs: Vec<Run>,
+}
+
+impl RestoredDagRun {
+    /// Its stored row with another state, for the store (the replay of
+    /// the ends journal, `crate::journal`).
+    pub fn row_with(&self, state: DagRunState, finished_at: Option<Millis>) -> DagRun {
+        DagRun {
+            id: self.id,
+            dag: self.dag.clone(),
+            spec: self.spec.clone(),
+            runs: Vec::new(),
+            state,
+            created_at: self.created_at,
+            finished_at,
+            trigger: self.trigger.clone(),
+            unique_key: self.unique_key.clone(),
+            unfinished: 0,
+            offered: false,
+        }
+    }
 }

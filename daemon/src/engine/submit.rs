@@ -82,7 +82,7 @@ impl Engine {
                 dag.clone(),
                 spec.clone(),
                 i as u32,
-                now,
+                self.wall(now),
                 upstream,
             );
             run.reason = format!("created by {}", s.trigger);
@@ -105,7 +105,7 @@ impl Engine {
                 spec: spec.clone(),
                 runs: ids.clone(),
                 state: DagRunState::Active,
-                created_at: now,
+                created_at: self.wall(now),
                 finished_at: None,
                 trigger: s.trigger.clone(),
                 unique_key: s.unique.as_ref().map(|u| u.key.clone()),
@@ -185,7 +185,9 @@ impl Engine {
             ),
             None => (u.stored.clone()?, false),
         };
-        let recent = u.within.is_some_and(|w| now - holder.created_at <= w);
+        let recent = u
+            .within
+            .is_some_and(|w| self.wall(now) - holder.created_at <= w);
         (active || recent).then_some(holder)
     }
 

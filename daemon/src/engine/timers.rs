@@ -1,4 +1,5 @@
-//! Engine timers: wake-ups, timeouts, heartbeats, the retry budget and cron.
+//! Engine timers: wake-ups, timeouts, heartbeats, the retry budget and
+//! cron; the wall clock's offset, and settling after a pause.
 
 use super::*;
 
@@ -37,6 +38,11 @@ impl Engine {
     }
 
     pub(super) fn fire_timers(&mut self, now: Millis) {
+        // Settling (`Input::Settle`): what arrived while the daemon could
+        // not run is applied before any deadline that fell due meanwhile.
+        if now < self.settle_until {
+            return;
+        }
         let scheduler = self.scheduler.clone();
         while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
@@ -50,9 +56,10 @@ impl Engine {
                         self.make_ready(now, id, "backoff over".into(), &scheduler);
                     } else {
                         let next = self.budget.next_token_at(now);
+                        let shown = self.wall(next);
                         let r = self.runs.get_mut(&id).expect("exists");
                         r.delay = Some(Delay::RetryBudget);
-                        r.next_at = Some(next);
+                        r.next_at = Some(shown);
                         r.reason = "retry budget empty".into();
                         self.budget_waiters.push_back(id);
                         if self.budget_waiters.len() == 1 {
@@ -70,8 +77,9 @@ impl Engine {
                     }
                     if !self.budget_waiters.is_empty() {
                         let next = self.budget.next_token_at(now);
+                        let shown = self.wall(next);
                         for w in &self.budget_waiters {
-                            self.runs.get_mut(w).expect("exists").next_at = Some(next);
+                            self.runs.get_mut(w).expect("exists").next_at = Some(shown);
                         }
                         self.timers.insert((next, Timer::RetryBudget));
                     }
@@ -100,6 +108,32 @@ impl Engine {
         // behind with nobody waiting; drop it so next_wakeup stays exact.
         if self.budget_waiters.is_empty() {
             self.timers.retain(|(_, t)| *t != Timer::RetryBudget);
+        }
+    }
+}
+
+impl Engine {
+    /// The wall clock reads `wall` at engine time `now`. When that moves
+    /// the offset (a step, a suspend, slewing), cron timers are placed
+    /// anew: slots a forward step jumped over are due and follow `catchup`
+    /// (`catch_up`); after a step back, catch-up still starts after the
+    /// watermark, so no slot fires twice, and the next one fires when the
+    /// wall clock reaches it. Every other deadline is on the engine's
+    /// clock and does not move.
+    pub(super) fn set_wall(&mut self, now: Millis, wall: Millis) {
+        let offset = wall.saturating_sub(now);
+        if offset == self.wall_offset {
+            return;
+        }
+        self.wall_offset = offset;
+        let armed: Vec<String> = self
+            .dags
+            .iter()
+            .filter(|(_, d)| self.dag_timers.contains_key(&d.key))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in armed {
+            self.catch_up(now, &name);
         }
     }
 }

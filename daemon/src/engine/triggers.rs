@@ -2,7 +2,10 @@
 //! catch-up and overlap policies, and DAG-to-DAG `after` triggers.
 //!
 //! Cron deadlines are engine timers like any other, so `next_wakeup()`
-//! covers them and the daemon never polls. Every fired slot advances the
+//! covers them and the daemon never polls. Slots and watermarks are
+//! wall-clock instants; a slot's timer sits on the engine's clock where the
+//! wall clock is expected to reach the slot, and moves when the wall clock
+//! is stepped (`set_wall`). Every fired slot advances the
 //! DAG's watermark, emitted as `Effect::CronMark` and committed in the same
 //! transaction as the DAG run it created: after a restart, catch-up starts
 //! strictly after the watermark, so a slot fires at most once.
@@ -123,9 +126,10 @@ impl Engine {
         let same_timing = previous.as_ref().is_some_and(|p| {
             p.spec.schedule == spec.schedule && p.zone == zone && p.spec.enabled == spec.enabled
         });
+        let wall = self.wall(now);
         let watermark = watermark
             .or(previous.as_ref().map(|p| p.watermark))
-            .unwrap_or(now);
+            .unwrap_or(wall);
         let queued = previous
             .map(|p| p.queued)
             .or_else(|| self.stored_queues.remove(&name).map(VecDeque::from))
@@ -146,7 +150,7 @@ impl Engine {
             },
         );
         if same_timing {
-            self.arm_cron(&name, watermark.max(now));
+            self.arm_cron(&name, watermark.max(wall));
         } else {
             // A new or changed schedule: catch up what the store says was
             // missed, then arm the next slot.
@@ -195,8 +199,9 @@ impl Engine {
         }
     }
 
-    /// Arms the DAG's timer for its first slot after `after`.
+    /// Arms the DAG's timer for its first slot after `after` (wall time).
     fn arm_cron(&mut self, dag: &str, after: Millis) {
+        let offset = self.wall_offset;
         let Some(def) = self.dags.get_mut(dag) else {
             return;
         };
@@ -216,14 +221,17 @@ impl Engine {
         if let Some(next) = schedule.next_after(from, &def.zone) {
             let at = next.timestamp_millis();
             def.next_fire = Some(at);
-            self.dag_timers.insert(def.key, at);
-            self.timers.insert((at, Timer::Cron(def.key)));
+            let due = at.saturating_sub(offset);
+            self.dag_timers.insert(def.key, due);
+            self.timers.insert((due, Timer::Cron(def.key)));
         }
     }
 
-    /// The DAG's timer fired (or it was resumed / defined / restored):
-    /// applies the catch-up policy to every slot in (watermark, now].
+    /// The DAG's timer fired (or it was resumed / defined / restored, or
+    /// the wall clock was stepped): applies the catch-up policy to every
+    /// slot in (watermark, wall-clock now].
     pub(super) fn catch_up(&mut self, now: Millis, dag: &str) {
+        let wall = self.wall(now);
         let Some(def) = self.dags.get(dag) else {
             return;
         };
@@ -243,7 +251,7 @@ impl Engine {
             .and_then(|c| schedule.next_after(c, &zone))
         {
             let at = t.timestamp_millis();
-            if at > now {
+            if at > wall {
                 break;
             }
             slots.push(at);
@@ -260,7 +268,7 @@ impl Engine {
         if let Some(&latest) = slots.last() {
             // A slot that is due right now is not "missed": it fires under
             // every policy. Older ones follow `catchup`.
-            let on_time = now - latest <= 60_000;
+            let on_time = wall - latest <= 60_000;
             let fire: Vec<Millis> = match policy {
                 Catchup::All => slots.clone(),
                 Catchup::Latest => vec![latest],
@@ -313,8 +321,8 @@ impl Engine {
         let after = self
             .dags
             .get(dag)
-            .map(|d| d.watermark.max(now))
-            .unwrap_or(now);
+            .map(|d| d.watermark.max(wall))
+            .unwrap_or(wall);
         self.arm_cron(dag, after);
     }
 
@@ -591,7 +599,7 @@ impl Engine {
         if !def.spec.enabled || self.paused.contains(dag) {
             return None;
         }
-        let from = DateTime::<Utc>::from_timestamp_millis(now.max(def.watermark))?;
+        let from = DateTime::<Utc>::from_timestamp_millis(self.wall(now).max(def.watermark))?;
         let next = def.schedule.as_ref()?.next_after(from, &def.zone)?;
         Some(next.timestamp_millis())
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::{ExecEvent, JobLog, LazyLog, sleep_until_opt};
+use super::{ExecEvent, JobLog, sleep_until_opt};
 use crate::engine::{Input, RunId};
 use crate::logship::{Notices, SHIP_INTERVAL};
 
@@ -68,12 +68,13 @@ impl OutputBeats {
     fn send(&mut self, now: tokio::time::Instant, events: &impl Fn(ExecEvent)) {
         self.last_sent = Some(now);
         self.owed = false;
-        events(Input::Output { run: self.run });
+        events(ExecEvent::now(Input::Output { run: self.run }));
     }
 }
 
 /// Copies the job's output into its log (redacted, capped) and reports
-/// output as heartbeats (`OutputBeats`).
+/// output as heartbeats (`OutputBeats`). Returns how many bytes of output
+/// could not be written to the log (`CappedLog`).
 pub(super) async fn read_output(
     read_end: OwnedFd,
     log: JobLog,
@@ -81,17 +82,12 @@ pub(super) async fn read_output(
     mut beats: Option<OutputBeats>,
     mut shipping: Option<Shipping>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
-) {
+) -> u64 {
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
-        return;
+        return 0;
     };
     let JobLog { file, mut redactor } = log;
-    let mut log = CappedLog {
-        file,
-        max_bytes,
-        written: 0,
-        dropped: 0,
-    };
+    let mut log = CappedLog::new(file, max_bytes);
     let mut buf = vec![0u8; 64 * 1024];
     // What the redactor releases of each read; unused without secrets.
     let mut redacted = Vec::new();
@@ -132,7 +128,7 @@ pub(super) async fn read_output(
         r.finish(&mut redacted);
         log.write(&redacted);
     }
-    log.close();
+    log.close()
 }
 
 /// Tells the log shipper (in a cluster) that the attempt's log grew, at
@@ -170,43 +166,140 @@ impl Shipping {
 
 /// An attempt's log capped at `logs.max_bytes`, with a marker line where
 /// output starts being discarded and a count of what was.
-struct CappedLog {
-    file: LazyLog,
+///
+/// Output that cannot be written (a full disk, a deleted log folder) is
+/// counted, not retried; the first write that succeeds afterwards is
+/// preceded by a marker line `[ax: N bytes of output lost: <error>]`, and
+/// `close` returns the count, which the attempt's record keeps. `written`
+/// counts only bytes the file took (the cap applies to those).
+struct CappedLog<W: Write> {
+    file: W,
     max_bytes: u64,
     written: u64,
     dropped: u64,
+    /// Bytes lost to write errors, in all.
+    lost: u64,
+    /// Bytes lost since the last marker, and the error that lost them.
+    unmarked: Option<(u64, String)>,
+    /// The last byte written ends a line (or nothing was written).
+    at_line_start: bool,
 }
 
-impl CappedLog {
+impl<W: Write> CappedLog<W> {
+    fn new(file: W, max_bytes: u64) -> CappedLog<W> {
+        CappedLog {
+            file,
+            max_bytes,
+            written: 0,
+            dropped: 0,
+            lost: 0,
+            unmarked: None,
+            at_line_start: true,
+        }
+    }
+
     fn write(&mut self, bytes: &[u8]) {
         let n = bytes.len();
         let room = self.max_bytes.saturating_sub(self.written);
         let keep = (n as u64).min(room) as usize;
-        if keep > 0 {
-            let _ = self.file.write_all(&bytes[..keep]);
-            self.written += keep as u64;
+        if keep > 0 && self.mark_lost() {
+            let put = self.put(&bytes[..keep]);
+            self.written += put as u64;
+        } else if keep > 0 {
+            self.lose(keep as u64, None);
         }
         if keep < n {
             if self.dropped == 0 {
-                let _ = write!(
-                    self.file,
+                let line = format!(
                     "\n[ax] log reached logs.max_bytes ({} bytes); further output is discarded\n",
                     self.max_bytes
                 );
+                self.put_ax_line(line.as_bytes());
             }
             self.dropped += (n - keep) as u64;
         }
     }
 
-    fn close(mut self) {
-        if self.dropped > 0 {
-            let _ = writeln!(
-                self.file,
-                "[ax] {} bytes of output were discarded",
-                self.dropped
-            );
+    /// Writes what it can of `bytes`; what it cannot is counted as lost.
+    /// Returns the bytes written.
+    fn put(&mut self, bytes: &[u8]) -> usize {
+        let mut done = 0;
+        while done < bytes.len() {
+            match self.file.write(&bytes[done..]) {
+                Ok(0) => {
+                    self.lose((bytes.len() - done) as u64, Some("wrote nothing".into()));
+                    break;
+                }
+                Ok(k) => done += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose((bytes.len() - done) as u64, Some(describe(&e)));
+                    break;
+                }
+            }
         }
+        if done > 0 {
+            self.at_line_start = bytes[done - 1] == b'\n';
+        }
+        done
+    }
+
+    fn lose(&mut self, bytes: u64, error: Option<String>) {
+        self.lost += bytes;
+        let (n, why) = self.unmarked.get_or_insert_with(|| (0, String::new()));
+        *n += bytes;
+        if let Some(e) = error {
+            *why = e;
+        }
+    }
+
+    /// Writes the marker of output lost since the last one, if any; `true`
+    /// when the log may take output again (nothing unmarked is left).
+    fn mark_lost(&mut self) -> bool {
+        let Some((n, why)) = self.unmarked.take() else {
+            return true;
+        };
+        let sep = if self.at_line_start { "" } else { "\n" };
+        let line = format!("{sep}[ax: {n} bytes of output lost: {why}]\n");
+        // One write: a marker either fits or is tried again whole later.
+        match self.file.write(line.as_bytes()) {
+            Ok(k) if k == line.len() => {
+                self.at_line_start = true;
+                true
+            }
+            _ => {
+                self.unmarked = Some((n, why));
+                false
+            }
+        }
+    }
+
+    /// One of ax's own lines (not output: neither capped nor counted).
+    fn put_ax_line(&mut self, line: &[u8]) {
+        if self.mark_lost() && self.file.write_all(line).is_ok() {
+            self.at_line_start = true;
+        }
+    }
+
+    /// Flushes, with the last marker if output was lost; returns the bytes
+    /// lost in all.
+    fn close(mut self) -> u64 {
+        if self.dropped > 0 {
+            let line = format!("[ax] {} bytes of output were discarded\n", self.dropped);
+            self.put_ax_line(line.as_bytes());
+        }
+        self.mark_lost();
         let _ = self.file.flush();
+        self.lost
+    }
+}
+
+/// An I/O error as the C library says it ("No space left on device"),
+/// without Rust's "(os error 28)".
+fn describe(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
+        None => e.to_string(),
     }
 }
 
@@ -222,7 +315,7 @@ mod tests {
         let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = sent.clone();
         (sent, move |ev| {
-            if let Input::Output { run } = ev {
+            if let Input::Output { run } = ev.input {
                 sink.lock().unwrap().push(run);
             }
         })
@@ -251,6 +344,94 @@ mod tests {
         // happened a second before (the old one-per-second limit lost it).
         beats.output(at(825), &events);
         assert_eq!(*sent.lock().unwrap(), vec![run; 3]);
+    }
+
+    /// A file on a disk with `room` bytes left: a write takes what fits,
+    /// then fails with ENOSPC.
+    struct Disk {
+        data: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Disk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let k = buf.len().min(self.room);
+            self.room -= k;
+            self.data.extend_from_slice(&buf[..k]);
+            Ok(k)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn output_lost_to_a_full_disk_is_counted_and_marked_once_space_returns() {
+        let mut log = CappedLog::new(
+            Disk {
+                data: Vec::new(),
+                room: 10,
+            },
+            1 << 20,
+        );
+        log.write(b"0123456");
+        log.write(b"789abcdef");
+        log.write(b"ghij");
+        // 10 bytes fit, 10 did not; only written bytes count.
+        assert_eq!((log.written, log.lost), (10, 10));
+        // Still full: the marker waits, the output is lost too.
+        log.write(b"kl");
+        assert_eq!(log.lost, 12);
+        log.file.room = 1000;
+        log.write(b"after\n");
+        assert_eq!(
+            String::from_utf8(log.file.data.clone()).unwrap(),
+            "0123456789\n[ax: 12 bytes of output lost: No space left on device]\nafter\n"
+        );
+        assert_eq!(log.written, 16);
+        assert_eq!(log.close(), 12);
+    }
+
+    #[test]
+    fn a_loss_at_the_end_is_marked_at_close_if_space_returned() {
+        let mut disk = Disk {
+            data: Vec::new(),
+            room: 4,
+        };
+        let mut log = CappedLog::new(&mut disk, 1 << 20);
+        log.write(b"ok\nlost");
+        log.file.room = 1000;
+        assert_eq!(log.close(), 3);
+        assert_eq!(
+            String::from_utf8(disk.data).unwrap(),
+            "ok\nl\n[ax: 3 bytes of output lost: No space left on device]\n"
+        );
+    }
+
+    #[test]
+    fn the_cap_counts_written_bytes_only() {
+        let mut log = CappedLog::new(
+            Disk {
+                data: Vec::new(),
+                room: 3,
+            },
+            5,
+        );
+        log.write(b"abcd");
+        log.file.room = 1000;
+        // 3 written, 1 lost: 2 more fit under the cap of 5.
+        log.write(b"efgh");
+        let text = String::from_utf8(log.file.data.clone()).unwrap();
+        assert!(
+            text.starts_with(
+                "abc\n[ax: 1 bytes of output lost: No space left on device]\nef\n[ax] log reached"
+            ),
+            "{text}"
+        );
+        assert_eq!(log.written, 5);
     }
 
     #[test]

@@ -6,17 +6,18 @@ use std::sync::Arc;
 
 use ax_shared::RunState;
 use ax_shared::api::{
-    DagView, Done, EventView, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult,
-    SubscribeAnswer, TriggerOutcome,
+    DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult, SubscribeAnswer,
+    TriggerOutcome,
 };
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListRuns, LogInfo, Retry, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListDags, ListRuns, LogInfo, Retry,
+    Trigger,
 };
 use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Peer, Scheduler};
+use super::{Encoded, Peer, Scheduler};
 use crate::engine::{
     DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit,
 };
@@ -51,6 +52,9 @@ pub(super) fn dag_event(now: Millis, reason: String, actor: &Arc<str>) -> Effect
         actor: actor.clone(),
     })
 }
+
+/// Rows `list_runs` reads from the store at a time.
+const LIST_PAGE: usize = 500;
 
 /// An answer as it goes on the wire.
 fn wire<T: Serialize>(answer: Result<T, RpcError>) -> Result<Value, RpcError> {
@@ -98,9 +102,9 @@ impl Scheduler {
         match request {
             Request::Status(_) => encode_answer(self.status_with_config(now)),
             Request::Metrics(_) => encode_answer(self.metrics_text(now)),
-            Request::ListRuns(p) => wire(self.list_runs(now, *p)),
+            Request::ListRuns(p) => self.list_runs(now, *p).map(Encoded::into_value),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
-            Request::ListDags(_) => wire(self.list_dags(now)),
+            Request::ListDags(p) => self.list_dags(now, *p).map(Encoded::into_value),
             Request::GetDag(p) => wire(self.get_dag(now, *p)),
             Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
@@ -113,7 +117,7 @@ impl Scheduler {
             Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
             Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
-            Request::Events(p) => wire(self.events(*p)),
+            Request::Events(p) => self.events(*p).map(Encoded::into_value),
             Request::Subscribe(_) => encode_answer(SubscribeAnswer {
                 status: self.status(now),
             }),
@@ -138,7 +142,7 @@ impl Scheduler {
         step.reply.map_err(engine_err)
     }
 
-    fn list_runs(&mut self, now: Millis, p: ListRuns) -> Result<Vec<RunView>, RpcError> {
+    fn list_runs(&mut self, now: Millis, p: ListRuns) -> Result<Encoded, RpcError> {
         let mut q = RunQuery {
             limit: 50,
             ..RunQuery::default()
@@ -160,8 +164,29 @@ impl Scheduler {
             q.limit = limit as usize;
         }
         q.before = p.before;
-        let views = self.store.list_runs(&q).map_err(store_err)?;
-        Ok(views.into_iter().map(|v| self.live(v, now)).collect())
+        // Read in pages, so that an answer cut at the frame's size has
+        // cost about a frame's worth of rows, whatever `limit` asked.
+        let mut out = Encoded::default();
+        let mut left = q.limit;
+        while left > 0 {
+            q.limit = left.min(LIST_PAGE);
+            let views = self.store.list_runs(&q).map_err(store_err)?;
+            let full_page = views.len() == q.limit;
+            for v in views {
+                let id = v.id;
+                if !out.push(&self.live(v, now))? {
+                    let next = q.before.map(|b| serde_json::json!({ "before": b }));
+                    out.cut(next);
+                    return Ok(out);
+                }
+                q.before = Some(id);
+                left -= 1;
+            }
+            if !full_page {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn get_run(&mut self, now: Millis, id: u64) -> Result<RunView, RpcError> {
@@ -175,15 +200,26 @@ impl Scheduler {
         Ok(view)
     }
 
-    fn list_dags(&mut self, now: Millis) -> Result<Vec<DagView>, RpcError> {
+    fn list_dags(&mut self, now: Millis, p: ListDags) -> Result<Encoded, RpcError> {
         let last = self.store.last_dag_runs().map_err(store_err)?;
         let active = self.active_since();
         let versions = self.nodes.as_ref().and_then(|n| n.versions());
-        Ok(self
+        let mut out = Encoded::default();
+        let mut last_name: Option<&str> = None;
+        // The registry iterates in name order.
+        for (n, e) in self
             .registry
             .iter()
-            .map(|(n, e)| self.dag_view(now, n, e, &last, &active, versions.as_ref()))
-            .collect())
+            .filter(|(n, _)| p.after.as_ref().is_none_or(|a| n.as_str() > a.as_str()))
+        {
+            let view = self.dag_view(now, n, e, &last, &active, versions.as_ref());
+            if !out.push(&view)? {
+                out.cut(last_name.map(|l| serde_json::json!({ "after": l })));
+                break;
+            }
+            last_name = Some(n);
+        }
+        Ok(out)
     }
 
     fn get_dag(&mut self, now: Millis, p: GetDag) -> Result<DagView, RpcError> {
@@ -566,7 +602,7 @@ impl Scheduler {
         })
     }
 
-    fn events(&mut self, p: Events) -> Result<Vec<EventView>, RpcError> {
+    fn events(&mut self, p: Events) -> Result<Encoded, RpcError> {
         let query = EventQuery {
             after: p.after.unwrap_or(0),
             limit: p.limit.unwrap_or(1000).min(10_000) as usize,
@@ -576,7 +612,22 @@ impl Scheduler {
             since: p.since,
             newest: p.newest.unwrap_or(false),
         };
-        self.store.events(&query).map_err(store_err)
+        let events = self.store.events(&query).map_err(store_err)?;
+        let mut out = Encoded::default();
+        let mut last_seq = None;
+        for e in &events {
+            if !out.push(e)? {
+                // Oldest first: what follows comes after the last one
+                // sent. The newest `limit` have no such continuation.
+                let next = last_seq
+                    .filter(|_| !query.newest)
+                    .map(|seq: i64| serde_json::json!({ "after": seq }));
+                out.cut(next);
+                break;
+            }
+            last_seq = Some(e.seq);
+        }
+        Ok(out)
     }
 }
 

@@ -3,20 +3,28 @@
 //!
 //! It sleeps until the engine's next deadline or the next message
 //! (`recv_timeout`), then takes every message that is waiting and applies
-//! them all to the engine as one step. It hands the step's spawn and kill
+//! them all to the engine as one step: each executor report at the time the
+//! executor observed it (deadlines due before that fire first), then the
+//! deadlines due by now. Time is the engine's monotonic clock
+//! (`time::steady_ms`); the wall clock is handed to the engine when it
+//! moved against it, and a deadline found overdue by more than
+//! `PAUSE_THRESHOLD` (axd could not run) makes the engine settle first
+//! (docs/operations.md, "axd paused"). It hands the step's spawn and kill
 //! orders to the executor at once, and the step's changes, with the answers
 //! and notifications that depend on them, to the writer thread (`writer`),
 //! which sends those only once the step is durable.
 //!
 //! Requests are answered by `handlers` (one function per request), views
-//! built by `views`, DAGs kept by `registry`.
+//! built by `views`, DAGs kept by `registry`, the jobs folder's scans put
+//! in force by `scans`.
 
 mod handlers;
 mod registry;
+mod scans;
 mod submit;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
@@ -33,9 +41,9 @@ use crate::engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis,
 use crate::executor::{ExecEvent, Executor};
 use crate::shutdown::{Phase, Shutdown};
 use crate::store::{Commit, Store};
-use crate::time::now_ms;
+use crate::time::{now_ms, steady_ms};
 use crate::writer::{Fault, ReplyTo, Step};
-use registry::{DagRegistry, Define};
+use registry::DagRegistry;
 
 /// Who is asking.
 #[derive(Clone, Debug)]
@@ -53,9 +61,16 @@ pub enum Msg {
     Exec(ExecEvent),
     /// Look at the shutdown value (it has changed).
     Wake,
+    /// The wall clock was set (a step, a resume from suspend): the step
+    /// this message starts hands it to the engine.
+    WallStepped,
     Reload,
-    /// The jobs folder changed.
-    Rescan,
+    /// A scan of the jobs folder (the scanner thread), to put in force;
+    /// `ticket` is the highest reload ticket it answers.
+    Scanned {
+        scan: Box<crate::dags::Scan>,
+        ticket: Option<u64>,
+    },
     /// The writer committed the step that created these triggered DAG
     /// runs: they may start.
     TriggersDurable(Vec<DagRunId>),
@@ -125,9 +140,122 @@ fn shutting_down() -> RpcError {
     RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down")
 }
 
+/// Requests whose answer may be as large as a frame, and whose work grows
+/// with it: they count as a whole frame in a connection's budget
+/// (`server`), and the scheduler answers them after everything else of a
+/// step, for a bounded time per step (`Scheduler::answer_big_reads`).
+pub fn answers_big(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::ListRuns(_) | Request::Events(_) | Request::GetDagRun(_) | Request::ListDags(_)
+    )
+}
+
+/// The largest list answer the scheduler encodes: a frame, less room for
+/// the response around it (`jsonrpc`, `id`, `truncated`).
+pub const ANSWER_BUDGET: usize = ax_shared::protocol::MAX_FRAME - 16 * 1024;
+
+/// A list answer the scheduler encoded itself, cut to fit in a frame
+/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
+/// items were left out. It reaches the connection as the value
+/// `{"encoded": TEXT, "truncated": MARKER}`, which the connection writes
+/// out as `"result": TEXT, "truncated": MARKER` (`Encoded::line`).
+#[derive(Debug, Default)]
+pub struct Encoded {
+    json: String,
+    count: usize,
+    truncated: Option<Value>,
+}
+
+impl Encoded {
+    /// Whether `request` is answered so.
+    pub fn answers(request: &Request) -> bool {
+        matches!(
+            request,
+            Request::ListRuns(_) | Request::Events(_) | Request::ListDags(_)
+        )
+    }
+
+    /// Appends `item` unless that would take the text past
+    /// `ANSWER_BUDGET`; the first item always goes in (an answer too large
+    /// even so becomes `answer_too_large` on the way out). Keys are sorted,
+    /// as in every other answer (they go through `Value`).
+    fn push<T: serde::Serialize>(&mut self, item: &T) -> Result<bool, RpcError> {
+        let text = ax_shared::protocol::encode_answer(item)?.to_string();
+        if self.count > 0 && self.json.len() + text.len() + 2 > ANSWER_BUDGET {
+            return Ok(false);
+        }
+        self.json.push(if self.count == 0 { '[' } else { ',' });
+        self.json.push_str(&text);
+        self.count += 1;
+        Ok(true)
+    }
+
+    /// Marks the answer cut: `next` holds the params that continue it.
+    fn cut(&mut self, next: Option<Value>) {
+        let mut marker = serde_json::json!({ "returned": self.count });
+        if let Some(next) = next {
+            marker["next"] = next;
+        }
+        self.truncated = Some(marker);
+    }
+
+    fn into_value(mut self) -> Value {
+        if self.count == 0 {
+            self.json.push('[');
+        }
+        self.json.push(']');
+        serde_json::json!({ "encoded": self.json, "truncated": self.truncated })
+    }
+
+    /// The value `into_value` made, taken apart; any other value back.
+    pub fn from_value(v: Value) -> Result<Encoded, Value> {
+        match v {
+            Value::Object(mut o) if matches!(o.get("encoded"), Some(Value::String(_))) => {
+                let Some(Value::String(json)) = o.remove("encoded") else {
+                    unreachable!("checked above")
+                };
+                let truncated = o.remove("truncated").filter(|t| !t.is_null());
+                Ok(Encoded {
+                    json,
+                    count: 0,
+                    truncated,
+                })
+            }
+            other => Err(other),
+        }
+    }
+
+    /// The whole response line for request `id`, fields in the order of
+    /// `Message`.
+    pub fn line(&self, id: &Value) -> String {
+        let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}", self.json);
+        if let Some(t) = &self.truncated {
+            line.push_str(&format!(",\"truncated\":{t}"));
+        }
+        line.push('}');
+        line
+    }
+}
+
 impl Handle {
-    /// One request, answered as it goes on the wire.
+    /// One request, answered as the daemon's own code reads it (a list
+    /// the scheduler encoded is decoded again).
     pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+        let listed = Encoded::answers(&request);
+        let v = self.call_raw(peer, request).await?;
+        if !listed {
+            return Ok(v);
+        }
+        match Encoded::from_value(v) {
+            Ok(enc) => serde_json::from_str(&enc.json)
+                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
+            Err(v) => Ok(v),
+        }
+    }
+
+    /// One request, answered as it goes on the wire (lists as `Encoded`).
+    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Request {
@@ -196,6 +324,19 @@ const PRUNE_EVERY: Millis = 3_600_000;
 /// Messages taken into one step at most.
 const MAX_BATCH: usize = 4096;
 
+/// A deadline found overdue by more than this means axd could not run
+/// (stopped, a paused VM, a stalled thread) when it fell due.
+const PAUSE_THRESHOLD: Millis = 500;
+
+/// How long deadlines are held after such a pause, for the exits,
+/// heartbeats and output that arrived meanwhile to reach the engine.
+const SETTLE: Millis = 2_000;
+
+/// A difference between the wall clock and the engine's view of it that is
+/// handed to the engine (smaller ones are slewing, well inside cron's
+/// accuracy).
+const WALL_SYNC: Millis = 20;
+
 /// What the scheduler is given at start.
 pub struct Parts {
     pub cfg: Config,
@@ -219,6 +360,8 @@ pub struct Parts {
     pub nodes: Option<crate::cluster::Registry>,
     /// What the claimer thread is told of this node's load (a cluster).
     pub claimer: Option<crate::claimer::Link>,
+    /// The scanner thread's orders (`watcher::spawn_scanner`).
+    pub scans: crate::watcher::ScanLink,
 }
 
 pub struct Scheduler {
@@ -249,7 +392,24 @@ pub struct Scheduler {
     pruned: BTreeMap<RunState, u64>,
     nodes: Option<crate::cluster::Registry>,
     claimer: Option<crate::claimer::Link>,
+    /// The latest engine time an input was applied at: inputs stamped
+    /// earlier are applied at it, so the engine's time never goes back.
+    applied: Millis,
+    /// When the last step ended: a deadline due before it was not missed
+    /// in a pause (see `settle_after_pause`).
+    step_ended: Millis,
+    /// Requests that may answer a whole frame (`answers_big`), waiting
+    /// their turn: oldest first, after the rest of each step.
+    big_reads: std::collections::VecDeque<(Peer, Request, ReplyTo)>,
+    scans: crate::watcher::ScanLink,
+    /// Reloads waiting for the scan they ordered, oldest first.
+    reloads: Vec<scans::WaitingReload>,
 }
+
+/// How long one step spends on big reads at most (at least one is
+/// answered per step): what a flood of them adds to any other client's
+/// wait, and to the engine's.
+const BIG_READS_PER_STEP: Duration = Duration::from_millis(20);
 
 type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
 
@@ -278,6 +438,11 @@ impl Scheduler {
             pruned: BTreeMap::new(),
             nodes: parts.nodes,
             claimer: parts.claimer,
+            applied: Millis::MIN,
+            step_ended: steady_ms(),
+            big_reads: std::collections::VecDeque::new(),
+            scans: parts.scans,
+            reloads: Vec::new(),
         }
     }
 
@@ -286,47 +451,7 @@ impl Scheduler {
     }
 
     fn store_fault(&self) -> Option<String> {
-        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Loads the jobs folder at start-up: every DAG is given to the engine
-    /// with the cron watermark the store kept for it.
-    pub fn load_jobs(
-        &mut self,
-        now: Millis,
-        actor: &Arc<str>,
-        watermarks: &HashMap<String, i64>,
-    ) -> Vec<Effect> {
-        match self.store.load_dag_defs() {
-            // In a cluster `dag_defs` is the last version any node loaded:
-            // only one from a file of this node's own folder is its own.
-            Ok(mut defs) => {
-                defs.retain(|d| std::path::Path::new(&d.file).starts_with(&self.cfg.jobs_dir));
-                self.registry.restore_last_good(defs)
-            }
-            Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
-        }
-        let define = Define::All { watermarks };
-        self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, define)
-    }
-
-    /// Scans the jobs folder again (reload, watcher).
-    fn rescan_jobs(&mut self, now: Millis, actor: &Arc<str>) -> Vec<Effect> {
-        self.rescan_jobs_defining(now, actor, false)
-    }
-
-    /// Scans the jobs folder again; with `all`, every DAG is defined anew
-    /// (their cron watermarks kept), not only the changed ones.
-    fn rescan_jobs_defining(&mut self, now: Millis, actor: &Arc<str>, all: bool) -> Vec<Effect> {
-        let kept = HashMap::new();
-        let define = if all {
-            Define::All { watermarks: &kept }
-        } else {
-            Define::Changed
-        };
-        self.registry
-            .rescan(&mut self.engine, &self.cfg, now, actor, define)
+        self.fault.current(self.cfg.heartbeat)
     }
 
     /// The thread body: runs until shutdown completes. Dropping the
@@ -335,8 +460,8 @@ impl Scheduler {
     pub fn run(mut self, rx: Receiver<Msg>, initial: Vec<Effect>) {
         let mut carried = initial;
         loop {
-            // Start-up effects are processed at once.
-            let wait = if carried.is_empty() {
+            // Start-up effects and waiting big reads are processed at once.
+            let wait = if carried.is_empty() && self.big_reads.is_empty() {
                 self.wait()
             } else {
                 Duration::ZERO
@@ -354,7 +479,7 @@ impl Scheduler {
                 }
             }
             let mut effects = std::mem::take(&mut carried);
-            self.step(now_ms(), batch, &mut effects);
+            self.step(steady_ms(), batch, &mut effects);
             if self.finished() {
                 return;
             }
@@ -364,11 +489,13 @@ impl Scheduler {
     /// How long to sleep: until the engine's next deadline, the shutdown
     /// deadline or the next housekeeping, whichever is first.
     fn wait(&self) -> Duration {
-        let now = now_ms();
+        let now = steady_ms();
         let until = |t: Millis| Duration::from_millis((t - now).max(0) as u64);
         [
             self.engine.next_wakeup(),
-            self.shutdown_at,
+            // `finished` gives up on the jobs this long after the grace.
+            self.shutdown_at
+                .map(|t| t + crate::shutdown::JOBS_MARGIN.as_millis() as Millis),
             Some(self.last_evict + 60_000),
         ]
         .into_iter()
@@ -388,7 +515,8 @@ impl Scheduler {
         let mut immediate: Answers = Vec::new();
         // Claims adopted in this step: told once the new load is known.
         let mut adopted: Vec<Sender<()>> = Vec::new();
-        effects.extend(self.engine.handle(now, Input::Tick).effects);
+        self.follow_wall_clock(now, effects);
+        self.settle_after_pause(now, effects);
         self.obey_shutdown(now, effects);
         for msg in batch {
             match msg {
@@ -396,31 +524,46 @@ impl Scheduler {
                     peer,
                     request,
                     reply,
+                } if answers_big(&request) => self.big_reads.push_back((peer, request, reply)),
+                Msg::Request {
+                    peer,
+                    request,
+                    reply,
                 } => {
                     let waits = request.is_write() && !matches!(request, Request::Heartbeat(_));
+                    self.applied = now;
+                    let reload = matches!(request, Request::Reload(_));
                     let answer = self.request(now, &peer, request, effects);
-                    if answer.is_ok() && waits {
+                    if reload && let Ok(v) = answer {
+                        // Answered once the scan it ordered is in force.
+                        immediate.extend(self.hold_reload_answer(reply, v));
+                    } else if answer.is_ok() && waits {
                         durable.push((reply, answer));
                     } else {
                         immediate.push((reply, answer));
                     }
                 }
-                Msg::Exec(input) => {
+                Msg::Exec(ExecEvent { at, input }) => {
                     if let Input::Exited { run, attempt, .. }
                     | Input::SpawnFailed { run, attempt, .. } = &input
                     {
                         self.exec.ended(*run, *attempt);
                     }
-                    effects.extend(self.engine.handle(now, input).effects);
+                    // At the time the executor saw it: an exit seen before
+                    // its deadline wins, however late this thread runs.
+                    // (`max` then `min`: no panic even if a clock misbehaved.)
+                    let at = at.max(self.applied).min(now);
+                    self.applied = at;
+                    effects.extend(self.engine.handle(at, input).effects);
                 }
                 Msg::Wake => self.obey_shutdown(now, effects),
+                Msg::WallStepped => {}
                 Msg::TriggersDurable(dag_runs) => {
                     let input = Input::TriggerDurable { dag_runs };
                     effects.extend(self.engine.handle(now, input).effects);
                 }
-                Msg::Rescan => {
-                    let actor: Arc<str> = Arc::from("watcher");
-                    effects.extend(self.rescan_jobs(now, &actor));
+                Msg::Scanned { scan, ticket } => {
+                    self.scanned(now, *scan, ticket, effects, &mut durable);
                 }
                 Msg::Adopt { claimed, done } => {
                     let input = Input::Adopt {
@@ -475,6 +618,9 @@ impl Scheduler {
                 }
             }
         }
+        // The deadlines due by now, after every input that came before.
+        effects.extend(self.engine.handle(now, Input::Tick).effects);
+        self.applied = now;
         // Spawn and kill orders go out before the step is durable, so
         // processes start while the writer thread makes it so (the fsync
         // is off the start path, and off this thread). A crash in that
@@ -485,7 +631,10 @@ impl Scheduler {
         // after the commit. DAG runs created by a trigger are the
         // exception: their runs start only after the commit
         // (`on_commit_of_triggers`).
-        self.metrics.observe(now, effects);
+        let wall = self.engine.wall(now);
+        let registry = &self.registry;
+        self.metrics
+            .observe_at(now, wall, effects, |dag| registry.get(dag).is_some());
         self.execute(effects);
         for (reply, answer) in immediate {
             let _ = reply.send(answer);
@@ -510,7 +659,67 @@ impl Scheduler {
             }
         }
         drop(adopted);
-        self.maintain(now_ms());
+        self.answer_big_reads(now);
+        self.maintain(steady_ms());
+        self.step_ended = steady_ms();
+    }
+
+    /// Hands the wall clock to the engine when it moved against the
+    /// engine's clock (a step, a resume from suspend, slewing beyond
+    /// `WALL_SYNC`).
+    fn follow_wall_clock(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        let wall = now_ms();
+        let drift = wall - self.engine.wall(now);
+        if drift.abs() < WALL_SYNC {
+            return;
+        }
+        if drift.abs() >= 1_000 {
+            tracing::warn!(
+                "the wall clock moved {drift:+} ms against the monotonic clock; \
+                 timeouts and heartbeats are not affected, cron slots follow the wall clock"
+            );
+        }
+        effects.extend(self.engine.handle(now, Input::WallClock { wall }).effects);
+    }
+
+    /// A deadline that fell due after the last step ended and is overdue by
+    /// more than `PAUSE_THRESHOLD`: axd could not run meanwhile. The
+    /// engine holds every deadline for `SETTLE`, so the exits, heartbeats
+    /// and output that arrived in the pause are applied first.
+    fn settle_after_pause(&mut self, now: Millis, effects: &mut Vec<Effect>) {
+        let Some(due) = self.engine.next_wakeup() else {
+            return;
+        };
+        if due < self.step_ended || now - due <= PAUSE_THRESHOLD {
+            return;
+        }
+        tracing::warn!(
+            "axd could not run for {} ms (stopped, a paused VM, a stall): deadlines wait {SETTLE} ms \
+             for the exits and heartbeats that arrived meanwhile",
+            now - due
+        );
+        let until = now + SETTLE;
+        effects.extend(self.engine.handle(now, Input::Settle { until }).effects);
+    }
+
+    /// Answers waiting big reads, oldest first, for `BIG_READS_PER_STEP`
+    /// at most; the rest wait for the next step (which comes at once). A
+    /// read whose client has gone costs nothing. Reads change nothing, so
+    /// they have no effects and need no commit.
+    fn answer_big_reads(&mut self, now: Millis) {
+        let began = std::time::Instant::now();
+        while let Some((peer, request, reply)) = self.big_reads.pop_front() {
+            if reply.is_closed() {
+                continue;
+            }
+            let mut effects = Vec::new();
+            let answer = self.request(now, &peer, request, &mut effects);
+            debug_assert!(effects.is_empty(), "a read had effects");
+            let _ = reply.send(answer);
+            if began.elapsed() >= BIG_READS_PER_STEP {
+                break;
+            }
+        }
     }
 
     /// Begins shutdown once it is asked for: no more dispatch, running jobs
@@ -533,7 +742,7 @@ impl Scheduler {
             tracing::info!("all jobs stopped; exiting");
             return true;
         }
-        if now_ms() >= deadline + 5_000 {
+        if steady_ms() >= deadline + crate::shutdown::JOBS_MARGIN.as_millis() as Millis {
             tracing::warn!(
                 "shutdown grace exceeded; {} jobs still running",
                 self.engine.running_total()
@@ -645,10 +854,11 @@ impl Scheduler {
         }
     }
 
-    /// Reads `axd.toml` again and puts it in force (SPEC §5.1), then
-    /// rescans the jobs folder. A broken file changes nothing and is the
-    /// error; so is a pool removed while runs are in it. Returns the
-    /// restart-only keys that changed and were not applied.
+    /// Reads `axd.toml` again and puts it in force (docs/config.md), then
+    /// orders a scan of the jobs folder, put in force when it arrives. A
+    /// broken config changes nothing and is the error; so is a pool
+    /// removed while runs are in it. Returns the restart-only keys that
+    /// changed and were not applied.
     fn reload(
         &mut self,
         now: Millis,
@@ -686,17 +896,7 @@ impl Scheduler {
                 );
             }
         }
-        effects.extend(self.rescan_jobs_defining(now, actor, define_all));
-        // The audit trail: who reloaded, and what it found.
-        let mut reason = format!(
-            "reloaded: {} DAGs, {} with errors",
-            self.registry.len(),
-            self.registry.errors().len()
-        );
-        if !not_applied.is_empty() {
-            reason += &format!("; not applied until restart: {}", not_applied.join(", "));
-        }
-        effects.push(handlers::dag_event(now, reason, actor));
+        self.order_scan(actor, define_all);
         Ok(not_applied)
     }
 
@@ -743,7 +943,13 @@ impl Scheduler {
             return;
         }
         self.last_evict = now;
-        let held_before = now - EVICT_AFTER;
+        // An empty step: the writer checks the state dir after it, so a
+        // deleted one is noticed within a minute even while nothing is
+        // written (`crate::state_dir`).
+        let _ = self.writer.send(Step::default());
+        // Finished times are wall-clock times; the cadence is monotonic.
+        let wall = self.engine.wall(now);
+        let held_before = wall - EVICT_AFTER;
         let evicted = self.engine.evict_finished(held_before);
         if evicted > 0 {
             tracing::debug!("{evicted} finished DAG runs left memory");
@@ -758,7 +964,7 @@ impl Scheduler {
             .filter_map(|(name, e)| Some((name.clone(), e.spec.as_ref()?.keep_runs?)))
             .collect();
         let order = crate::retention::Order {
-            age_before: now - self.cfg.log_retain.as_millis() as Millis,
+            age_before: wall - self.cfg.log_retain.as_millis() as Millis,
             held_before,
             keep_runs,
         };

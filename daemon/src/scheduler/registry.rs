@@ -1,16 +1,17 @@
 //! The DAG registry: every DAG of the jobs folder (its last good version
-//! and its file's current error), and the definition changes the store has
-//! not yet been given.
+//! and its file's current error) as the last scan left them, and the
+//! definition changes the store has not yet been given. Scans are made on
+//! the scanner thread (`watcher`); this side only puts their result in
+//! force.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use ax_shared::DagSpec;
 use ax_shared::jobfile::FileError;
 
 use crate::config::Config;
-use crate::dags::{DagEntry, rescan};
+use crate::dags::{DagEntry, Scan};
 use crate::engine::{Effect, Engine, Input, Millis};
 
 /// Which DAGs a scan hands to the engine.
@@ -47,44 +48,32 @@ impl PendingDefs {
 #[derive(Default)]
 pub struct DagRegistry {
     dags: BTreeMap<String, DagEntry>,
+    /// Folders the last scan could not read.
+    folder_errors: Vec<FileError>,
     pending: PendingDefs,
 }
 
 impl DagRegistry {
-    /// The last good version of every DAG from an earlier life: a file that
-    /// is broken now keeps it (SPEC §5.4), across restarts too.
-    pub fn restore_last_good(&mut self, defs: Vec<DagSpec>) {
-        for spec in defs {
-            self.dags.insert(
-                spec.name.clone(),
-                DagEntry {
-                    file: PathBuf::from(&spec.file),
-                    version: Some(crate::store::specs::definition_hash(&spec)),
-                    spec: Some(Arc::new(spec)),
-                    error: None,
-                    hash: String::new(),
-                },
-            );
-        }
-    }
-
-    /// Scans the jobs folder: changed DAGs (or all, per `define`) are
+    /// Puts a scan in force: changed DAGs (or all, per `define`) are
     /// defined in the engine, deleted ones removed from it.
-    pub fn rescan(
+    pub fn apply(
         &mut self,
         engine: &mut Engine,
         cfg: &Config,
         now: Millis,
         actor: &Arc<str>,
+        scan: Scan,
         define: Define<'_>,
     ) -> Vec<Effect> {
-        let pools: Vec<String> = cfg.pools.keys().cloned().collect();
-        let before: BTreeMap<String, String> = self
-            .dags
-            .iter()
-            .map(|(k, v)| (k.clone(), v.hash.clone()))
+        let before = std::mem::replace(&mut self.dags, scan.dags);
+        self.folder_errors = scan.folder_errors;
+        let removed: Vec<String> = before
+            .keys()
+            .filter(|n| !self.dags.contains_key(*n))
+            .cloned()
             .collect();
-        let removed = rescan(&cfg.jobs_dir, &pools, &mut self.dags);
+        let before: BTreeMap<String, String> =
+            before.into_iter().map(|(k, v)| (k, v.hash)).collect();
         let mut to_define: Vec<Arc<DagSpec>> = Vec::new();
         for (name, entry) in &self.dags {
             if let Some(e) = &entry.error {
@@ -153,8 +142,24 @@ impl DagRegistry {
         self.dags.len()
     }
 
+    /// Every job file's error, then every folder the last scan could not
+    /// read.
     pub fn errors(&self) -> Vec<FileError> {
-        self.dags.values().filter_map(|d| d.error.clone()).collect()
+        self.dags
+            .values()
+            .filter_map(|d| d.error.clone())
+            .chain(self.folder_errors.iter().cloned())
+            .collect()
+    }
+
+    /// Job files that fail to load.
+    pub fn file_errors(&self) -> usize {
+        self.dags.values().filter(|d| d.error.is_some()).count()
+    }
+
+    /// Folders the last scan could not read.
+    pub fn folder_errors(&self) -> usize {
+        self.folder_errors.len()
     }
 
     /// A pause or resume to write with the next step.

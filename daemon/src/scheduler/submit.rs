@@ -27,6 +27,12 @@ impl Scheduler {
         p: SubmitParams,
         effects: &mut Vec<Effect>,
     ) -> Result<SubmitResult, RpcError> {
+        // The same rules as for a job file's name: a name reaches logs,
+        // listings and metrics.
+        if let Some(name) = &p.name {
+            ax_shared::jobfile::check_dag_name(name)
+                .map_err(|e| bad(format!("submit: `name`: {e}")))?;
+        }
         let after: Vec<RunId> = p.after.iter().flatten().map(|a| RunId(*a)).collect();
         for a in &after {
             if self.engine.run(*a).is_none() {

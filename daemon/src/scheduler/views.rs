@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_shared::api::{
-    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView, MetricsText,
-    PoolView, RunView, StatusView,
+    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView,
+    JobsFolderView, MetricsText, PoolView, RunView, StatusView,
 };
 use ax_shared::protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -82,8 +82,10 @@ impl Scheduler {
                     name,
                 })
                 .collect(),
-            job_file_errors: self.registry.errors().len() as u64,
+            job_file_errors: self.registry.file_errors() as u64,
+            jobs_folder_errors: self.registry.folder_errors() as u64,
             store_faulted: self.store_fault().is_some(),
+            store_write_wait: self.fault.write_wait().as_secs_f64(),
         };
         MetricsText {
             text: self.metrics.render(&snapshot),
@@ -131,6 +133,10 @@ impl Scheduler {
             runs,
             failed_last_hour: self.metrics.failed_last_hour(now),
             errors: self.registry.errors(),
+            jobs_folder: JobsFolderView {
+                scans: self.metrics.scans(),
+                scanning: self.metrics.shared.jobs_scanning.get() != 0,
+            },
             store_error: self.store_fault(),
             store_bytes: self.retention.sizes.store_bytes(),
             log_bytes: self.retention.sizes.log_bytes(),
@@ -173,6 +179,7 @@ impl Scheduler {
                     exit_code: a.exit_code,
                     signal: a.signal,
                     node: a.node.clone(),
+                    log_lost: a.log_lost,
                 })
                 .collect(),
             retries: r.job().retries,

@@ -117,15 +117,11 @@ pub(crate) fn parse_delay(s: Option<&str>) -> Option<crate::engine::Delay> {
 /// The attempts of `r` a commit writes: the last two, since one step can
 /// end an attempt and start the next (an interrupted one at start-up, a
 /// retry with no backoff).
+/// By position, not by `started_at`: start times are wall-clock times, and
+/// after the wall clock was stepped back a later attempt can have started
+/// "before" the one it follows.
 pub(crate) fn attempts_to_write(r: &Run) -> impl Iterator<Item = &crate::engine::Attempt> {
-    let since = r
-        .attempts
-        .iter()
-        .rev()
-        .nth(1)
-        .map(|a| a.started_at)
-        .unwrap_or(i64::MIN);
-    r.attempts.iter().filter(move |a| a.started_at >= since)
+    r.attempts.iter().skip(r.attempts.len().saturating_sub(2))
 }
 
 /// A stored trigger queue (JSON).

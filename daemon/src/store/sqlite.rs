@@ -73,6 +73,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_dag_run ON events(dag_run);
     CREATE INDEX events_at ON events(at);
     "#,
+    // 5: output an attempt could not write to its log (a full disk)
+    r#"
+    ALTER TABLE attempts ADD COLUMN log_lost INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 pub struct SqliteStore {
@@ -135,7 +139,7 @@ impl SqliteStore {
         }
         let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         let mut stmt = self.conn.prepare(&format!(
-            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal FROM attempts WHERE run IN ({list}) ORDER BY run, n"
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, log_lost FROM attempts WHERE run IN ({list}) ORDER BY run, n"
         ))?;
         let rows = stmt.query_map([], |r| {
             Ok((
@@ -151,6 +155,7 @@ impl SqliteStore {
                     exit_code: r.get(5)?,
                     signal: r.get(6)?,
                     node: None,
+                    log_lost: r.get::<_, i64>(7)? as u64,
                 },
             ))
         })?;
@@ -252,8 +257,8 @@ impl SqliteStore {
                    message = excluded.message, progress = excluded.progress",
             )?;
             let mut att = tx.prepare_cached(
-                "INSERT OR REPLACE INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT OR REPLACE INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error, log_lost)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?;
             for r in &c.runs {
                 let upstream = serde_json::to_string(&r.upstream)
@@ -293,7 +298,8 @@ impl SqliteStore {
                         a.pid,
                         a.pid_start.map(|v| v as i64),
                         a.slot,
-                        a.error
+                        a.error,
+                        a.log_lost as i64
                     ])?;
                 }
             }

@@ -8,6 +8,10 @@ pub(super) struct Cx<'a> {
     pub(super) file: &'a str,
     pub(super) text: &'a str,
     pub(super) errors: Vec<FileError>,
+    /// Where each line of `text` starts, built at the first position asked
+    /// for: each error's line is then a binary search, not a count of the
+    /// newlines before it (which made many errors in a big file quadratic).
+    pub(super) line_starts: std::cell::OnceCell<Vec<usize>>,
 }
 
 pub(super) type Table<'i> = DeTable<'i>;
@@ -16,9 +20,14 @@ pub(super) type Val<'i> = Spanned<DeValue<'i>>;
 impl Cx<'_> {
     fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        // The last line start at or before `offset` (`starts[0]` is 0).
+        let line = starts.partition_point(|&s| s <= offset);
+        let line_start = starts[line - 1];
         let column = self.text[line_start..offset].chars().count() + 1;
         (line, column)
     }
@@ -260,8 +269,13 @@ impl Cx<'_> {
                 first_seen.insert(&job.id, i);
             }
         }
-        let ids: HashSet<&str> = spec.jobs.iter().map(|j| j.id.as_str()).collect();
+        // Every job by id (the first of duplicates): deps are resolved
+        // once, so the whole check is linear in the jobs and deps.
+        let index = &first_seen;
+        let mut upstream: Vec<Vec<usize>> = vec![Vec::new(); spec.jobs.len()];
         for (i, job) in spec.jobs.iter().enumerate() {
+            // A duplicate id's node is the first job of that id.
+            let holds_id = index.get(job.id.as_str()) == Some(&i);
             for (d, dep) in job.deps.iter().enumerate() {
                 let span = dep_spans
                     .get(i)
@@ -270,31 +284,23 @@ impl Cx<'_> {
                     .unwrap_or(0..0);
                 if dep == &job.id {
                     self.err(span, format!("job {:?} depends on itself", job.id));
-                } else if !ids.contains(dep.as_str()) {
+                } else if let Some(&u) = index.get(dep.as_str()) {
+                    if holds_id {
+                        upstream[i].push(u);
+                    }
+                } else {
                     self.err(span, format!("job {:?}: unknown dep {dep:?}", job.id));
                 }
             }
         }
-        let names: Vec<&str> = spec.jobs.iter().map(|j| j.id.as_str()).collect();
-        let deps_of = |id: &str| -> Vec<String> {
-            spec.job(id)
-                .map(|j| {
-                    j.deps
-                        .iter()
-                        .filter(|d| *d != id && ids.contains(d.as_str()))
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        for mut cycle in find_cycles(&names, deps_of) {
+        for mut cycle in find_cycles(spec.jobs.len(), |i| upstream[i].as_slice()) {
             // The DFS follows deps (downstream → upstream); print the cycle
             // in execution order: a -> b means b depends on a.
             cycle.reverse();
-            let i = names.iter().position(|n| *n == cycle[0]).unwrap_or(0);
+            let names: Vec<&str> = cycle.iter().map(|&i| spec.jobs[i].id.as_str()).collect();
             self.err(
-                span_of(&id_spans, i),
-                format!("cycle: {}", cycle.join(" -> ")),
+                span_of(&id_spans, cycle[0]),
+                format!("cycle: {}", names.join(" -> ")),
             );
         }
     }

@@ -6,7 +6,7 @@
 //! into toml's spanned document tree (`DeTable`) and walked by hand rather
 //! than deserialized with serde, which stops at the first error.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -111,6 +111,32 @@ pub fn is_ignored_name(file_name: &str) -> bool {
         || !file_name.ends_with(".toml")
 }
 
+/// Longest DAG name, in bytes (a file name's limit on Linux).
+pub const MAX_DAG_NAME: usize = 255;
+
+/// Whether `name` may name a DAG, from a job file's path or a `submit`:
+/// not empty, at most [`MAX_DAG_NAME`] bytes, no control character (a
+/// newline or NUL would forge lines in logs and listings). The error says
+/// which rule it breaks.
+pub fn check_dag_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a DAG name must not be empty".into());
+    }
+    if name.len() > MAX_DAG_NAME {
+        return Err(format!(
+            "a DAG name is at most {MAX_DAG_NAME} bytes (this one is {})",
+            name.len()
+        ));
+    }
+    if let Some((at, c)) = name.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(format!(
+            "a DAG name must not contain control characters ({:?} at byte {at})",
+            c
+        ));
+    }
+    Ok(())
+}
+
 /// The DAG name of `path` below `jobs_dir`: the relative path without
 /// `.toml`, with `/` separators (`team-a/etl`).
 pub fn dag_name_for(jobs_dir: &Path, path: &Path) -> Option<String> {
@@ -144,6 +170,7 @@ pub fn load_file(
             .map(str::to_string),
     }
     .ok_or_else(|| whole("cannot derive a DAG name from this path".into()))?;
+    check_dag_name(&name).map_err(|e| whole(format!("file name: {e}")))?;
     let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
     if !meta.is_file() {
         return Err(whole("not a regular file".into()));
@@ -176,6 +203,7 @@ pub fn parse_dag(
         file,
         text,
         errors: Vec::new(),
+        line_starts: std::cell::OnceCell::new(),
     };
     if text.trim().is_empty() {
         cx.errors.push(FileError {
@@ -226,30 +254,31 @@ pub fn check_after(dags: &[&DagFile]) -> Vec<(String, FileError)> {
         }
     }
     // Edges point from a DAG to the DAGs it waits for.
-    let names: Vec<&str> = dags.iter().map(|d| d.spec.name.as_str()).collect();
-    let edges = |n: &str| -> Vec<String> {
-        by_name
-            .get(n)
-            .map(|d| {
-                d.spec
-                    .after
-                    .iter()
-                    .filter(|t| by_name.contains_key(t.as_str()))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    for cycle in find_cycles(&names, edges) {
-        let first = &cycle[0];
-        let dag = by_name[first.as_str()];
+    let index: HashMap<&str, usize> = dags
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.spec.name.as_str(), i))
+        .collect();
+    let waits_for: Vec<Vec<usize>> = dags
+        .iter()
+        .map(|d| {
+            d.spec
+                .after
+                .iter()
+                .filter_map(|t| index.get(t.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    for cycle in find_cycles(dags.len(), |i| waits_for[i].as_slice()) {
+        let dag = dags[cycle[0]];
+        let names: Vec<&str> = cycle.iter().map(|&i| dags[i].spec.name.as_str()).collect();
         errors.push((
-            first.clone(),
+            dag.spec.name.clone(),
             FileError {
                 file: dag.spec.file.clone(),
                 line: dag.after_at.first().map(|a| a.0),
                 column: dag.after_at.first().map(|a| a.1),
-                message: format!("after cycle: {}", cycle.join(" -> ")),
+                message: format!("after cycle: {}", names.join(" -> ")),
             },
         ));
     }
@@ -321,48 +350,47 @@ pub fn job_order(spec: &DagSpec) -> Result<Vec<usize>, GraphError> {
     }
 }
 
-/// Every elementary cycle reachable by DFS, each reported once as a path
-/// that returns to its start (`a -> b -> a`).
-fn find_cycles<F: Fn(&str) -> Vec<String>>(nodes: &[&str], edges: F) -> Vec<Vec<String>> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        OnStack,
-        Done,
-    }
-    let mut mark: HashMap<String, Mark> =
-        nodes.iter().map(|n| (n.to_string(), Mark::New)).collect();
+/// The cycles a depth-first search over nodes `0..n` meets, each reported
+/// once as a path of node indices that returns to its start
+/// (`a -> b -> a`), at the edge that closes it. Nodes are visited in index
+/// order and successors in `edges` order. Linear in nodes and edges, plus
+/// the length of each reported path.
+fn find_cycles<'a>(n: usize, edges: impl Fn(usize) -> &'a [usize]) -> Vec<Vec<usize>> {
+    const NEW: usize = usize::MAX;
+    const DONE: usize = usize::MAX - 1;
+    // Per node: NEW, DONE, or its position on the DFS stack.
+    let mut mark = vec![NEW; n];
     let mut cycles = Vec::new();
-    for &start in nodes {
-        if mark[start] != Mark::New {
+    for start in 0..n {
+        if mark[start] != NEW {
             continue;
         }
-        // Iterative DFS: (node, its successors, next successor index).
-        let mut stack: Vec<(String, Vec<String>, usize)> =
-            vec![(start.to_string(), edges(start), 0)];
-        mark.insert(start.to_string(), Mark::OnStack);
+        // Iterative DFS: (node, index of its next successor).
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = 0;
         while let Some(top) = stack.last_mut() {
-            if top.2 < top.1.len() {
-                let next = top.1[top.2].clone();
-                top.2 += 1;
-                match mark.get(&next).copied().unwrap_or(Mark::Done) {
-                    Mark::New => {
-                        mark.insert(next.clone(), Mark::OnStack);
-                        let succ = edges(&next);
-                        stack.push((next, succ, 0));
+            let (node, next) = *top;
+            match edges(node).get(next) {
+                Some(&succ) => {
+                    top.1 += 1;
+                    match mark[succ] {
+                        NEW => {
+                            mark[succ] = stack.len();
+                            stack.push((succ, 0));
+                        }
+                        DONE => {}
+                        at => {
+                            let mut path: Vec<usize> =
+                                stack[at..].iter().map(|&(v, _)| v).collect();
+                            path.push(succ);
+                            cycles.push(path);
+                        }
                     }
-                    Mark::OnStack => {
-                        let from = stack.iter().position(|(n, _, _)| *n == next).unwrap_or(0);
-                        let mut path: Vec<String> =
-                            stack[from..].iter().map(|(n, _, _)| n.clone()).collect();
-                        path.push(next);
-                        cycles.push(path);
-                    }
-                    Mark::Done => {}
                 }
-            } else {
-                let (node, _, _) = stack.pop().expect("non-empty");
-                mark.insert(node, Mark::Done);
+                None => {
+                    mark[node] = DONE;
+                    stack.pop();
+                }
             }
         }
     }

@@ -58,6 +58,13 @@ pub mod codes {
     pub const FRAME_TOO_LARGE: &str = "frame_too_large";
     pub const STORE_ERROR: &str = "store_error";
     pub const SHUTTING_DOWN: &str = "shutting_down";
+    /// An answer that would be larger than [`super::MAX_FRAME`] and has no
+    /// paging to return part of it.
+    pub const ANSWER_TOO_LARGE: &str = "answer_too_large";
+    /// The peer's uid holds as many connections as axd allows one uid.
+    pub const TOO_MANY_CONNECTIONS: &str = "too_many_connections";
+    /// No `hello`, or no whole frame, within the time allowed.
+    pub const TIMEOUT: &str = "timeout";
     pub const INTERNAL: &str = "internal";
 }
 
@@ -108,6 +115,11 @@ pub struct Message {
     pub method: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<Value>,
+    /// Beside `result` when a list was cut to fit in [`MAX_FRAME`]:
+    /// `{"returned": N, "next": {params}}`; the same request with `next`
+    /// merged into its params returns what follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Value>,
 }
 
 impl Message {
@@ -119,6 +131,7 @@ impl Message {
             error: None,
             method: None,
             params: None,
+            truncated: None,
         }
     }
     pub fn error(id: Option<Value>, error: RpcError) -> Message {
@@ -129,6 +142,7 @@ impl Message {
             error: Some(error),
             method: None,
             params: None,
+            truncated: None,
         }
     }
     pub fn notification(method: &str, params: Value) -> Message {
@@ -139,6 +153,7 @@ impl Message {
             error: None,
             method: Some(method.into()),
             params: Some(params),
+            truncated: None,
         }
     }
     /// The answer to a request.

@@ -151,14 +151,47 @@ macro_rules! no_params {
 no_params! {
     /// The daemon's state: pools, counts, job-file errors.
     Status;
-    /// Every DAG of the jobs folder.
-    ListDags;
     /// Reads `axd.toml` and the jobs folder again.
     Reload;
     /// Starts change notifications on this connection.
     Subscribe;
     /// The Prometheus text exposition.
     Metrics;
+}
+
+/// Every DAG of the jobs folder, by name; `after`: only those whose name
+/// sorts after it (paging, when an answer was cut to fit in a frame).
+/// Without `after` it is `null` on the wire; any params other than an
+/// object with `after` are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListDags {
+    pub after: Option<String>,
+}
+
+impl Serialize for ListDags {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.after {
+            None => s.serialize_unit(),
+            Some(after) => {
+                let mut map = std::collections::BTreeMap::new();
+                map.insert("after", after);
+                map.serialize(s)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ListDags {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ListDags, D::Error> {
+        let v = Value::deserialize(d)?;
+        match v.get("after") {
+            None | Some(Value::Null) => Ok(ListDags::default()),
+            Some(Value::String(after)) => Ok(ListDags {
+                after: Some(after.clone()),
+            }),
+            Some(_) => Err(serde::de::Error::custom("`after` must be a DAG name")),
+        }
+    }
 }
 
 /// Run ids are numbers; a decimal string is taken too.

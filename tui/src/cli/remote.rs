@@ -10,8 +10,8 @@ use ax_shared::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListDags, ListRuns,
-    Metrics, Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
+    Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListRuns, Metrics,
+    Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
 };
 use ax_shared::protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
@@ -353,14 +353,30 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(exit::OK)
         }
         Remote::Ls { state, dag, limit } => {
-            let runs = c
-                .request(ListRuns {
-                    state: state.map(StateFilter::Text),
-                    dag,
-                    limit: Some(u64::from(limit)),
-                    ..ListRuns::default()
-                })
-                .await?;
+            // An answer is cut at a frame's size: ask on from where it
+            // stopped until `limit` runs are in.
+            let mut runs = Vec::new();
+            let mut before = None;
+            loop {
+                let page = c
+                    .request(ListRuns {
+                        state: state.clone().map(StateFilter::Text),
+                        dag: dag.clone(),
+                        limit: Some(u64::from(limit) - runs.len() as u64),
+                        before,
+                        ..ListRuns::default()
+                    })
+                    .await?;
+                runs.extend(page);
+                let next = c
+                    .truncated
+                    .as_ref()
+                    .and_then(|t| t["next"]["before"].as_u64());
+                match next {
+                    Some(b) if runs.len() < limit as usize => before = Some(b),
+                    _ => break,
+                }
+            }
             if o.json {
                 return Ok(print_json(o, &runs));
             }
@@ -433,7 +449,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             for a in &r.attempts {
                 say!(
                     o,
-                    "  #{:<2} {} → {}  {}{}{}{}",
+                    "  #{:<2} {} → {}  {}{}{}{}{}",
                     a.n,
                     a.started_at.map_or("-".into(), |t| t.to_string()),
                     a.finished_at.map_or("running".into(), |t| t.to_string()),
@@ -445,7 +461,12 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     a.node
                         .as_deref()
                         .map(|n| format!(" on {n}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    if a.log_lost > 0 {
+                        format!("  log incomplete: {} bytes of output lost", a.log_lost)
+                    } else {
+                        String::new()
+                    }
                 );
             }
             say!(o, "events:");
@@ -461,7 +482,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             terminal,
         } => follow::logs(c, o, run, attempt, follow, terminal).await,
         Remote::Dags => {
-            let dags = c.request(ListDags).await?;
+            let dags = c.all_dags().await?;
             if o.json {
                 return Ok(print_json(o, &dags));
             }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use ax_shared::client::{Client, ClientError, SocketChoice};
 use ax_shared::protocol::Notification;
 use ax_shared::protocol::request::{
-    Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, ListDags, ListRuns, Logs,
-    Pause, Resume, Retry, StateFilter, Status, Subscribe, Trigger,
+    Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, ListRuns, Logs, Pause,
+    Resume, Retry, StateFilter, Status, Subscribe, Trigger,
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
@@ -284,7 +284,7 @@ async fn execute(
             }
         }
         Command::FetchDags => {
-            let dags = c.request(ListDags).await?;
+            let dags = c.all_dags().await?;
             send(events, DaemonEvent::Dags(dags));
         }
         Command::FetchStatus => {

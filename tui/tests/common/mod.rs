@@ -47,6 +47,7 @@ pub fn flaky() -> RunView {
         exit_code: if outcome == "failed" { Some(1) } else { None },
         signal: None,
         node: None,
+        log_lost: 0,
     };
     RunView {
         attempts: vec![
@@ -100,6 +101,7 @@ pub fn status() -> StatusView {
         .collect(),
         failed_last_hour: 2,
         errors: vec![],
+        jobs_folder: Default::default(),
         store_error: None,
         store_bytes: None,
         log_bytes: None,
@@ -135,6 +137,7 @@ pub fn app() -> App {
         exit_code: Some(0),
         signal: None,
         node: None,
+        log_lost: 0,
     }];
     runs.push(r);
     let mut w = run(5, "weekly-report", "email", "waiting");

@@ -25,6 +25,10 @@ pub const STRIDE: u64 = 1024;
 
 /// The advisory lock held while a node number is given out ("axnodeno").
 const REGISTER_LOCK: i64 = 0x6178_6e6f_6465_6e6f;
+/// The transaction advisory lock a node judging others holds
+/// ("axjudges"): one judge at a time, so judges never wait for each
+/// other's locks.
+const JUDGE_LOCK: i64 = 0x6178_6a75_6467_6573;
 /// The session advisory lock of the cron leader ("axleader").
 const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
 /// The channel that says offered work exists.
@@ -100,10 +104,8 @@ pub struct Claimed {
     pub external: Vec<(RunId, ax_shared::RunState)>,
 }
 
-/// `s` as an SQL string literal (filters of `load_where` are SQL text).
-pub(super) fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
+/// Reads (and share-locks) a node's stored epoch.
+pub(super) const EPOCH: &str = "SELECT epoch FROM node_numbers WHERE id = $1 FOR SHARE";
 
 /// Fails with `Fenced` unless `me`'s epoch is still the stored one. The
 /// row is share-locked to the end of the caller's transaction, so a node
@@ -114,11 +116,14 @@ pub(super) async fn check_epoch(
     tx: &deadpool_postgres::Transaction<'_>,
     me: &Me,
 ) -> Result<(), StoreError> {
-    let statement = tx
-        .prepare_cached("SELECT epoch FROM node_numbers WHERE id = $1 FOR SHARE")
-        .await?;
-    let row = tx.query_opt(&statement, &[&me.id]).await?;
-    match row.map(|r| r.try_get::<_, i64>(0)).transpose()? {
+    let statement = tx.prepare_cached(EPOCH).await?;
+    let rows = tx.query(&statement, &[&me.id]).await?;
+    epoch_is(&rows, me)
+}
+
+/// `check_epoch` on the rows `EPOCH` returned.
+pub(super) fn epoch_is(rows: &[tokio_postgres::Row], me: &Me) -> Result<(), StoreError> {
+    match rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()? {
         Some(epoch) if epoch == me.epoch => Ok(()),
         _ => Err(StoreError::Fenced(me.id.clone())),
     }
@@ -173,12 +178,14 @@ impl PgStore {
                 .await?;
             tx.execute("DELETE FROM pool_wants WHERE node = $1", &[&id])
                 .await?;
-            // A node restarting within its grace is alive again from now:
+            // A node restarting within its lease is alive again from now:
             // its row of the last life must not get it declared dead (and
-            // fenced) before its first beat.
+            // fenced) before its first beat, which renews the lease anew.
             tx.execute(
                 &format!(
-                    "UPDATE nodes SET last_beat = {SERVER_NOW}, released = false WHERE id = $1"
+                    "UPDATE nodes SET last_beat = t.now, released = false,
+                       lease_until = GREATEST(lease_until, t.now + lease_ms), valid_since = t.now
+                     FROM (SELECT {SERVER_NOW} AS now) t WHERE id = $1"
                 ),
                 &[&id],
             )
@@ -201,22 +208,34 @@ impl PgStore {
 
     /// Claims up to `limit` offered DAG runs (highest effective priority
     /// under `aging`, then oldest first) in one transaction that skips
-    /// rows other claimers hold, and reads them back.
+    /// rows other claimers hold, and reads them back in that same
+    /// transaction: a claim whose answer is lost (the connection cut
+    /// before the read-back) is rolled back rather than left owned by a
+    /// node whose engine never heard of it.
     pub fn claim(&mut self, limit: u32, aging: ClaimAging) -> Result<Claimed, StoreError> {
-        let every = (aging.every.as_millis() as i64).max(1);
-        let rows = self.as_node(CLAIM, &[&i64::from(limit), &i64::from(aging.cap), &every])?;
-        if rows.is_empty() {
+        let Some(me) = self.shared.node.get().cloned() else {
             return Ok(Claimed::default());
-        }
-        let ids: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<_, i64>(0).map(|id| id.to_string()))
-            .collect::<Result<_, _>>()?;
-        let filter = format!("d.id IN ({})", ids.join(", "));
+        };
+        let every = (aging.every.as_millis() as i64).max(1);
+        let (limit, cap) = (i64::from(limit), i64::from(aging.cap));
         on_client!(self, |client| async {
+            let tx = client.transaction().await?;
+            check_epoch(&tx, &me).await?;
+            let statement = tx.prepare_cached(CLAIM).await?;
+            let rows = tx
+                .query(&statement, &[&limit, &cap, &every, &me.id])
+                .await?;
+            if rows.is_empty() {
+                return Ok(Claimed::default());
+            }
+            let ids: Vec<i64> = rows
+                .iter()
+                .map(|r| r.try_get::<_, i64>(0))
+                .collect::<Result<_, _>>()?;
             let DagRuns {
                 dag_runs, external, ..
-            } = dag_runs_where(&client, &filter).await?;
+            } = dag_runs_where(&*tx, "d.id = ANY($1)", &[&ids]).await?;
+            tx.commit().await?;
             Ok(Claimed { dag_runs, external })
         })
     }
@@ -310,26 +329,71 @@ impl PgStore {
         Ok(())
     }
 
-    /// Declares dead every other node whose last beat is older than 1.5 ×
-    /// its interval (server clock) and not yet handled: raises its epoch
-    /// (its later writes fail) and hands its unfinished DAG runs back to
-    /// the cluster, in one transaction. The claiming node's engine
-    /// interrupts the attempts found running, as a restart does. Returns
-    /// the nodes declared dead.
-    pub fn release_dead(&mut self) -> Result<Vec<String>, StoreError> {
+    /// Declares dead every other node whose lease has ended (server
+    /// clock), if this node itself holds a lease now and has held one
+    /// without a gap for a whole lease (its own or the other's, the longer):
+    /// right after an outage of its own it judges nobody, so the others
+    /// have the same time it had to renew. Each one declared dead is
+    /// marked handled, its epoch raised (its later writes fail) and its
+    /// unfinished DAG runs handed back to the cluster, in one transaction.
+    /// The claiming node's engine interrupts the attempts found running,
+    /// as a restart does. Returns the nodes declared dead.
+    ///
+    /// No deadlock with the judged node's beats and commits: every
+    /// transaction of a node share-locks its `node_numbers` row before it
+    /// touches its `nodes` row or its DAG runs, and the judge locks the
+    /// judged rows in that same order (`node_numbers` first, by id), then
+    /// reads their leases again. Judges take turns (`JUDGE_LOCK`, skipped
+    /// when busy), and a lock held by a node cut off mid-transaction is
+    /// waited for at most `lock_wait`: the judge tries again next beat.
+    pub fn release_dead(&mut self, lock_wait: Duration) -> Result<Vec<String>, StoreError> {
         let Some(me) = self.shared.node.get().cloned() else {
             return Ok(Vec::new());
         };
+        // `j`: this node, the judge; `n`: a node judged.
+        let expired = format!(
+            "FROM nodes j, (SELECT {SERVER_NOW} AS now) t
+             WHERE j.id = $1 AND j.lease_until > t.now
+               AND j.valid_since <= t.now - GREATEST(j.lease_ms, n.lease_ms)
+               AND n.id <> $1 AND NOT n.released AND n.lease_until < t.now"
+        );
+        let candidates_sql = format!("SELECT n.id FROM nodes n, LATERAL (SELECT 1 {expired}) x");
         let dead_sql = format!(
-            "UPDATE nodes SET released = true
-             WHERE NOT released AND id <> $1 AND {SERVER_NOW} - last_beat > heartbeat_ms * 3 / 2
-             RETURNING id"
+            "UPDATE nodes n SET released = true {expired} AND n.id = ANY($2) RETURNING n.id"
+        );
+        let wait = format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            lock_wait.as_millis().max(1)
         );
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
+            tx.batch_execute(&wait).await?;
+            let turn: bool = tx
+                .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&JUDGE_LOCK])
+                .await?
+                .try_get(0)?;
+            if !turn {
+                return Ok(Vec::new());
+            }
             check_epoch(&tx, &me).await?;
+            let candidates: Vec<String> = tx
+                .query(&candidates_sql, &[&me.id])
+                .await?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+            if candidates.is_empty() {
+                return Ok(candidates);
+            }
+            // Waits for their transactions under way (a beat among them
+            // may renew the lease), and keeps new ones out.
+            tx.execute(
+                "SELECT 1 FROM node_numbers WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                &[&candidates],
+            )
+            .await?;
             let dead: Vec<String> = tx
-                .query(&dead_sql, &[&me.id])
+                .query(&dead_sql, &[&me.id, &candidates])
                 .await?
                 .iter()
                 .map(|r| r.try_get(0))
@@ -555,6 +619,72 @@ mod tests {
     use super::*;
     use crate::store::postgres::PgUrl;
     use ax_testkit::pg::TestDb;
+
+    fn info(id: &str) -> crate::store::postgres::NodeInfo {
+        crate::store::postgres::NodeInfo {
+            id: id.into(),
+            host: "h".into(),
+            version: "v".into(),
+            slots: 4,
+            heartbeat_ms: 1000,
+            lease_ms: 3000,
+        }
+    }
+
+    /// A node whose lease ended renews it while a judge is declaring it
+    /// dead: the judge waits for the renewal, reads the lease again and
+    /// declares nobody dead; neither side meets a deadlock (the judge
+    /// locked the beat's rows in the opposite order before).
+    #[test]
+    fn a_renewal_racing_the_judge_neither_deadlocks_nor_is_fenced() {
+        let Some(db) = TestDb::create("pg_judge_race") else {
+            return;
+        };
+        let url = PgUrl::parse(&db.url).unwrap();
+        let mut judge = PgStore::open(&url).unwrap();
+        let mut judged = PgStore::open(&url).unwrap();
+        judge.register("a").unwrap();
+        judged.register("b").unwrap();
+        judge.beat(&info("a"), true).unwrap();
+        judged.beat(&info("b"), true).unwrap();
+        // A has held its lease for long; B's has just ended.
+        db.execute(
+            "UPDATE nodes SET valid_since = valid_since - 100000 WHERE id = 'a';
+             UPDATE nodes SET lease_until = lease_until - 100000 WHERE id = 'b'",
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = db
+                .url
+                .parse::<tokio_postgres::Config>()
+                .unwrap()
+                .connect(NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            // B's beat, as `PgStore::beat` orders it: the epoch's share
+            // lock first, then its row.
+            client.batch_execute("BEGIN").await.unwrap();
+            client.query(super::EPOCH, &[&"b"]).await.unwrap();
+            let judging = std::thread::spawn(move || judge.release_dead(Duration::from_secs(10)));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            client
+                .execute(
+                    &format!("UPDATE nodes SET lease_until = {SERVER_NOW} + 3000 WHERE id = 'b'"),
+                    &[],
+                )
+                .await
+                .expect("B's renewal");
+            client.batch_execute("COMMIT").await.expect("B's commit");
+            let dead = judging.join().unwrap().expect("the judge's transaction");
+            assert!(dead.is_empty(), "{dead:?}");
+        });
+        judged.beat(&info("b"), false).expect("B is not fenced");
+    }
 
     #[test]
     fn claims_go_by_effective_priority_with_aging() {

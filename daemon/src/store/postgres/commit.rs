@@ -50,12 +50,12 @@ const RUNS: &str = "INSERT INTO runs (id, dag_run, dag, job, job_index, state, p
        ready_at = excluded.ready_at, started_at = excluded.started_at, finished_at = excluded.finished_at,
        next_at = excluded.next_at, delay = excluded.delay, reason = excluded.reason,
        message = excluded.message, progress = excluded.progress";
-const ATTEMPTS: &str = "INSERT INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error, node)
-     SELECT x.*, $12::text FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::int8[],
-       $8::int8[], $9::int8[], $10::int8[], $11::text[]) AS x
+const ATTEMPTS: &str = "INSERT INTO attempts (run, n, started_at, finished_at, outcome, exit_code, signal, pid, pid_start, slot, error, log_lost, node)
+     SELECT x.*, $13::text FROM UNNEST($1::int8[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::int8[],
+       $8::int8[], $9::int8[], $10::int8[], $11::text[], $12::int8[]) AS x
      ON CONFLICT (run, n) DO UPDATE SET started_at = excluded.started_at, finished_at = excluded.finished_at,
        outcome = excluded.outcome, exit_code = excluded.exit_code, signal = excluded.signal, pid = excluded.pid,
-       pid_start = excluded.pid_start, slot = excluded.slot, error = excluded.error,
+       pid_start = excluded.pid_start, slot = excluded.slot, error = excluded.error, log_lost = excluded.log_lost,
        node = COALESCE(attempts.node, excluded.node)";
 const PAUSE: &str =
     "INSERT INTO paused (dag) SELECT * FROM UNNEST($1::text[]) ON CONFLICT (dag) DO NOTHING";
@@ -131,6 +131,7 @@ struct AttemptRows {
     pid_start: Vec<Option<i64>>,
     slot: Vec<i64>,
     error: Vec<Option<String>>,
+    log_lost: Vec<i64>,
 }
 
 #[derive(Default)]
@@ -267,6 +268,7 @@ impl Rows {
                 a.pid_start.push(t.pid_start.map(|v| v as i64));
                 a.slot.push(i64::from(t.slot));
                 a.error.push(t.error.as_deref().map(text));
+                a.log_lost.push(t.log_lost as i64);
             }
         }
         for (dag, paused) in last_of_each(c.paused.iter(), |(d, _)| d.clone()) {
@@ -411,6 +413,7 @@ impl Rows {
                     &a.pid_start,
                     &a.slot,
                     &a.error,
+                    &a.log_lost,
                     &self.node,
                 ],
             ));

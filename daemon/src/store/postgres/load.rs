@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use ax_shared::DagSpec;
 use deadpool_postgres::Object;
+use tokio_postgres::types::ToSql;
 
 use super::nodes::SERVER_NOW;
 use super::{int, opt_int, parse_state};
@@ -17,8 +18,12 @@ use crate::store::{
 };
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
-/// attempts, plus what start-up needs besides.
-pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, StoreError> {
+/// attempts, plus what start-up needs besides. Values go in `params`.
+pub(super) async fn load_where(
+    client: &Object,
+    filter: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Loaded, StoreError> {
     // The next ids follow every stored one, whoever made it.
     let next_run: i64 = client
         .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM runs", &[])
@@ -32,7 +37,7 @@ pub(super) async fn load_where(client: &Object, filter: &str) -> Result<Loaded, 
         dag_runs,
         external,
         orphans,
-    } = dag_runs_where(client, filter).await?;
+    } = dag_runs_where(&***client, filter, params).await?;
     let paused: Vec<String> = client
         .query("SELECT dag FROM paused", &[])
         .await?
@@ -95,8 +100,12 @@ pub(super) struct DagRuns {
 }
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
-/// attempts.
-pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagRuns, StoreError> {
+/// attempts. Values go in `params` (`$1`, …), never into `filter`'s text.
+pub(super) async fn dag_runs_where(
+    client: &impl tokio_postgres::GenericClient,
+    filter: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<DagRuns, StoreError> {
     let mut specs: HashMap<String, Arc<DagSpec>> = HashMap::new();
     let mut dag_runs: Vec<RestoredDagRun> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
@@ -106,7 +115,7 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
                 "SELECT d.id, d.spec_hash, s.spec, d.state, d.created_at, d.trigger, d.unique_key
                  FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE {filter} ORDER BY d.id"
             ),
-            &[],
+            params,
         )
         .await?;
     for r in &rows {
@@ -137,11 +146,11 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
     let rows = client
         .query(
             &format!(
-                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.node
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.node, a.log_lost
                  FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
                  WHERE {filter} ORDER BY a.run, a.n"
             ),
-            &[],
+            params,
         )
         .await?;
     for r in &rows {
@@ -157,6 +166,7 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
             slot: int(r.try_get(9)?, "slot")?,
             error: r.try_get(10)?,
             node: r.try_get(11)?,
+            log_lost: int(r.try_get(12)?, "lost log bytes")?,
         };
         if a.outcome.is_none()
             && let Some(pid) = a.pid
@@ -176,7 +186,7 @@ pub(super) async fn dag_runs_where(client: &Object, filter: &str) -> Result<DagR
                         r.finished_at, r.next_at, r.delay, r.reason, r.message, r.progress, r.upstream
                  FROM runs r JOIN dag_runs d ON d.id = r.dag_run WHERE {filter} ORDER BY r.id"
             ),
-            &[],
+            params,
         )
         .await?;
     for r in &rows {

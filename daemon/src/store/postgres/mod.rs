@@ -60,11 +60,18 @@ const HOLDS_POOL_SIZE: usize = 4;
 /// How long a call waits for a connection, or for a new one to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A `postgres://` URL as given in axd.toml, checked.
-#[derive(Clone, Debug)]
+/// A `postgres://` URL as given in axd.toml, checked. Shown (`Debug`
+/// too) only through [`redact`].
+#[derive(Clone)]
 pub struct PgUrl {
     text: String,
     config: tokio_postgres::Config,
+}
+
+impl std::fmt::Debug for PgUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgUrl({:?})", self.redacted())
+    }
 }
 
 impl PartialEq for PgUrl {
@@ -93,25 +100,208 @@ impl PgUrl {
         })
     }
 
+    /// This URL with every connection's liveness bounded by the node's
+    /// `heartbeat` and `lease` (docs/operations.md, "A partitioned
+    /// node"): TCP keepalives every heartbeat (at least a second; a silent
+    /// peer is given up after about four), a TCP user timeout of `lease − 2 × heartbeat`
+    /// (data left unacknowledged that long closes the connection, so the
+    /// next renewal, a heartbeat later, still lands within the lease on a
+    /// fresh one), and on the server's side a statement timeout of two
+    /// leases (at least a minute: loads and prunes of big stores) and an
+    /// idle-in-transaction timeout of `lease − heartbeat`, so a node cut
+    /// off mid-transaction releases its locks by the time its lease ends
+    /// for the others. Options of the URL's own come first and keep
+    /// their place; these are appended after them.
+    pub fn with_liveness(&self, heartbeat: Duration, lease: Duration) -> PgUrl {
+        let mut config = self.config.clone();
+        // The kernel counts keepalive times in whole seconds, at least one.
+        let keepalive = heartbeat.max(Duration::from_secs(1));
+        config
+            .keepalives(true)
+            .keepalives_idle(keepalive)
+            .keepalives_interval(keepalive)
+            .keepalives_retries(3)
+            .tcp_user_timeout(lease.saturating_sub(heartbeat * 2).max(heartbeat));
+        let statement = (lease * 2).max(Duration::from_secs(60));
+        let idle = lease.saturating_sub(heartbeat).max(heartbeat);
+        let ours = format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            statement.as_millis(),
+            idle.as_millis()
+        );
+        let options = match config.get_options() {
+            Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
+            _ => ours,
+        };
+        config.options(options);
+        PgUrl {
+            text: self.text.clone(),
+            config,
+        }
+    }
+
     /// The URL without its password, for logs and `ax status`.
     pub fn redacted(&self) -> String {
         redact(&self.text)
     }
 }
 
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+/// The store's connection text with every password libpq would read
+/// replaced by `***`: a URL's userinfo (`postgres://user:secret@host`), a
+/// URL's `password=` query parameter, and a key/value conninfo string's
+/// `password=` (`host=db password='se cret'`). The one function by which
+/// axd shows the store anywhere (logs, errors, `ax status`).
+pub fn redact(text: &str) -> String {
+    match text.split_once("://") {
+        Some((scheme, rest)) => redact_url(scheme, rest),
+        None => redact_keywords(text),
+    }
+}
+
+fn redact_url(scheme: &str, rest: &str) -> String {
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
+    let authority = match authority.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
         },
-        None => url.to_string(),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((key, _)) if is_password_key(key) => format!("{key}=***"),
+                    _ => param.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// `password` however a URL spells it (`Password`, `%70assword`).
+fn is_password_key(key: &str) -> bool {
+    let mut decoded = String::new();
+    let mut bytes = key.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+            match std::str::from_utf8(&hex)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(c) => decoded.push(c as char),
+                None => return true, // unreadable: hide the value
+            }
+        } else {
+            decoded.push(b as char);
+        }
+    }
+    decoded.trim().eq_ignore_ascii_case("password")
+}
+
+/// A key/value conninfo string (`host=db password=secret`, values maybe
+/// single-quoted with `\'` and `\\` escapes): each `password` value becomes
+/// `***`.
+fn redact_keywords(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        // A keyword starts the text or follows white space.
+        let at_word = i == 0 || chars[i - 1].is_whitespace();
+        let word: String = chars[i..].iter().take(8).collect();
+        if at_word && word.eq_ignore_ascii_case("password") {
+            let mut j = i + 8;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            if j < chars.len() && chars[j] == '=' {
+                out.push_str(&word);
+                out.push_str("=***");
+                j += 1;
+                while j < chars.len() && chars[j].is_whitespace() {
+                    j += 1;
+                }
+                i = skip_value(&chars, j);
+                continue;
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Where the conninfo value starting at `i` ends.
+fn skip_value(chars: &[char], mut i: usize) -> usize {
+    if chars.get(i) == Some(&'\'') {
+        i += 1;
+        while i < chars.len() {
+            match chars[i] {
+                '\\' => i += 2,
+                '\'' => return i + 1,
+                _ => i += 1,
+            }
+        }
+        return chars.len();
+    }
+    while i < chars.len() && !chars[i].is_whitespace() {
+        i += if chars[i] == '\\' { 2 } else { 1 };
+    }
+    i.min(chars.len())
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact;
+
+    #[test]
+    fn no_password_form_libpq_reads_is_shown() {
+        for (text, shown) in [
+            ("postgres://ax:secret@db/ax", "postgres://ax:***@db/ax"),
+            (
+                "postgresql://ax:se%40cret@db:5432/ax?sslmode=require",
+                "postgresql://ax:***@db:5432/ax?sslmode=require",
+            ),
+            (
+                "postgres://ax@db/ax?password=secret",
+                "postgres://ax@db/ax?password=***",
+            ),
+            (
+                "postgres://db/ax?sslmode=disable&Password=secret&x=1",
+                "postgres://db/ax?sslmode=disable&Password=***&x=1",
+            ),
+            (
+                "postgres://db/ax?%70assword=secret",
+                "postgres://db/ax?%70assword=***",
+            ),
+            (
+                "postgres://ax:pw@db?password=secret",
+                "postgres://ax:***@db?password=***",
+            ),
+            (
+                "host=db password=secret dbname=ax",
+                "host=db password=*** dbname=ax",
+            ),
+            (
+                "host=db password = 'se cret \\' x' dbname=ax",
+                "host=db password=*** dbname=ax",
+            ),
+            ("PASSWORD=secret", "PASSWORD=***"),
+            ("host=db\tpassword=secret", "host=db\tpassword=***"),
+            ("postgres://ax@db/ax", "postgres://ax@db/ax"),
+            ("host=db user=passwordless", "host=db user=passwordless"),
+        ] {
+            let got = redact(text);
+            assert_eq!(got, shown, "{text:?}");
+            assert!(!got.contains("secret") && !got.contains("se cret"), "{got}");
+        }
     }
 }
 
@@ -334,5 +524,22 @@ mod tests {
         let err = PgUrl::parse("postgres://db.example:notaport/x").unwrap_err();
         assert!(err.contains("store"), "{err}");
         assert_eq!(text("a\0b"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn connections_get_timeouts_from_the_heartbeat() {
+        let u = PgUrl::parse("postgres://h/db?options=-c%20search_path%3Dax").unwrap();
+        let c = u
+            .with_liveness(Duration::from_secs(5), Duration::from_secs(30))
+            .config;
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(5));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(20)));
+        assert_eq!(
+            c.get_options(),
+            Some(
+                "-c search_path=ax -c statement_timeout=60000 -c idle_in_transaction_session_timeout=25000"
+            )
+        );
     }
 }

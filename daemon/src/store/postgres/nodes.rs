@@ -1,8 +1,14 @@
-//! The `nodes` table: each axd's heartbeat (SPEC §9). Times come from the
-//! database server's clock, so a node's age does not depend on how well
-//! the machines' clocks agree.
+//! The `nodes` table: each axd's heartbeat and lease (docs/operations.md,
+//! "Cluster"). Times come from the database server's clock, so a node's
+//! age and lease do not depend on how well the machines' clocks agree.
+//!
+//! A beat renews the lease: `lease_until = now + lease_ms`. While each
+//! renewal lands before the previous lease ends, `valid_since` stays put:
+//! it says since when the node has held a lease without a gap, which is
+//! what allows it to judge others (`PgStore::release_dead`).
 
 use ax_shared::RunState;
+use tokio_postgres::types::ToSql;
 
 use super::{PgStore, int, on_client, parse_state};
 use crate::store::StoreError;
@@ -18,6 +24,8 @@ pub struct NodeInfo {
     pub version: String,
     pub slots: u32,
     pub heartbeat_ms: u64,
+    /// How long each renewal keeps this node alive for the others.
+    pub lease_ms: u64,
 }
 
 /// A row of `nodes` as one beat read it.
@@ -32,6 +40,9 @@ pub struct NodeRow {
     pub last_beat: i64,
     /// The age of `last_beat` when read, in ms.
     pub age_ms: u64,
+    /// What was left of the node's lease when read, in ms (negative:
+    /// expired that long ago).
+    pub lease_left_ms: i64,
 }
 
 /// What one beat read back.
@@ -69,125 +80,162 @@ impl PgStore {
     /// `started_at`) and reads every node, the paused DAGs, the running
     /// counts and the nodes' DAG versions back, in one transaction.
     pub fn beat(&mut self, me: &NodeInfo, first: bool) -> Result<Beat, StoreError> {
+        // One clock reading for the row; a first beat of a life, or one
+        // that comes after the lease ended, starts a new unbroken stretch.
         let upsert = format!(
-            "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat)
-             VALUES ($1, $2, $3, $4, $5, {SERVER_NOW}, {SERVER_NOW})
+            "INSERT INTO nodes (id, host, version, slots, heartbeat_ms, started_at, last_beat,
+                                lease_ms, lease_until, valid_since)
+             SELECT $1, $2, $3, $4, $5, t.now, t.now, $7, t.now + $7, t.now
+             FROM (SELECT {SERVER_NOW} AS now) t
              ON CONFLICT (id) DO UPDATE SET host = excluded.host, version = excluded.version,
                slots = excluded.slots, heartbeat_ms = excluded.heartbeat_ms,
                started_at = CASE WHEN $6 THEN excluded.started_at ELSE nodes.started_at END,
-               last_beat = excluded.last_beat, released = false"
+               valid_since = CASE WHEN NOT $6 AND nodes.lease_until >= excluded.last_beat
+                                  THEN nodes.valid_since ELSE excluded.valid_since END,
+               last_beat = excluded.last_beat, lease_ms = excluded.lease_ms,
+               lease_until = excluded.lease_until, released = false"
         );
         let read = format!(
             "SELECT id, host, version, slots, heartbeat_ms, started_at, last_beat,
-                    GREATEST({SERVER_NOW} - last_beat, 0)
+                    GREATEST({SERVER_NOW} - last_beat, 0), lease_until - {SERVER_NOW}
              FROM nodes ORDER BY id"
         );
         let registered = self.shared.node.get().cloned();
+        // Index ranges of `runs_state`: the unfinished states, and the
+        // failed ones (bounded by retention), never the whole table.
+        let unfinished_states: Vec<&str> = RunState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .map(crate::store::state_str)
+            .collect();
+        let failed_states = [RunState::Failed, RunState::TimedOut].map(crate::store::state_str);
+        let failed_sql = format!(
+            "SELECT count(*) FROM runs WHERE state = ANY($1)
+             AND finished_at >= {SERVER_NOW} - 3600000"
+        );
         on_client!(self, |client| async {
             let tx = client.transaction().await?;
-            // A node declared dead must not beat as if alive.
+            // Every statement prepared first (no round trip once cached),
+            // then all sent at once: a beat costs three round trips (begin,
+            // the statements, commit) however far the database is. The
+            // server runs them in the order sent: the epoch check's share
+            // lock comes before the row's update (the lock order of
+            // `PgStore::release_dead`), and a node declared dead does not
+            // beat as if alive (its transaction is rolled back).
+            let (
+                epoch,
+                upsert,
+                read,
+                paused,
+                pools,
+                per_node,
+                unfinished,
+                failed,
+                highest,
+                versions,
+            ) = tokio::try_join!(
+                biased;
+                tx.prepare_cached(super::cluster::EPOCH),
+                tx.prepare_cached(&upsert),
+                tx.prepare_cached(&read),
+                tx.prepare_cached("SELECT dag FROM paused ORDER BY dag"),
+                tx.prepare_cached(
+                    "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
+                ),
+                // From the running runs (an index), not a scan of every
+                // attempt: an unfinished attempt belongs to a running run.
+                tx.prepare_cached(
+                    "SELECT a.node, count(*) FROM runs r
+                         JOIN attempts a ON a.run = r.id AND a.finished_at IS NULL
+                         WHERE r.state = 'running' AND a.node IS NOT NULL GROUP BY a.node",
+                ),
+                tx.prepare_cached(
+                    "SELECT state, count(*) FROM runs WHERE state = ANY($1) GROUP BY state",
+                ),
+                tx.prepare_cached(&failed_sql),
+                // Two primary-key lookups.
+                tx.prepare_cached(
+                    "SELECT (SELECT COALESCE(max(id), 0) FROM runs),
+                            (SELECT COALESCE(max(id), 0) FROM dag_runs)",
+                ),
+                // One row per DAG and version, not per node: a cluster
+                // that agrees costs one row per DAG.
+                tx.prepare_cached(
+                    "SELECT dag, hash, array_agg(node ORDER BY node) FROM node_dags
+                     GROUP BY dag, hash ORDER BY dag, hash",
+                ),
+            )?;
+            let no_id = String::new();
+            let my_id = registered.as_ref().map_or(&no_id, |m| &m.id);
+            let (slots, beat_ms, lease_ms) = (
+                i64::from(me.slots),
+                me.heartbeat_ms as i64,
+                me.lease_ms as i64,
+            );
+            let epoch_params: [&(dyn ToSql + Sync); 1] = [my_id];
+            let upsert_params: [&(dyn ToSql + Sync); 7] = [
+                &me.id,
+                &me.host,
+                &me.version,
+                &slots,
+                &beat_ms,
+                &first,
+                &lease_ms,
+            ];
+            let unfinished_params: [&(dyn ToSql + Sync); 1] = [&unfinished_states];
+            let failed_states = &failed_states[..];
+            let failed_params: [&(dyn ToSql + Sync); 1] = [&failed_states];
+            // Biased: polled, so sent, in this order.
+            let (
+                epoch_rows,
+                _,
+                rows,
+                paused,
+                pools,
+                per_node,
+                unfinished_rows,
+                failed,
+                highest,
+                versions,
+            ) = tokio::try_join!(
+                biased;
+                tx.query(&epoch, &epoch_params),
+                tx.execute(&upsert, &upsert_params),
+                tx.query(&read, &[]),
+                tx.query(&paused, &[]),
+                tx.query(&pools, &[]),
+                tx.query(&per_node, &[]),
+                tx.query(&unfinished, &unfinished_params),
+                tx.query_one(&failed, &failed_params),
+                tx.query_one(&highest, &[]),
+                tx.query(&versions, &[]),
+            )?;
             if let Some(me) = &registered {
-                super::cluster::check_epoch(&tx, me).await?;
+                super::cluster::epoch_is(&epoch_rows, me)?;
             }
-            let statement = tx.prepare_cached(&upsert).await?;
-            tx.execute(
-                &statement,
-                &[
-                    &me.id,
-                    &me.host,
-                    &me.version,
-                    &i64::from(me.slots),
-                    &(me.heartbeat_ms as i64),
-                    &first,
-                ],
-            )
-            .await?;
-            let statement = tx.prepare_cached(&read).await?;
-            let rows = tx.query(&statement, &[]).await?;
-            let statement = tx
-                .prepare_cached("SELECT dag FROM paused ORDER BY dag")
-                .await?;
-            let paused = tx
-                .query(&statement, &[])
-                .await?
+            let paused = paused
                 .iter()
                 .map(|r| r.try_get(0))
                 .collect::<Result<_, _>>()?;
-            let statement = tx
-                .prepare_cached(
-                    "SELECT pool, count(*) FROM runs WHERE state = 'running' GROUP BY pool",
-                )
-                .await?;
             let mut pool_running = Vec::new();
-            for r in tx.query(&statement, &[]).await? {
+            for r in pools {
                 pool_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
             }
-            // From the running runs (an index), not a scan of every
-            // attempt: an unfinished attempt belongs to a running run.
-            let statement = tx
-                .prepare_cached(
-                    "SELECT a.node, count(*) FROM runs r
-                     JOIN attempts a ON a.run = r.id AND a.finished_at IS NULL
-                     WHERE r.state = 'running' AND a.node IS NOT NULL GROUP BY a.node",
-                )
-                .await?;
             let mut node_running = Vec::new();
-            for r in tx.query(&statement, &[]).await? {
+            for r in per_node {
                 node_running.push((r.try_get(0)?, int(r.try_get(1)?, "running")?));
             }
-            // Index ranges of `runs_state`: the unfinished states, and the
-            // failed ones (bounded by retention), never the whole table.
-            let unfinished_states: Vec<&str> = RunState::ALL
-                .into_iter()
-                .filter(|s| !s.is_terminal())
-                .map(crate::store::state_str)
-                .collect();
-            let statement = tx
-                .prepare_cached(
-                    "SELECT state, count(*) FROM runs WHERE state = ANY($1) GROUP BY state",
-                )
-                .await?;
             let mut unfinished = Vec::new();
-            for r in tx.query(&statement, &[&unfinished_states]).await? {
+            for r in unfinished_rows {
                 let state: &str = r.try_get(0)?;
                 unfinished.push((parse_state(state)?, int(r.try_get(1)?, "runs")?));
             }
-            let failed_states = [RunState::Failed, RunState::TimedOut].map(crate::store::state_str);
-            let statement = tx
-                .prepare_cached(&format!(
-                    "SELECT count(*) FROM runs WHERE state = ANY($1)
-                     AND finished_at >= {SERVER_NOW} - 3600000"
-                ))
-                .await?;
-            let failed_last_hour = int(
-                tx.query_one(&statement, &[&&failed_states[..]])
-                    .await?
-                    .try_get(0)?,
-                "failed runs",
-            )?;
-            // Two primary-key lookups.
-            let statement = tx
-                .prepare_cached(
-                    "SELECT (SELECT COALESCE(max(id), 0) FROM runs),
-                            (SELECT COALESCE(max(id), 0) FROM dag_runs)",
-                )
-                .await?;
-            let row = tx.query_one(&statement, &[]).await?;
+            let failed_last_hour = int(failed.try_get(0)?, "failed runs")?;
             let highest_ids = (
-                int(row.try_get(0)?, "run id")?,
-                int(row.try_get(1)?, "DAG run id")?,
+                int(highest.try_get(0)?, "run id")?,
+                int(highest.try_get(1)?, "DAG run id")?,
             );
-            // One row per DAG and version, not per node: a cluster that
-            // agrees costs one row per DAG.
-            let statement = tx
-                .prepare_cached(
-                    "SELECT dag, hash, array_agg(node ORDER BY node) FROM node_dags
-                     GROUP BY dag, hash ORDER BY dag, hash",
-                )
-                .await?;
-            let dag_versions = tx
-                .query(&statement, &[])
-                .await?
+            let dag_versions = versions
                 .iter()
                 .map(|r| {
                     Ok(DagVersionRow {
@@ -210,6 +258,7 @@ impl PgStore {
                         started_at: r.try_get(5)?,
                         last_beat: r.try_get(6)?,
                         age_ms: int(r.try_get(7)?, "age")?,
+                        lease_left_ms: r.try_get(8)?,
                     })
                 })
                 .collect::<Result<_, StoreError>>()?;

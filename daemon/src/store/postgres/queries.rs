@@ -108,7 +108,7 @@ async fn run_views(
     let ids: Vec<i64> = views.iter().map(|v| v.id as i64).collect();
     let statement = client
         .prepare_cached(
-            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node FROM attempts WHERE run = ANY($1) ORDER BY run, n",
+            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node, log_lost FROM attempts WHERE run = ANY($1) ORDER BY run, n",
         )
         .await?;
     let mut attempts: HashMap<u64, Vec<AttemptView>> = HashMap::new();
@@ -131,6 +131,7 @@ async fn run_views(
                 exit_code: opt_int(&r, 5, "exit code")?,
                 signal: opt_int(&r, 6, "signal")?,
                 node: r.try_get(7)?,
+                log_lost: int(r.try_get(8)?, "lost log bytes")?,
             });
     }
     for v in &mut views {
@@ -294,15 +295,14 @@ impl Store for PgStore {
     /// that started them, and this node is the one on their machine.
     fn load(&mut self) -> Result<Loaded, StoreError> {
         let me = self.shared.node.get().cloned();
-        let filter = match &me {
-            Some(me) => format!(
-                "d.state = 'active' AND d.owner = {}",
-                super::cluster::quote(&me.id)
-            ),
-            None => "d.state = 'active'".to_string(),
-        };
         on_client!(self, |client| async {
-            let mut loaded = super::load::load_where(&client, &filter).await?;
+            let mut loaded = match &me {
+                Some(me) => {
+                    let filter = "d.state = 'active' AND d.owner = $1";
+                    super::load::load_where(&client, filter, &[&me.id]).await?
+                }
+                None => super::load::load_where(&client, "d.state = 'active'", &[]).await?,
+            };
             if let Some(me) = &me {
                 loaded
                     .orphans
@@ -404,8 +404,12 @@ impl Store for PgStore {
     }
 
     fn load_dag_run(&mut self, id: u64) -> Result<Option<RestoredDagRun>, StoreError> {
-        let filter = format!("d.id = {id}");
-        let loaded = on_client!(self, |client| super::load::load_where(&client, &filter))?;
+        let id = id as i64;
+        let loaded = on_client!(self, |client| super::load::load_where(
+            &client,
+            "d.id = $1",
+            &[&id]
+        ))?;
         Ok(loaded.dag_runs.into_iter().next())
     }
 

@@ -106,6 +106,21 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE pool_wants (
         pool TEXT NOT NULL, node TEXT NOT NULL, want BIGINT NOT NULL, PRIMARY KEY (pool, node));
     "#,
+    // 11: output an attempt could not write to its log (a full disk)
+    r#"
+    ALTER TABLE attempts ADD COLUMN log_lost BIGINT NOT NULL DEFAULT 0;
+    "#,
+    // 12: each node's lease on the server's clock: how long a renewal
+    // lasts, when the current one ends, and since when the node has held
+    // one without a gap (a node judges others only after a whole lease of
+    // its own). Rows of an earlier axd get the lease its beats implied.
+    r#"
+    ALTER TABLE nodes ADD COLUMN lease_ms BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE nodes ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE nodes ADD COLUMN valid_since BIGINT NOT NULL DEFAULT 0;
+    UPDATE nodes SET lease_ms = heartbeat_ms * 3 / 2, lease_until = last_beat + heartbeat_ms * 3 / 2,
+        valid_since = last_beat;
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

@@ -92,6 +92,7 @@ mod tests {
             version: "v".to_string(),
             slots: 8,
             heartbeat_ms: 60_000,
+            lease_ms: 360_000,
         };
         store.beat(&info, true).unwrap();
         store

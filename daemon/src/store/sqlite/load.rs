@@ -62,7 +62,7 @@ impl SqliteStore {
         let mut orphans = Vec::new();
         {
             let mut stmt = self.conn.prepare(&format!(
-                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error
+                "SELECT a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.log_lost
                  FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
                  WHERE {filter} ORDER BY a.run, a.n",
             ))?;
@@ -83,6 +83,7 @@ impl SqliteStore {
                     pid_start: r.get::<_, Option<i64>>(8)?.map(|p| p as u64),
                     slot: r.get::<_, i64>(9)? as u32,
                     error: r.get(10)?,
+                    log_lost: r.get::<_, i64>(11)? as u64,
                 };
                 if a.outcome.is_none()
                     && let Some(pid) = a.pid

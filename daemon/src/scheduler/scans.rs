@@ -1,0 +1,141 @@
+//! The jobs folder's scans, as the scheduler puts them in force. The scan
+//! at start is made before this thread runs; later ones are read, parsed
+//! and validated on the scanner thread (`watcher::spawn_scanner`), started
+//! by the watch or ordered by a reload, and arrive as one `Msg::Scanned`
+//! each: this thread only swaps the DAG set and defines what changed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ax_shared::api::ReloadAnswer;
+use ax_shared::protocol::{RpcError, encode_answer};
+use serde_json::Value;
+
+use super::registry::Define;
+use super::{Answers, Scheduler};
+use crate::dags::{JobsFolder, Scan};
+use crate::engine::{Effect, Millis};
+use crate::writer::ReplyTo;
+
+/// A reload waiting for the scan it ordered.
+pub(super) struct WaitingReload {
+    ticket: u64,
+    actor: Arc<str>,
+    /// Every DAG is defined anew (the daemon's timezone changed).
+    define_all: bool,
+    /// A `reload` request's answer, sent once the scan is in force.
+    reply: Option<(ReplyTo, ReloadAnswer)>,
+}
+
+impl Scheduler {
+    /// Loads the jobs folder at start-up, on the caller's thread: every
+    /// DAG is given to the engine with the cron watermark the store kept
+    /// for it. A file that is broken now (or below a folder that cannot
+    /// be read) keeps the last good version the store holds.
+    pub fn load_jobs(
+        &mut self,
+        now: Millis,
+        actor: &Arc<str>,
+        watermarks: &HashMap<String, i64>,
+        folder: &mut JobsFolder,
+    ) -> Vec<Effect> {
+        match self.store.load_dag_defs() {
+            // In a cluster `dag_defs` is the last version any node loaded:
+            // only one from a file of this node's own folder is its own.
+            Ok(mut defs) => {
+                defs.retain(|d| std::path::Path::new(&d.file).starts_with(&self.cfg.jobs_dir));
+                folder.restore_last_good(defs)
+            }
+            Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
+        }
+        let scan = crate::watcher::scan_measured(folder, &self.metrics.shared);
+        self.metrics.scan_applied(!scan.folder_errors.is_empty());
+        let define = Define::All { watermarks };
+        self.registry
+            .apply(&mut self.engine, &self.cfg, now, actor, scan, define)
+    }
+
+    /// Orders a scan for a reload by `actor` (checked against the pools in
+    /// force now); it is put in force when it arrives.
+    pub(super) fn order_scan(&mut self, actor: &Arc<str>, define_all: bool) {
+        let ticket = self.scans.reload(self.pool_names());
+        self.reloads.push(WaitingReload {
+            ticket,
+            actor: actor.clone(),
+            define_all,
+            reply: None,
+        });
+    }
+
+    /// Holds the answer to a `reload` request until the scan it ordered is
+    /// in force (so its counts are the new folder's). An answer that
+    /// cannot be held is given back, to be sent now.
+    pub(super) fn hold_reload_answer(
+        &mut self,
+        reply: ReplyTo,
+        answer: Value,
+    ) -> Option<(ReplyTo, Result<Value, RpcError>)> {
+        match (
+            self.reloads.last_mut(),
+            serde_json::from_value::<ReloadAnswer>(answer.clone()),
+        ) {
+            (Some(waiting), Ok(decoded)) if waiting.reply.is_none() => {
+                waiting.reply = Some((reply, decoded));
+                None
+            }
+            _ => Some((reply, Ok(answer))),
+        }
+    }
+
+    /// Puts a scan in force: changed DAGs are defined, removed ones
+    /// removed. The reloads whose ticket it answers end: their answers
+    /// join the step's durable ones, with the DAGs and errors now in force.
+    pub(super) fn scanned(
+        &mut self,
+        now: Millis,
+        scan: Scan,
+        ticket: Option<u64>,
+        effects: &mut Vec<Effect>,
+        durable: &mut Answers,
+    ) {
+        let (done, waiting): (Vec<WaitingReload>, Vec<WaitingReload>) =
+            std::mem::take(&mut self.reloads)
+                .into_iter()
+                .partition(|r| ticket.is_some_and(|t| r.ticket <= t));
+        self.reloads = waiting;
+        let actor = match done.last() {
+            Some(r) => r.actor.clone(),
+            None => Arc::from("watcher"),
+        };
+        let kept = HashMap::new();
+        let define = if done.iter().any(|r| r.define_all) {
+            Define::All { watermarks: &kept }
+        } else {
+            Define::Changed
+        };
+        self.metrics.scan_applied(!scan.folder_errors.is_empty());
+        effects.extend(
+            self.registry
+                .apply(&mut self.engine, &self.cfg, now, &actor, scan, define),
+        );
+        let (dags, errors) = (self.registry.len(), self.registry.errors().len());
+        for r in done {
+            // The audit trail: who reloaded, and what the scan found.
+            let mut reason = format!("reloaded: {dags} DAGs, {errors} with errors");
+            if let Some((_, answer)) = &r.reply
+                && !answer.not_applied.is_empty()
+            {
+                reason += &format!(
+                    "; not applied until restart: {}",
+                    answer.not_applied.join(", ")
+                );
+            }
+            effects.push(super::handlers::dag_event(now, reason, &r.actor));
+            if let Some((reply, mut answer)) = r.reply {
+                answer.dags = dags;
+                answer.errors = errors;
+                durable.push((reply, encode_answer(answer)));
+            }
+        }
+    }
+}
