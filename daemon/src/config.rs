@@ -394,16 +394,9 @@ pub fn xdg_defaults() -> (PathBuf, PathBuf, PathBuf) {
         |var: &str, fallback: PathBuf| std::env::var_os(var).map(PathBuf::from).unwrap_or(fallback);
     let config = env_or("XDG_CONFIG_HOME", home.join(".config"));
     let state = env_or("XDG_STATE_HOME", home.join(".local/state"));
-    let uid = nix::unistd::getuid();
-    let runtime = env_or(
-        "XDG_RUNTIME_DIR",
-        std::env::temp_dir().join(format!("ax-{uid}")),
-    );
-    (
-        config.join("ax/jobs.d"),
-        state.join("ax"),
-        runtime.join("ax/axd.sock"),
-    )
+    // Where `ax` looks first (one function for both).
+    let socket = ax_shared::socket_dir::this_user_socket();
+    (config.join("ax/jobs.d"), state.join("ax"), socket)
 }
 
 impl Config {

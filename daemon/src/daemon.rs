@@ -61,12 +61,7 @@ fn gid_of(name: &str, key: &str) -> anyhow::Result<u32> {
 /// Takes the state dir's lock; a second daemon gets a clear error.
 fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
     let path = dir.join("axd.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .read(true)
-        .open(&path)
+    let file = crate::private::open_rw(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
     // A few tries: a process of a just-killed axd may hold the lock for a
     // moment while it dies (systemd restarts fast).
@@ -106,10 +101,11 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
 /// thread ended well (`exit_code`).
 pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8> {
     let started = crate::time::monotonic();
-    std::fs::create_dir_all(&cfg.state_dir)
+    // Private whatever the umask (`private`).
+    crate::private::dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
     let log_dir = cfg.state_dir.join("logs");
-    std::fs::create_dir_all(&log_dir)
+    crate::private::dir(&log_dir)
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
     let admin_gid = cfg
@@ -401,7 +397,15 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
 
     // 4. accept clients, dispatch
     let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
+    // The socket's folders must be axd's user's alone, before axd creates
+    // what is missing and again once it has (`socket_dir`).
+    let euid = nix::unistd::geteuid().as_raw();
+    ax_shared::socket_dir::check(&cfg.socket, euid)?;
     let listener = bind(&cfg.socket, &socket_groups)?;
+    if let Err(e) = ax_shared::socket_dir::check(&cfg.socket, euid) {
+        let _ = std::fs::remove_file(&cfg.socket);
+        return Err(e.into());
+    }
     let scheduler_thread = std::thread::Builder::new()
         .name("ax-scheduler".into())
         .spawn(move || scheduler.run(rx, initial))?;
@@ -538,6 +542,7 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     }
     let db = cfg.state_dir.join("ax.db");
     refuse_empty_store(&db, &cfg.state_dir.join("logs"))?;
+    crate::private::sqlite_store(&db).with_context(|| format!("cannot create {}", db.display()))?;
     let open = || {
         SqliteStore::open(&db, cfg.synchronous_full)
             .with_context(|| format!("cannot open {}", db.display()))

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -531,6 +532,7 @@ impl Write for LazyLog {
             let file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
+                .mode(crate::private::FILE_MODE)
                 .open(&self.path)?;
             self.file = Some(file);
         }

@@ -59,6 +59,46 @@ pub enum BindError {
         path: String,
         source: std::io::Error,
     },
+    /// `chown` to the socket's group failed: without it the group's
+    /// members would get "Permission denied".
+    #[error(
+        "cannot give {path} to group {group} (gid {gid}): {errno}: axd runs as {user}, which may \
+         only give files to groups it is in. Add {user} to {group} (`usermod -aG {group} {user}`, \
+         then restart axd), run axd as root, or remove socket_group/admin_group from axd.toml"
+    )]
+    Group {
+        path: String,
+        group: String,
+        gid: u32,
+        /// axd's user: its name, else `uid N`.
+        user: String,
+        errno: nix::Error,
+    },
+}
+
+/// Gives `path` to group `gid`; the error names the group, axd's user and
+/// what to do.
+fn give_to_group(path: &Path, gid: u32) -> Result<(), BindError> {
+    let raw = gid;
+    let gid = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::chown(path, None, Some(gid)).map_err(|errno| {
+        let group = match nix::unistd::Group::from_gid(gid) {
+            Ok(Some(g)) => g.name,
+            _ => format!("gid {gid}"),
+        };
+        let uid = nix::unistd::geteuid();
+        let user = match nix::unistd::User::from_uid(uid) {
+            Ok(Some(u)) => u.name,
+            _ => format!("uid {uid}"),
+        };
+        BindError::Group {
+            path: path.display().to_string(),
+            group,
+            gid: raw,
+            user,
+            errno,
+        }
+    })
 }
 
 /// Creates the socket's directory (0750 with groups, else 0700) and binds
@@ -90,7 +130,7 @@ pub fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
             let mode = if owner_group.is_some() { 0o750 } else { 0o700 };
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
             if let Some(gid) = owner_group {
-                let _ = nix::unistd::chown(dir, None, Some(nix::unistd::Gid::from_raw(gid)));
+                give_to_group(dir, gid)?;
                 grant_groups(dir, &extra_groups, AclPerm::DIR);
             }
         }
@@ -109,7 +149,10 @@ pub fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
     nix::sys::stat::umask(old);
     let listener = listener.map_err(io)?;
     if let Some(gid) = owner_group {
-        let _ = nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)));
+        if let Err(e) = give_to_group(path, gid) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
         grant_groups(path, &extra_groups, AclPerm::SOCKET);
     }

@@ -20,6 +20,9 @@ pub enum ClientError {
     },
     #[error("{}: {}", .0.kind(), .0.message)]
     Rpc(RpcError),
+    /// The per-user socket's folder could be someone else's: not used.
+    #[error("{0}")]
+    UnsafeSocket(crate::socket_dir::UnsafeFolder),
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("connection closed by axd")]
@@ -40,12 +43,15 @@ impl ClientError {
 pub const SYSTEM_SOCKET: &str = "/run/ax/axd.sock";
 
 /// Where the socket is when `--socket` is not given: `$AX_SOCKET` (set for
-/// jobs), then `$XDG_RUNTIME_DIR/ax/axd.sock` if it exists, then
-/// `/run/ax/axd.sock` (the system service).
+/// jobs), then the per-user socket if it exists (`$XDG_RUNTIME_DIR/ax/
+/// axd.sock`, else `$TMPDIR/ax-<uid>/ax/axd.sock`: where a user-mode axd
+/// binds, `socket_dir::user_socket`), then `/run/ax/axd.sock` (the system
+/// service).
 pub fn default_socket() -> SocketChoice {
     resolve_socket(
         std::env::var_os("AX_SOCKET").map(PathBuf::from),
-        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        crate::socket_dir::this_user_socket(),
+        nix::unistd::getuid().as_raw(),
         &|p: &Path| p.exists(),
     )
 }
@@ -56,6 +62,9 @@ pub fn default_socket() -> SocketChoice {
 pub struct SocketChoice {
     pub path: PathBuf,
     pub tried: Vec<PathBuf>,
+    /// The per-user socket was chosen: its folders must be this uid's
+    /// (`socket_dir::check`), else the connection is refused.
+    pub private_to: Option<u32>,
 }
 
 impl SocketChoice {
@@ -64,6 +73,7 @@ impl SocketChoice {
         SocketChoice {
             tried: vec![path.clone()],
             path,
+            private_to: None,
         }
     }
 }
@@ -73,20 +83,24 @@ impl SocketChoice {
 /// exists, else the system one, with both named in `tried`.
 pub fn resolve_socket(
     ax_socket: Option<PathBuf>,
-    xdg_runtime_dir: Option<PathBuf>,
+    user_socket: PathBuf,
+    uid: u32,
     exists: &dyn Fn(&Path) -> bool,
 ) -> SocketChoice {
     if let Some(p) = ax_socket {
         return SocketChoice::given(p);
     }
     let system = PathBuf::from(SYSTEM_SOCKET);
-    match xdg_runtime_dir.map(|d| d.join("ax/axd.sock")) {
-        Some(user) if exists(&user) => SocketChoice::given(user),
-        Some(user) => SocketChoice {
-            path: system.clone(),
-            tried: vec![user, system],
-        },
-        None => SocketChoice::given(system),
+    if exists(&user_socket) {
+        return SocketChoice {
+            private_to: Some(uid),
+            ..SocketChoice::given(user_socket)
+        };
+    }
+    SocketChoice {
+        path: system.clone(),
+        tried: vec![user_socket, system],
+        private_to: None,
     }
 }
 
@@ -151,6 +165,9 @@ impl Client {
         socket: &SocketChoice,
         client_name: &str,
     ) -> Result<Client, ClientError> {
+        if let Some(uid) = socket.private_to {
+            crate::socket_dir::check(&socket.path, uid).map_err(ClientError::UnsafeSocket)?;
+        }
         match Client::connect(&socket.path, client_name).await {
             Err(ClientError::Unreachable { source, .. }) => Err(ClientError::Unreachable {
                 path: socket.to_string().into(),
@@ -262,38 +279,34 @@ fn decode_answer<A: serde::de::DeserializeOwned>(v: Value) -> Result<A, ClientEr
 mod tests {
     use super::*;
 
-    fn user_dir() -> Option<PathBuf> {
-        Some(PathBuf::from("/run/user/1000"))
+    fn user_socket() -> PathBuf {
+        PathBuf::from("/run/user/1000/ax/axd.sock")
     }
 
     #[test]
     fn ax_socket_wins_over_everything() {
-        let c = resolve_socket(Some("/tmp/x.sock".into()), user_dir(), &|_| true);
+        let c = resolve_socket(Some("/tmp/x.sock".into()), user_socket(), 1000, &|_| true);
         assert_eq!(c, SocketChoice::given("/tmp/x.sock".into()));
     }
 
     #[test]
-    fn existing_user_socket_is_chosen() {
-        let c = resolve_socket(None, user_dir(), &|p| {
+    fn existing_user_socket_is_chosen_and_must_be_private() {
+        let c = resolve_socket(None, user_socket(), 1000, &|p| {
             p == Path::new("/run/user/1000/ax/axd.sock")
         });
         assert_eq!(c.path, Path::new("/run/user/1000/ax/axd.sock"));
         assert_eq!(c.tried.len(), 1);
+        assert_eq!(c.private_to, Some(1000));
     }
 
     #[test]
     fn missing_user_socket_falls_back_to_system_and_names_both() {
-        let c = resolve_socket(None, user_dir(), &|_| false);
+        let c = resolve_socket(None, user_socket(), 1000, &|_| false);
         assert_eq!(c.path, Path::new(SYSTEM_SOCKET));
+        assert_eq!(c.private_to, None);
         assert_eq!(
             c.to_string(),
             "/run/user/1000/ax/axd.sock or /run/ax/axd.sock"
         );
-    }
-
-    #[test]
-    fn no_runtime_dir_means_system_socket() {
-        let c = resolve_socket(None, None, &|_| true);
-        assert_eq!(c, SocketChoice::given(SYSTEM_SOCKET.into()));
     }
 }

@@ -10,6 +10,8 @@ pub mod envfile;
 pub mod jobfile;
 pub mod model;
 pub mod protocol;
+pub mod socket_dir;
 pub mod time;
+pub mod visible;
 
 pub use model::*;

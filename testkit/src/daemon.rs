@@ -112,6 +112,11 @@ pub struct Daemon {
     /// A program (and its arguments) axd is started through.
     wrapper: Vec<OsString>,
     log_level: String,
+    /// The umask axd starts with (the test's own when `None`).
+    umask: Option<u32>,
+    /// Who axd runs as: uid, gid, supplementary groups (the test's
+    /// user when `None`).
+    user: Option<(u32, u32, Vec<u32>)>,
     /// RLIMIT_NOFILE (soft and hard) axd starts with, as `ulimit -n` would.
     nofile: Option<u64>,
 }
@@ -144,6 +149,8 @@ impl Daemon {
             env: Vec::new(),
             wrapper: Vec::new(),
             log_level: "info".into(),
+            umask: None,
+            user: None,
             nofile: None,
         })
     }
@@ -162,6 +169,19 @@ impl Daemon {
     /// Sets `RUST_LOG` for the starts that follow (`info` until set).
     pub fn set_log_level(&mut self, level: &str) {
         self.log_level = level.into();
+    }
+
+    /// Sets the umask axd starts with, for the starts that follow.
+    pub fn set_umask(&mut self, umask: u32) {
+        self.umask = Some(umask);
+    }
+
+    /// Runs axd as `user` (with its groups) for the starts that follow,
+    /// and gives the temp dir and everything in it to that user.
+    pub fn run_as(&mut self, user: &crate::users::User) -> Result<(), HarnessError> {
+        chown_tree(self.dir.path(), user.uid, user.gid)?;
+        self.user = Some((user.uid, user.gid, user.groups()));
+        Ok(())
     }
 
     /// Starts that follow run with an open-files limit of `n`, soft and
@@ -212,6 +232,31 @@ impl Daemon {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log);
+        if self.umask.is_some() || self.user.is_some() {
+            let umask = self.umask;
+            let user = self.user.clone().map(|(uid, gid, groups)| {
+                let groups: Vec<nix::unistd::Gid> =
+                    groups.into_iter().map(nix::unistd::Gid::from_raw).collect();
+                (uid, gid, groups)
+            });
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec only async-signal-safe calls
+            // are made (umask, setgroups, setgid, setuid) on values built
+            // before the fork.
+            unsafe {
+                command.pre_exec(move || {
+                    if let Some(mask) = umask {
+                        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
+                    }
+                    if let Some((uid, gid, groups)) = &user {
+                        nix::unistd::setgroups(groups)?;
+                        nix::unistd::setgid(nix::unistd::Gid::from_raw(*gid))?;
+                        nix::unistd::setuid(nix::unistd::Uid::from_raw(*uid))?;
+                    }
+                    Ok(())
+                });
+            }
+        }
         if let Some(n) = self.nofile {
             use std::os::unix::process::CommandExt;
             let lim = libc::rlimit {
@@ -353,6 +398,17 @@ impl Daemon {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
+}
+
+/// `chown -R uid:gid dir`.
+fn chown_tree(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+    if std::fs::symlink_metadata(dir)?.is_dir() {
+        for entry in std::fs::read_dir(dir)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Daemon {

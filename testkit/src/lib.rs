@@ -11,7 +11,8 @@
 //! * [`clock::SteppedClock`], [`clock::Stopped`]: a wall clock the test
 //!   steps, and an axd paused with SIGSTOP;
 //! * [`proxy::Proxy`]: a TCP fault proxy (pass, cut, stall, delay, heal)
-//!   between axd and PostgreSQL.
+//!   between axd and PostgreSQL;
+//! * [`users`]: throwaway users and groups (root only).
 
 pub mod clock;
 pub mod conn;
@@ -22,12 +23,13 @@ pub mod pg;
 pub mod proxy;
 pub mod sim;
 pub mod tmpfs;
+pub mod users;
 
 pub use conn::{Conn, ConnError, run_ids};
 pub use daemon::{Daemon, HarnessError, axd_beside};
 pub use foreign::foreign_hello;
-pub use tmpfs::{Filler, Tmpfs};
 pub use proxy::{Mode, Proxy};
+pub use tmpfs::{Filler, Tmpfs};
 
 /// A tokio runtime of two worker threads (the machines ax is measured on
 /// have two cores), for blocking code that drives async clients or spawns

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ax_daemon::config::Config;
+use ax_shared::visible::visible;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -26,13 +27,14 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_ansi(!plain)
+        .fmt_fields(ax_daemon::log_format::fields())
         .with_writer(std::io::stderr)
         .init();
     let cfg = match &args.config {
         Some(path) => match Config::load(path) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("axd: {e}");
+                eprintln!("axd: {}", visible(&e.to_string()));
                 return ExitCode::from(2);
             }
         },
@@ -55,7 +57,7 @@ fn main() -> ExitCode {
     match ended {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("axd: {e:#}");
+            eprintln!("axd: {}", visible(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -2,6 +2,7 @@
 //! it changes anything, so a refused request has applied nothing.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use ax_shared::RunState;
 use ax_shared::api::{
@@ -17,7 +18,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Encoded, Peer, Scheduler};
-use crate::engine::{DagRunId, Effect, EngineError, Fired, Input, Millis, Reply, RunId, Submit};
+use crate::engine::{
+    DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit,
+};
 use crate::store::{EventQuery, RunQuery, StoreError};
 
 pub(super) fn bad(msg: impl Into<String>) -> RpcError {
@@ -34,6 +37,20 @@ pub(crate) fn store_err(e: StoreError) -> RpcError {
 
 fn not_found(what: String) -> RpcError {
     RpcError::new(codes::NOT_FOUND, format!("{what} not found"))
+}
+
+/// An event about axd or a DAG rather than a run (DAG run 0): a request
+/// that changed no run, recorded with who asked.
+pub(super) fn dag_event(now: Millis, reason: String, actor: &Arc<str>) -> Effect {
+    Effect::Event(Event {
+        at: now,
+        run: None,
+        dag_run: DagRunId(0),
+        from: None,
+        to: None,
+        reason,
+        actor: actor.clone(),
+    })
 }
 
 /// Rows `list_runs` reads from the store at a time.
@@ -95,8 +112,8 @@ impl Scheduler {
             Request::Cancel(p) => wire(self.cancel(now, peer, *p, effects)),
             Request::CancelDagRun(p) => wire(self.cancel_dag_run(now, peer, *p, effects)),
             Request::Retry(p) => wire(self.retry(now, peer, *p, effects)),
-            Request::Pause(p) => wire(self.pause(now, p.0, true, effects)),
-            Request::Resume(p) => wire(self.pause(now, p.0, false, effects)),
+            Request::Pause(p) => wire(self.pause(now, p.0, true, Some(&peer.actor), effects)),
+            Request::Resume(p) => wire(self.pause(now, p.0, false, Some(&peer.actor), effects)),
             Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
             Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
@@ -454,11 +471,15 @@ impl Scheduler {
         Ok(Done::OK)
     }
 
+    /// Pauses or resumes the target's DAGs. Each DAG it changes gets a
+    /// DAG-level event naming `actor` (the audit trail, docs/operations.md);
+    /// `None` records none, for a change another node already recorded.
     fn pause(
         &mut self,
         now: Millis,
         target: DagTarget,
         paused: bool,
+        actor: Option<&Arc<str>>,
         effects: &mut Vec<Effect>,
     ) -> Result<PauseAnswer, RpcError> {
         let names: Vec<String> = match (target.all, target.dag) {
@@ -468,6 +489,7 @@ impl Scheduler {
             (false, None) => return Err(bad("`dag` must be a string")),
         };
         for n in &names {
+            let changes = self.engine.is_paused(n) != paused;
             let input = if paused {
                 Input::Pause { dag: n.clone() }
             } else {
@@ -475,6 +497,10 @@ impl Scheduler {
             };
             effects.extend(self.engine.handle(now, input).effects);
             self.registry.note_paused(n, paused);
+            if changes && let Some(actor) = actor {
+                let done = if paused { "paused" } else { "resumed" };
+                effects.push(dag_event(now, format!("DAG {n} {done}"), actor));
+            }
         }
         Ok(PauseAnswer {
             ok: true,
@@ -507,7 +533,7 @@ impl Scheduler {
                 all: false,
                 dag: Some(dag.clone()),
             };
-            let _ = self.pause(now, target, paused, effects);
+            let _ = self.pause(now, target, paused, None, effects);
         }
     }
 
@@ -519,12 +545,13 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<ReloadAnswer, RpcError> {
         let not_applied = self.reload(now, &peer.actor, effects)?;
-        Ok(ReloadAnswer {
+        let answer = ReloadAnswer {
             ok: true,
             dags: self.registry.len(),
             errors: self.registry.errors().len(),
             not_applied: not_applied.into_iter().map(String::from).collect(),
-        })
+        };
+        Ok(answer)
     }
 
     fn heartbeat(

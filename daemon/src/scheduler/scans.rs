@@ -118,10 +118,22 @@ impl Scheduler {
             self.registry
                 .apply(&mut self.engine, &self.cfg, now, &actor, scan, define),
         );
+        let (dags, errors) = (self.registry.len(), self.registry.errors().len());
         for r in done {
+            // The audit trail: who reloaded, and what the scan found.
+            let mut reason = format!("reloaded: {dags} DAGs, {errors} with errors");
+            if let Some((_, answer)) = &r.reply
+                && !answer.not_applied.is_empty()
+            {
+                reason += &format!(
+                    "; not applied until restart: {}",
+                    answer.not_applied.join(", ")
+                );
+            }
+            effects.push(super::handlers::dag_event(now, reason, &r.actor));
             if let Some((reply, mut answer)) = r.reply {
-                answer.dags = self.registry.len();
-                answer.errors = self.registry.errors().len();
+                answer.dags = dags;
+                answer.errors = errors;
                 durable.push((reply, encode_answer(answer)));
             }
         }

@@ -39,8 +39,19 @@ Exit codes:
   3  axd is unreachable (every socket tried is named)
   4  not found: no such run, DAG run or DAG
 
-Without --socket or $AX_SOCKET, ax connects to $XDG_RUNTIME_DIR/ax/axd.sock
-when it exists, else to /run/ax/axd.sock (the system service).";
+Without --socket or $AX_SOCKET, ax connects to the per-user socket when it
+exists ($XDG_RUNTIME_DIR/ax/axd.sock, else $TMPDIR/ax-<uid>/ax/axd.sock: where
+axd started without --config binds), else to /run/ax/axd.sock (the system
+service). A per-user socket whose folder is another user's, or writable by
+group or others, is not used (exit 3, naming the folder).
+
+Output:
+  Text from the daemon (DAG names, messages, reasons, errors) is printed with
+  control characters shown as escapes (\\e, \\x07, \\n, \\u{9b}), so it can
+  neither act on the terminal nor forge a line. --json prints it exact.
+  `ax logs` writes a job's output byte for byte to a pipe or a file; on a
+  terminal it passes text, tabs, line ends and colours (SGR, as `less -R`)
+  and shows other escapes visibly (`ax logs RUN | cat` for the raw bytes).";
 
 #[derive(Subcommand, Debug, Clone)]
 enum Command {
@@ -223,6 +234,7 @@ fn main() -> ExitCode {
                     run,
                     attempt,
                     follow,
+                    terminal: std::io::IsTerminal::is_terminal(&std::io::stdout()),
                 },
                 Command::Dags => Remote::Dags,
                 Command::Dag { dag, run } => Remote::Dag {

@@ -1,5 +1,6 @@
 //! `ax`: commands, output formats and exit codes of SPEC §6.
 
+pub mod access;
 pub mod nodes;
 pub mod offline;
 pub mod reference;

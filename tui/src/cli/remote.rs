@@ -15,13 +15,29 @@ use ax_shared::protocol::request::{
 };
 use ax_shared::protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
+use ax_shared::visible::visible;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::exit;
 
+/// `say!(o, "fmt", args…)`: a human line on stdout (see [`Out`]).
+macro_rules! say {
+    ($o:expr, $($arg:tt)*) => {
+        $o.say(format_args!($($arg)*))
+    };
+}
+
+/// `tell!(o, "fmt", args…)`: a human line on stderr (see [`Out`]).
+macro_rules! tell {
+    ($o:expr, $($arg:tt)*) => {
+        $o.tell(format_args!($($arg)*))
+    };
+}
+
 mod follow;
 mod submit_args;
+pub mod terminal;
 
 pub use follow::{EventsArgs, Since};
 pub use submit_args::SubmitArgs;
@@ -41,6 +57,9 @@ pub enum Remote {
         run: u64,
         attempt: Option<u32>,
         follow: bool,
+        /// stdout is a terminal: the job's output is shown through
+        /// `terminal::TerminalText` instead of byte for byte.
+        terminal: bool,
     },
     Dags,
     Dag {
@@ -79,10 +98,28 @@ pub enum Remote {
     },
 }
 
+/// Where a command writes. Human output goes line by line through
+/// [`say!`] (stdout) and [`tell!`] (stderr), which show control characters
+/// from the daemon's answers (a DAG name, a heartbeat message, an error)
+/// as visible escapes (`\e`, `\x07`, `\n`), so no answer can act on the
+/// terminal or forge a line (`ax --help`, "Output", in docs/cli.md). `--json` documents and
+/// a job's output (`ax logs`) are written to `out` as they are.
 struct Out<'a> {
     out: &'a mut dyn Write,
     err: &'a mut dyn Write,
     json: bool,
+}
+
+impl Out<'_> {
+    /// One human line on stdout, escaped by `visible`.
+    fn say(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.out, "{}", visible(&line.to_string()));
+    }
+
+    /// One human line on stderr, escaped by `visible`.
+    fn tell(&mut self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.err, "{}", visible(&line.to_string()));
+    }
 }
 
 /// Runs one remote command; returns the exit code of SPEC §6.
@@ -96,6 +133,14 @@ pub async fn run(
     let mut o = Out { out, err, json };
     let mut client = match Client::connect_to(socket, "ax").await {
         Ok(c) => c,
+        Err(ClientError::Unreachable { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied && !o.json =>
+        {
+            for line in super::access::denied(&socket.path) {
+                tell!(o, "ax: {line}");
+            }
+            return exit::UNREACHABLE;
+        }
         Err(e) => return fail(&mut o, e),
     };
     match dispatch(&mut client, &mut o, cmd).await {
@@ -109,6 +154,9 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
     if o.json {
         let doc = match &e {
             ClientError::Rpc(r) => json!({"error": {"code": r.kind(), "message": r.message}}),
+            ClientError::UnsafeSocket(_) => {
+                json!({"error": {"code": "unsafe_socket", "message": e.to_string()}})
+            }
             other => {
                 json!({"error": {"code": if code == exit::UNREACHABLE { "unreachable" } else { "failed" }, "message": other.to_string()}})
             }
@@ -119,10 +167,10 @@ fn fail(o: &mut Out<'_>, e: ClientError) -> i32 {
             ClientError::Rpc(r) => r.message.clone(),
             other => other.to_string(),
         };
-        let _ = writeln!(o.err, "ax: {msg}");
-        if code == exit::UNREACHABLE {
-            let _ = writeln!(
-                o.err,
+        tell!(o, "ax: {msg}");
+        if matches!(e, ClientError::Unreachable { .. }) {
+            tell!(
+                o,
                 "ax: is axd running? start it with `axd --config PATH`, or pass --socket"
             );
         }
@@ -204,30 +252,38 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &s));
             }
-            let _ = writeln!(
-                o.out,
+            say!(
+                o,
                 "axd {}  up {}s  max_concurrency {} (+{} burst, {} in use)",
-                s.version, s.uptime_s, s.max_concurrency, s.burst_extra, s.burst_in_use
+                s.version,
+                s.uptime_s,
+                s.max_concurrency,
+                s.burst_extra,
+                s.burst_in_use
             );
-            let _ = writeln!(o.out, "pools:");
+            say!(o, "pools:");
             for p in &s.pools {
                 let queued = p
                     .queued
                     .map(|q| format!(", {q} queued"))
                     .unwrap_or_default();
                 match p.cluster_running {
-                    Some(all) => writeln!(
-                        o.out,
+                    Some(all) => say!(
+                        o,
                         "  {:<12} {:>4}/{:<4} running in the cluster ({} here){queued}",
-                        p.name, all, p.slots, p.running
+                        p.name,
+                        all,
+                        p.slots,
+                        p.running
                     ),
-                    None => writeln!(
-                        o.out,
+                    None => say!(
+                        o,
                         "  {:<12} {:>4}/{:<4} running{queued}",
-                        p.name, p.running, p.slots
+                        p.name,
+                        p.running,
+                        p.slots
                     ),
                 }
-                .ok();
             }
             let cluster_runs = s.cluster.as_ref().and_then(|c| c.runs.as_ref());
             // In a cluster the counts below are the answering node's.
@@ -236,63 +292,62 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             } else {
                 ""
             };
-            let _ = writeln!(o.out, "runs{here}:");
+            say!(o, "runs{here}:");
             for (state, n) in &s.runs {
-                let _ = writeln!(o.out, "  {state:<10} {n}");
+                say!(o, "  {state:<10} {n}");
             }
-            let _ = writeln!(
-                o.out,
-                "failed in the last hour{here}: {}",
-                s.failed_last_hour
-            );
+            say!(o, "failed in the last hour{here}: {}", s.failed_last_hour);
             if let Some(runs) = cluster_runs {
-                let _ = writeln!(o.out, "{}", super::nodes::cluster_runs_line(runs));
+                say!(o, "{}", super::nodes::cluster_runs_line(runs));
             }
             let size = |b: Option<u64>| b.map_or_else(|| "not measured yet".into(), human_bytes);
-            let _ = writeln!(
-                o.out,
+            say!(
+                o,
                 "store {}  logs {}",
                 size(s.store_bytes),
                 size(s.log_bytes)
             );
             if let Some(cluster) = &s.cluster {
                 for line in super::nodes::lines(&cluster.nodes) {
-                    let _ = writeln!(o.out, "{line}");
+                    say!(o, "{line}");
                 }
             }
             if let Some(c) = &s.config {
-                let _ = writeln!(
-                    o.out,
-                    "config: {}",
-                    c.file.as_deref().unwrap_or("(defaults)")
-                );
+                say!(o, "config: {}", c.file.as_deref().unwrap_or("(defaults)"));
                 if let Some(store) = &c.store {
-                    let _ = writeln!(o.out, "  store {store}");
+                    say!(o, "  store {store}");
                 }
                 let timeout = c.default_timeout.as_deref().unwrap_or("none");
-                let _ = writeln!(
-                    o.out,
+                say!(
+                    o,
                     "  jobs_dir {}  state_dir {}  timezone {}",
-                    c.jobs_dir, c.state_dir, c.timezone
+                    c.jobs_dir,
+                    c.state_dir,
+                    c.timezone
                 );
-                let _ = writeln!(
-                    o.out,
+                say!(
+                    o,
                     "  default_timeout {timeout}  shutdown_grace {}  retry.rate {}/min",
-                    c.shutdown_grace, c.retry_per_minute
+                    c.shutdown_grace,
+                    c.retry_per_minute
                 );
-                let _ = writeln!(
-                    o.out,
+                say!(
+                    o,
                     "  aging every {} cap {}  burst.priority {}  logs max_bytes {} retain {}",
-                    c.aging_every, c.aging_cap, c.burst_priority, c.log_max_bytes, c.log_retain
+                    c.aging_every,
+                    c.aging_cap,
+                    c.burst_priority,
+                    c.log_max_bytes,
+                    c.log_retain
                 );
             }
             if let Some(e) = &s.store_error {
-                let _ = writeln!(o.out, "STORE CANNOT WRITE: {e} (new writes are refused)");
+                say!(o, "STORE CANNOT WRITE: {e} (new writes are refused)");
             }
             if !s.errors.is_empty() {
-                let _ = writeln!(o.out, "job-file errors:");
+                say!(o, "job-file errors:");
                 for e in &s.errors {
-                    let _ = writeln!(o.out, "  {e}");
+                    say!(o, "  {e}");
                 }
             }
             Ok(exit::OK)
@@ -325,13 +380,20 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &runs));
             }
-            let _ = writeln!(
-                o.out,
+            say!(
+                o,
                 "{:>7}  {:<20} {:<16} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE",
-                "ID", "DAG", "JOB", "STATE", "PRIO", "TRY", "POOL", "AGE"
+                "ID",
+                "DAG",
+                "JOB",
+                "STATE",
+                "PRIO",
+                "TRY",
+                "POOL",
+                "AGE"
             );
             for r in &runs {
-                let _ = writeln!(o.out, "{}", run_line(r));
+                say!(o, "{}", run_line(r));
             }
             Ok(exit::OK)
         }
@@ -340,23 +402,26 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &r));
             }
-            let w = &mut o.out;
-            let _ = writeln!(
-                w,
+            say!(
+                o,
                 "run {}  {}/{}  (DAG run {})",
-                r.id, r.dag, r.job, r.dag_run
+                r.id,
+                r.dag,
+                r.job,
+                r.dag_run
             );
-            let _ = writeln!(w, "  state       {}", r.state);
+            say!(o, "  state       {}", r.state);
             if let Some(why) = &r.why {
-                let _ = writeln!(w, "  why         {why}");
+                say!(o, "  why         {why}");
             }
-            let _ = writeln!(
-                w,
+            say!(
+                o,
                 "  priority    {} (effective {})",
-                r.priority, r.effective_priority
+                r.priority,
+                r.effective_priority
             );
-            let _ = writeln!(w, "  pool        {}", r.pool);
-            let _ = writeln!(w, "  attempts    {}", attempts_line(&r));
+            say!(o, "  pool        {}", r.pool);
+            say!(o, "  attempts    {}", attempts_line(&r));
             for (k, t) in [
                 ("created", r.created_at),
                 ("ready", r.ready_at),
@@ -365,12 +430,12 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 ("next", r.next_at),
             ] {
                 if let Some(t) = t {
-                    let _ = writeln!(w, "  {k:<11} {t}");
+                    say!(o, "  {k:<11} {t}");
                 }
             }
             if let Some(m) = &r.message {
-                let _ = writeln!(
-                    w,
+                say!(
+                    o,
                     "  message     {m}{}",
                     r.progress
                         .map(|p| format!(" ({:.0}%)", p * 100.0))
@@ -378,12 +443,12 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 );
             }
             if let Some(reason) = &r.reason {
-                let _ = writeln!(w, "  reason      {reason}");
+                say!(o, "  reason      {reason}");
             }
-            let _ = writeln!(w, "attempts:");
+            say!(o, "attempts:");
             for a in &r.attempts {
-                let _ = writeln!(
-                    w,
+                say!(
+                    o,
                     "  #{:<2} {} → {}  {}{}{}{}{}",
                     a.n,
                     a.started_at.map_or("-".into(), |t| t.to_string()),
@@ -404,9 +469,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                     }
                 );
             }
-            let _ = writeln!(w, "events:");
+            say!(o, "events:");
             for e in r.events.unwrap_or_default() {
-                let _ = writeln!(w, "  {}", event_line(&e));
+                say!(o, "  {}", event_line(&e));
             }
             Ok(exit::OK)
         }
@@ -414,7 +479,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             run,
             attempt,
             follow,
-        } => follow::logs(c, o, run, attempt, follow).await,
+            terminal,
+        } => follow::logs(c, o, run, attempt, follow, terminal).await,
         Remote::Dags => {
             let dags = c.all_dags().await?;
             if o.json {
@@ -427,8 +493,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 (Some(v), true) => format!("{:<16} ", v.summary()),
                 (None, true) => format!("{:<16} ", "-"),
             };
-            let _ = writeln!(
-                o.out,
+            say!(
+                o,
                 "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}ERROR",
                 "DAG",
                 "SCHEDULE",
@@ -443,8 +509,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 }
             );
             for d in &dags {
-                let _ = writeln!(
-                    o.out,
+                say!(
+                    o,
                     "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}{}",
                     truncate(&d.name, 24),
                     d.schedule.as_deref().unwrap_or("-"),
@@ -460,7 +526,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 );
             }
             for line in super::nodes::differences(&dags) {
-                let _ = writeln!(o.out, "{line}");
+                say!(o, "{line}");
             }
             Ok(exit::OK)
         }
@@ -473,8 +539,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 Some(id) => {
                     let v = c.request(GetDagRun { id }).await?;
                     if v.dag != dag {
-                        let _ = writeln!(
-                            o.err,
+                        tell!(
+                            o,
                             "ax: DAG run {id} belongs to DAG {}, not {dag:?}",
                             json!(v.dag)
                         );
@@ -493,17 +559,18 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 return Ok(exit::OK);
             }
             let colour_of = |i: usize| state_ansi(states[i]);
-            let text = render_text(
-                &grid,
-                if colour && run.is_some() {
-                    Some(&colour_of)
-                } else {
-                    None
-                },
-            );
-            let _ = write!(o.out, "{text}");
+            if colour && run.is_some() {
+                // The colours are ax's own escapes around job ids, which
+                // job files and `submit` hold to `[A-Za-z0-9_.-]`.
+                let _ = write!(o.out, "{}", render_text(&grid, Some(&colour_of)));
+            } else {
+                for line in render_text(&grid, None).lines() {
+                    say!(o, "{line}");
+                }
+            }
             if run.is_some() {
-                let _ = writeln!(o.out, "\n{LEGEND}");
+                say!(o, "");
+                say!(o, "{LEGEND}");
             }
             Ok(exit::OK)
         }
@@ -525,7 +592,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 } else {
                     String::new()
                 };
-                let _ = writeln!(o.err, "ax: {}{held}", trigger_line(&r));
+                tell!(o, "ax: {}{held}", trigger_line(&r));
                 if r.runs.is_empty() {
                     return Ok(exit::OK);
                 }
@@ -537,7 +604,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             Ok(print_submit(o, r))
         }
         Remote::Cancel { runs } | Remote::Retry { runs } if runs.is_empty() => {
-            let _ = writeln!(o.err, "ax: give at least one run id");
+            tell!(o, "ax: give at least one run id");
             Ok(exit::USAGE)
         }
         Remote::Cancel { runs } => {
@@ -552,13 +619,13 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 let _ = writeln!(o.out, "{}", json!({"dag_run": dag_run, "ok": true}));
             } else {
-                let _ = writeln!(o.out, "cancelled DAG run {dag_run}");
+                say!(o, "cancelled DAG run {dag_run}");
             }
             Ok(exit::OK)
         }
         Remote::Retry { runs } => each(c, o, "retried", runs, |id| Retry { id }).await,
         Remote::Pause { dag, all } | Remote::Resume { dag, all } if dag.is_none() && !all => {
-            let _ = writeln!(o.err, "ax: name a DAG or give --all");
+            tell!(o, "ax: name a DAG or give --all");
             Ok(exit::USAGE)
         }
         Remote::Pause { dag, all } => simple(c, o, Pause(DagTarget { dag, all })).await,
@@ -568,7 +635,9 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &answer));
             }
-            let _ = write!(o.out, "{}", answer.text);
+            for line in answer.text.lines() {
+                say!(o, "{line}");
+            }
             Ok(exit::OK)
         }
         Remote::Reload => {
@@ -576,14 +645,15 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             if o.json {
                 return Ok(print_json(o, &answer));
             }
-            let _ = writeln!(
-                o.out,
+            say!(
+                o,
                 "reloaded: {} DAGs, {} with errors",
-                answer.dags, answer.errors
+                answer.dags,
+                answer.errors
             );
             if !answer.not_applied.is_empty() {
-                let _ = writeln!(
-                    o.err,
+                tell!(
+                    o,
                     "ax: changed but not applied until axd restarts: {}",
                     answer.not_applied.join(", ")
                 );
@@ -595,8 +665,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
                 .ok()
                 .and_then(|s| s.parse::<u64>().ok())
             else {
-                let _ = writeln!(
-                    o.err,
+                tell!(
+                    o,
                     "ax heartbeat: $AX_RUN_ID is not set; run this from inside an ax job"
                 );
                 return Ok(exit::USAGE);
@@ -615,6 +685,8 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
 pub fn event_line(e: &EventView) -> String {
     let subject = match e.run {
         Some(r) => format!("run {r}"),
+        // About axd or a DAG (a pause, a reload): the reason says which.
+        None if e.dag_run == 0 => "-".to_string(),
         None => format!("dag run {}", e.dag_run),
     };
     let change = match (&e.from, &e.to) {
@@ -672,13 +744,13 @@ fn print_submit(o: &mut Out<'_>, r: SubmitResult) -> i32 {
     }
     let ids: Vec<String> = r.runs.iter().map(u64::to_string).collect();
     if r.runs.len() == 1 {
-        let _ = writeln!(o.out, "{}", ids[0]);
+        say!(o, "{}", ids[0]);
     } else {
-        let _ = writeln!(o.out, "{}", r.dag_run);
+        say!(o, "{}", r.dag_run);
     }
     if r.deduplicated {
-        let _ = writeln!(
-            o.err,
+        tell!(
+            o,
             "ax: deduplicated: an unfinished run with this key exists (DAG run {}, runs {})",
             r.dag_run,
             ids.join(" ")
@@ -711,7 +783,7 @@ async fn each<M: Method>(
             Ok(_) => {
                 results.push(json!({"id": id, "ok": true}));
                 if !o.json {
-                    let _ = writeln!(o.out, "{past} {id}");
+                    say!(o, "{past} {id}");
                 }
             }
             Err(e) => {
@@ -725,9 +797,9 @@ async fn each<M: Method>(
                     };
                     // Named once: axd's message may already begin with it.
                     if message.starts_with(&format!("run {id} ")) {
-                        let _ = writeln!(o.err, "ax: {message}");
+                        tell!(o, "ax: {message}");
                     } else {
-                        let _ = writeln!(o.err, "ax: run {id}: {message}");
+                        tell!(o, "ax: run {id}: {message}");
                     }
                 }
             }
@@ -741,7 +813,7 @@ async fn each<M: Method>(
 
 fn fail_code(e: &ClientError) -> i32 {
     match e {
-        ClientError::Unreachable { .. } => exit::UNREACHABLE,
+        ClientError::Unreachable { .. } | ClientError::UnsafeSocket(_) => exit::UNREACHABLE,
         ClientError::Rpc(r) if r.kind() == codes::NOT_FOUND => exit::NOT_FOUND,
         // The daemon refused the request's parts: the command line was wrong.
         ClientError::Rpc(r) if r.kind() == codes::INVALID_PARAMS => exit::USAGE,

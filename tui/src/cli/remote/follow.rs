@@ -16,6 +16,7 @@ use ax_shared::protocol::request::{Events, GetRun, Logs, Subscribe};
 use ax_shared::time::Timestamp;
 use serde_json::json;
 
+use super::terminal::TerminalText;
 use super::{Out, event_line};
 use crate::cli::exit;
 
@@ -148,8 +149,8 @@ pub(super) async fn events(
                     let note = json!({"lagged": {"missed": lagged.missed, "caught_up": caught}});
                     let _ = writeln!(o.err, "{note}");
                 } else {
-                    let _ = writeln!(
-                        o.err,
+                    tell!(
+                        o,
                         "ax: {} notifications were dropped; caught up {caught} event(s) from the store",
                         lagged.missed
                     );
@@ -196,7 +197,7 @@ fn print_event(o: &mut Out<'_>, e: &EventView) {
     if o.json {
         let _ = writeln!(o.out, "{}", json!(e));
     } else {
-        let _ = writeln!(o.out, "{}", event_line(e));
+        say!(o, "{}", event_line(e));
     }
     let _ = o.out.flush();
 }
@@ -212,15 +213,21 @@ pub(super) async fn logs(
     run: u64,
     attempt: Option<u32>,
     follow: bool,
+    terminal: bool,
 ) -> Result<i32, ClientError> {
     if follow && attempt.is_none() {
-        return follow_run(c, o, run).await;
+        return follow_run(c, o, run, terminal).await;
     }
-    print_attempt(c, o, run, attempt, follow).await?;
+    print_attempt(c, o, run, attempt, follow, terminal).await?;
     Ok(exit::OK)
 }
 
-async fn follow_run(c: &mut Client, o: &mut Out<'_>, run: u64) -> Result<i32, ClientError> {
+async fn follow_run(
+    c: &mut Client,
+    o: &mut Out<'_>,
+    run: u64,
+    terminal: bool,
+) -> Result<i32, ClientError> {
     c.request(Subscribe).await?;
     let mut next_attempt = 1u32;
     loop {
@@ -231,15 +238,15 @@ async fn follow_run(c: &mut Client, o: &mut Out<'_>, run: u64) -> Result<i32, Cl
                     .started_at
                     .and_then(Timestamp::to_datetime)
                     .map_or("-".into(), |t| t.format("%H:%M:%S UTC").to_string());
-                let _ = writeln!(o.err, "── attempt {} (started {started}) ──", a.n);
+                tell!(o, "── attempt {} (started {started}) ──", a.n);
             }
-            print_attempt(c, o, run, Some(next_attempt), true).await?;
+            print_attempt(c, o, run, Some(next_attempt), true, terminal).await?;
             next_attempt += 1;
             continue;
         }
         if view.state.is_terminal() {
             if !o.json {
-                let _ = writeln!(o.err, "── run {run} {} ──", view.state);
+                tell!(o, "── run {run} {} ──", view.state);
             }
             return Ok(if view.state == RunState::Success {
                 exit::OK
@@ -276,15 +283,18 @@ async fn wait_for_change(c: &mut Client, run: u64) -> Result<(), ClientError> {
 }
 
 /// Prints an attempt's log; with `follow`, until the attempt has ended and
-/// everything was read.
+/// everything was read. On a `terminal` (and without `--json`) the output
+/// goes through `TerminalText`, else byte for byte.
 async fn print_attempt(
     c: &mut Client,
     o: &mut Out<'_>,
     run: u64,
     attempt: Option<u32>,
     follow: bool,
+    terminal: bool,
 ) -> Result<(), ClientError> {
     let mut offset = 0u64;
+    let mut shown = (terminal && !o.json).then(TerminalText::default);
     loop {
         let chunk = c
             .request(Logs {
@@ -300,12 +310,18 @@ async fn print_attempt(
             if !follow || !chunk.data.is_empty() || chunk.eof {
                 let _ = writeln!(o.out, "{}", json!(chunk));
             }
+        } else if let Some(shown) = shown.as_mut() {
+            let _ = o.out.write_all(shown.push(&chunk.data).as_bytes());
         } else {
             let _ = o.out.write_all(chunk.data.as_bytes());
         }
-        let _ = o.out.flush();
         offset = chunk.offset;
-        if !follow || chunk.eof {
+        let end = !follow || chunk.eof;
+        if end && let Some(shown) = shown.as_mut() {
+            let _ = o.out.write_all(shown.finish().as_bytes());
+        }
+        let _ = o.out.flush();
+        if end {
             return Ok(());
         }
     }
