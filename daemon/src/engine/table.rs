@@ -7,6 +7,11 @@
 //! the window of runs the engine still holds. A run loaded back from far
 //! below the window (a retry of an old run) goes to a small side map rather
 //! than stretching the window over millions of empty slots.
+//!
+//! Invariant: a run is in exactly one of `slots` and `far`. The window can
+//! move below a far run (it restarts at the next id inserted once it is
+//! empty), so lookups try `far` first whenever it holds anything, rather
+//! than judging by the id alone.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Index;
@@ -26,6 +31,11 @@ pub struct RunTable {
 
 impl RunTable {
     pub fn get(&self, id: &RunId) -> Option<&Run> {
+        if !self.far.is_empty()
+            && let Some(run) = self.far.get(id)
+        {
+            return Some(run);
+        }
         match id.0.checked_sub(self.base) {
             Some(i) => self.slots.get(i as usize)?.as_ref(),
             None => self.far.get(id),
@@ -33,6 +43,9 @@ impl RunTable {
     }
 
     pub fn get_mut(&mut self, id: &RunId) -> Option<&mut Run> {
+        if !self.far.is_empty() && self.far.contains_key(id) {
+            return self.far.get_mut(id);
+        }
         match id.0.checked_sub(self.base) {
             Some(i) => self.slots.get_mut(i as usize)?.as_mut(),
             None => self.far.get_mut(id),
@@ -44,6 +57,10 @@ impl RunTable {
     }
 
     pub fn insert(&mut self, id: RunId, run: Run) {
+        if let Some(held) = self.far.get_mut(&id) {
+            *held = run;
+            return;
+        }
         if self.slots.is_empty() {
             self.base = id.0;
         }
@@ -69,9 +86,17 @@ impl RunTable {
     }
 
     pub fn remove(&mut self, id: &RunId) -> Option<Run> {
-        let run = match id.0.checked_sub(self.base) {
-            Some(i) => self.slots.get_mut(i as usize)?.take()?,
-            None => self.far.remove(id)?,
+        let far = if self.far.is_empty() {
+            None
+        } else {
+            self.far.remove(id)
+        };
+        let run = match far {
+            Some(run) => run,
+            None => {
+                let i = id.0.checked_sub(self.base)?;
+                self.slots.get_mut(i as usize)?.take()?
+            }
         };
         self.len -= 1;
         while matches!(self.slots.front(), Some(None)) {
@@ -94,5 +119,40 @@ impl Index<&RunId> for RunTable {
     type Output = Run;
     fn index(&self, id: &RunId) -> &Run {
         self.get(id).expect("run exists")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use ax_shared::DagSpec;
+
+    use super::*;
+    use crate::engine::DagRunId;
+
+    fn run(id: u64) -> Run {
+        let spec = Arc::new(DagSpec::adhoc("t", Vec::new()));
+        Run::waiting(RunId(id), DagRunId(id), "t".into(), spec, 0, 0, Vec::new())
+    }
+
+    /// A far run stays reachable after the window empties and restarts
+    /// below it (ids of a cluster's nodes arrive out of order).
+    #[test]
+    fn a_far_run_is_found_after_the_window_moves_below_it() {
+        let mut t = RunTable::default();
+        t.insert(RunId(9_000), run(9_000));
+        t.insert(RunId(4_000), run(4_000));
+        t.remove(&RunId(9_000));
+        t.insert(RunId(100), run(100));
+        assert_eq!(t.get(&RunId(4_000)).map(|r| r.id), Some(RunId(4_000)));
+        assert!(t.get_mut(&RunId(4_000)).is_some());
+        assert_eq!(t.values().count(), 2);
+        assert_eq!(t.len(), 2);
+        t.insert(RunId(4_000), run(4_000));
+        assert_eq!(t.len(), 2, "a far run is replaced, not held twice");
+        assert!(t.remove(&RunId(4_000)).is_some());
+        assert!(t.get(&RunId(4_000)).is_none());
+        assert_eq!(t.len(), 1);
     }
 }
