@@ -567,10 +567,16 @@ fn group_alive(pgid: i32) -> bool {
     if killpg(Pid::from_raw(pgid), None).is_err() {
         return false;
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|e| {
+    // Unreadable /proc: assume members remain rather than free the slot early.
+    any_process(|fields| live(fields) && pgrp(fields) == Some(pgid)).unwrap_or(true)
+}
+
+/// Whether some process satisfies `matches`, given the fields of its
+/// `/proc/PID/stat` after the command name (the state first); `None` when
+/// `/proc` cannot be read.
+fn any_process(matches: impl Fn(&[&str]) -> bool) -> Option<bool> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    Some(entries.flatten().any(|e| {
         let name = e.file_name();
         let Some(pid) = name
             .to_str()
@@ -584,12 +590,19 @@ fn group_alive(pgid: i32) -> bool {
         let Some(close) = stat.rfind(')') else {
             return false;
         };
-        let mut fields = stat[close + 2..].split_whitespace();
-        let state = fields.next();
-        let _ppid = fields.next();
-        let pgrp = fields.next().and_then(|p| p.parse::<i32>().ok());
-        pgrp == Some(pgid) && state != Some("Z") && state != Some("X")
-    })
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        matches(&fields)
+    }))
+}
+
+/// Not a zombie and not dead (`/proc/PID/stat` fields as `any_process` gives them).
+fn live(fields: &[&str]) -> bool {
+    !matches!(fields.first(), Some(&"Z") | Some(&"X"))
+}
+
+/// The process group (`/proc/PID/stat` fields as `any_process` gives them).
+fn pgrp(fields: &[&str]) -> Option<i32> {
+    fields.get(2).and_then(|p| p.parse().ok())
 }
 
 /// Start-up sweep: kill the process group of an attempt from an earlier
@@ -616,29 +629,12 @@ pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
 /// Whether a live process of group `pgid` started at or after `since`
 /// (clock ticks after boot, as `/proc/PID/stat` counts).
 fn group_left_since(pgid: i32, since: u64) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|e| {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            return false;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return false;
-        };
-        let Some(close) = stat.rfind(')') else {
-            return false;
-        };
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
-        let pgrp = fields.get(2).and_then(|p| p.parse::<i32>().ok());
+    // Unreadable /proc: nothing is known to be left, so nothing is killed.
+    any_process(|fields| {
         let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
-        live && pgrp == Some(pgid) && start.is_some_and(|s| s >= since)
+        live(fields) && pgrp(fields) == Some(pgid) && start.is_some_and(|s| s >= since)
     })
+    .unwrap_or(false)
 }
 
 /// The process groups of attempts being supervised, for `kill_all`.
