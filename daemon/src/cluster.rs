@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{ClusterRuns, DagVersions, NodeVersion, NodeView};
+use ax_protocol::api::{ClusterRuns, DagVersions, NodeVersion, NodeView};
 use ax_shared::time::Timestamp;
 
 use crate::store::StoreError;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use ax_shared::duration::parse_duration;
 use serde::{Deserialize, Deserializer};
 
-use crate::engine::{Aging, EngineConfig};
 use crate::store::postgres::PgUrl;
+use ax_engine::{Aging, EngineConfig};
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -395,7 +395,7 @@ pub fn xdg_defaults() -> (PathBuf, PathBuf, PathBuf) {
     let config = env_or("XDG_CONFIG_HOME", home.join(".config"));
     let state = env_or("XDG_STATE_HOME", home.join(".local/state"));
     // Where `ax` looks first (one function for both).
-    let socket = ax_shared::socket_dir::this_user_socket();
+    let socket = ax_protocol::socket_dir::this_user_socket();
     (config.join("ax/jobs.d"), state.join("ax"), socket)
 }
 
@@ -586,9 +586,9 @@ impl Config {
     }
 
     /// What `ax status` shows of the config in force.
-    pub fn view(&self, file: Option<&Path>) -> ax_shared::api::ConfigView {
+    pub fn view(&self, file: Option<&Path>) -> ax_protocol::api::ConfigView {
         use ax_shared::duration::format_duration;
-        ax_shared::api::ConfigView {
+        ax_protocol::api::ConfigView {
             file: file.map(|f| f.display().to_string()),
             jobs_dir: self.jobs_dir.display().to_string(),
             state_dir: self.state_dir.display().to_string(),

@@ -11,11 +11,10 @@ use ax_shared::RunState;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
-use ax_shared::api::Role;
-use ax_shared::protocol::request::{Metrics, Status};
+use ax_protocol::api::Role;
+use ax_protocol::request::{Metrics, Status};
 
 use crate::config::Config;
-use crate::engine::{Effect, Engine, Millis};
 use crate::executor::{ExecConfig, Executor, sweep_orphan};
 use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
 use crate::server::{Access, bind, serve};
@@ -26,6 +25,7 @@ use crate::store::prune::Prune;
 use crate::store::sqlite::SqliteStore;
 use crate::time::{now_ms, steady_ms};
 use crate::writer::Fault;
+use ax_engine::{Effect, Engine, Millis};
 
 /// How often `STATUS=` is refreshed under systemd.
 const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
@@ -33,7 +33,7 @@ const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 /// The one line systemd shows for axd: runs running, ready runs waiting
 /// for a slot, runs that failed or timed out in the last hour, and a
 /// store fault while there is one.
-pub fn status_line(s: &ax_shared::api::StatusView) -> String {
+pub fn status_line(s: &ax_protocol::api::StatusView) -> String {
     let running: u32 = s.pools.iter().map(|p| p.running).sum();
     let queued = s.runs.get("ready").copied().unwrap_or(0);
     let mut line = format!(
@@ -400,9 +400,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // The socket's folders must be axd's user's alone, before axd creates
     // what is missing and again once it has (`socket_dir`).
     let euid = nix::unistd::geteuid().as_raw();
-    ax_shared::socket_dir::check(&cfg.socket, euid)?;
+    ax_protocol::socket_dir::check(&cfg.socket, euid)?;
     let listener = bind(&cfg.socket, &socket_groups)?;
-    if let Err(e) = ax_shared::socket_dir::check(&cfg.socket, euid) {
+    if let Err(e) = ax_protocol::socket_dir::check(&cfg.socket, euid) {
         let _ = std::fs::remove_file(&cfg.socket);
         return Err(e.into());
     }
@@ -656,7 +656,7 @@ struct Restored {
     cron_marks: HashMap<String, i64>,
     /// Attempts this node was running when its earlier life ended: the
     /// rest of their logs is shipped now (a cluster only).
-    unshipped: Vec<(crate::engine::RunId, u32)>,
+    unshipped: Vec<(ax_engine::RunId, u32)>,
     /// The paused DAGs as loaded: what the heartbeat's first read of the
     /// stored set is compared with (a cluster only).
     paused: Vec<String>,
@@ -689,7 +689,7 @@ fn restore(
     if let Some(me) = me {
         // Ids unique across nodes; submissions offered to every node;
         // cron only once this node holds the leader's lock.
-        engine.set_ids(crate::engine::IdScheme {
+        engine.set_ids(ax_engine::IdScheme {
             stride: crate::store::postgres::STRIDE,
             offset: me.no,
         });
@@ -927,7 +927,7 @@ mod tests {
 
     #[test]
     fn the_systemd_status_line_names_a_store_fault() {
-        let mut s = ax_shared::api::StatusView::default();
+        let mut s = ax_protocol::api::StatusView::default();
         assert_eq!(
             status_line(&s),
             "0 running, 0 queued, 0 failed in the last hour"

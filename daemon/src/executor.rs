@@ -34,7 +34,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
-use crate::engine::{Input, RunId, SpawnOrder};
+use ax_engine::{Input, RunId, SpawnOrder};
 
 mod output;
 use output::{OutputBeats, read_output};
@@ -55,7 +55,7 @@ const STARTED_COALESCE: Duration = Duration::from_millis(10);
 /// scheduler got to it.
 #[derive(Debug)]
 pub struct ExecEvent {
-    pub at: crate::engine::Millis,
+    pub at: ax_engine::Millis,
     pub input: Input,
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 
-use ax_shared::api::EventView;
+use ax_protocol::api::EventView;
 use tokio::sync::broadcast;
 
 use crate::scheduler::Msg;

@@ -32,9 +32,9 @@ use std::path::{Path, PathBuf};
 use ax_shared::RunState;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Attempt, DagRun, DagRunId, DagRunState, Delay, Event, Millis, Run, RunId};
 use crate::store::{Commit, Store, StoreError};
 use crate::writer::Step;
+use ax_engine::{Attempt, DagRun, DagRunId, DagRunState, Delay, Event, Millis, Run, RunId};
 
 /// The journal's size: room for some thousands of run changes (a line is
 /// a few hundred bytes a run), far more than a store fault holds while

@@ -6,7 +6,6 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod dags;
-pub mod engine;
 pub mod executor;
 pub mod feed;
 pub mod journal;

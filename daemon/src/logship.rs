@@ -32,10 +32,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::engine::RunId;
 use crate::executor::log_path;
 use crate::store::StoreError;
 use crate::store::postgres::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone};
+use ax_engine::RunId;
 
 /// How often a hot attempt's file is read and shipped.
 pub const SHIP_INTERVAL: Duration = Duration::from_millis(250);

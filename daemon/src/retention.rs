@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use ax_shared::RunState;
 
-use crate::engine::{Millis, RunId};
 use crate::shutdown::{Phase, Shutdown};
 use crate::store::StoreError;
 use crate::store::prune::{Prune, Pruned};
+use ax_engine::{Millis, RunId};
 
 /// DAG runs deleted per transaction: the writer thread waits for at most
 /// one such batch.

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ax_shared::api::{HelloAnswer, LogChunk, Role};
-use ax_shared::protocol::request::{Hello, LogInfo, Logs};
-use ax_shared::protocol::{
+use ax_protocol::api::{HelloAnswer, LogChunk, Role};
+use ax_protocol::request::{Hello, LogInfo, Logs};
+use ax_protocol::{
     Lagged, MAX_FRAME, Message, Method, Notification, PROTOCOL_VERSION, Request, RpcError, codes,
     decode_request, encode_answer,
 };
@@ -31,11 +31,11 @@ use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 
 use crate::config::Limits;
-use crate::engine::RunId;
 use crate::executor::log_path;
 use crate::ratelog::{RateLog, held_back};
 use crate::scheduler::{Handle, Peer};
 use crate::shutdown::Shutdown;
+use ax_engine::RunId;
 
 /// Requests of one connection in flight at once.
 const MAX_INFLIGHT: usize = 4096;

@@ -2,9 +2,9 @@
 //! the store, where that node ships its log (`crate::logship`), with the
 //! same `offset`, `tail`, `max`, `follow` and `eof` as a local log file.
 
-use ax_shared::api::LogChunk;
-use ax_shared::protocol::request::Logs;
-use ax_shared::protocol::{RpcError, codes};
+use ax_protocol::api::LogChunk;
+use ax_protocol::request::Logs;
+use ax_protocol::{RpcError, codes};
 
 use crate::server::{FOLLOW_PAUSE, log_chunk, read_limits};
 use crate::store::StoreError;

@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use crate::engine::Millis;
+use ax_engine::Millis;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
 pub fn now_ms() -> Millis {

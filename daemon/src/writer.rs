@@ -31,16 +31,16 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ax_protocol::api::{EventView, StatusView};
+use ax_protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::DagSpec;
-use ax_shared::api::{EventView, StatusView};
-use ax_shared::protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::engine::{DagRun, Event, Run};
 use crate::journal::Journal;
 use crate::store::{Commit, Store};
+use ax_engine::{DagRun, Event, Run};
 
 /// What is wrong with the store now, shared by the writer, the
 /// heartbeat thread and the scheduler (`ax status`, the metrics, the
@@ -155,7 +155,7 @@ pub struct Step {
     pub events: Vec<Event>,
     pub paused: Vec<(String, bool)>,
     pub cron_marks: Vec<(String, i64)>,
-    pub trigger_queues: Vec<(String, Vec<crate::engine::Trigger>)>,
+    pub trigger_queues: Vec<(String, Vec<ax_engine::Trigger>)>,
     pub dag_defs: Vec<Arc<DagSpec>>,
     pub removed_defs: Vec<String>,
     /// `dag_defs` is every DAG of the jobs folder (`Commit::defs_complete`).
@@ -541,7 +541,7 @@ fn announce(
 mod tests {
     use super::*;
     use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, StoreError};
-    use ax_shared::api::RunView;
+    use ax_protocol::api::RunView;
     use std::collections::HashMap;
 
     /// A store whose writes always fail (PostgreSQL out of reach); it is
@@ -584,13 +584,13 @@ mod tests {
         fn newest_with_unique_key(
             &mut self,
             _: &str,
-        ) -> Result<Option<crate::engine::UniqueHolder>, StoreError> {
+        ) -> Result<Option<ax_engine::UniqueHolder>, StoreError> {
             unreachable!()
         }
         fn load_dag_run(
             &mut self,
             _: u64,
-        ) -> Result<Option<crate::engine::RestoredDagRun>, StoreError> {
+        ) -> Result<Option<ax_engine::RestoredDagRun>, StoreError> {
             unreachable!()
         }
         fn load_dag_defs(&mut self) -> Result<Vec<DagSpec>, StoreError> {

@@ -5,8 +5,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{DagRunState, DagView, StatusView};
-use ax_shared::client::Client;
+use ax_protocol::api::{DagRunState, DagView, StatusView};
+use ax_protocol::client::Client;
 use serde_json::{Value, json};
 use support::*;
 

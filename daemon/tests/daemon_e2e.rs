@@ -415,7 +415,7 @@ async fn on_failure_hook_runs_with_the_dag_in_its_environment() {
     trigger(&mut c, "flaky").await;
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let hook = loop {
-        let runs: Vec<ax_shared::api::RunView> = serde_json::from_value(
+        let runs: Vec<ax_protocol::api::RunView> = serde_json::from_value(
             c.call("list_runs", json!({"dag": "flaky:on_failure"}))
                 .await
                 .unwrap(),

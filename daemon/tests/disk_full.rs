@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_shared::client::Client;
+use ax_protocol::client::Client;
 use ax_testkit::Tmpfs;
 use serde_json::{Value, json};
 use support::*;
@@ -44,7 +44,7 @@ fn on_tmpfs(size: &str, what: &str) -> Option<OnTmpfs> {
     Some(OnTmpfs { daemon, tmpfs })
 }
 
-fn code(r: &Result<Value, ax_shared::client::ClientError>) -> Option<String> {
+fn code(r: &Result<Value, ax_protocol::client::ClientError>) -> Option<String> {
     r.as_ref().err().and_then(|e| e.kind().map(str::to_string))
 }
 

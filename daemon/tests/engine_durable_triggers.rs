@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use ax_daemon::engine::*;
 use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::Store;
 use ax_daemon::store::sqlite::SqliteStore;
+use ax_engine::sim::*;
+use ax_engine::*;
 use ax_shared::*;
-use ax_testkit::sim::*;
 use chrono::DateTime;
 
 fn at(s: &str) -> Millis {

@@ -79,14 +79,14 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
 
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut slowest = Duration::ZERO;
-    let runs: Vec<ax_shared::api::RunView> = loop {
+    let runs: Vec<ax_protocol::api::RunView> = loop {
         let asked = Instant::now();
         let v = c
             .call("list_runs", json!({"dag": "many", "limit": 10000}))
             .await
             .unwrap();
         slowest = slowest.max(asked.elapsed());
-        let runs: Vec<ax_shared::api::RunView> = serde_json::from_value(v).unwrap();
+        let runs: Vec<ax_protocol::api::RunView> = serde_json::from_value(v).unwrap();
         if runs.len() == JOBS && runs.iter().all(|r| r.finished_at.is_some()) {
             break runs;
         }

@@ -22,11 +22,11 @@ fn stepped(jobs: &[(&str, &str)]) -> (Daemon, SteppedClock) {
 /// Waits (real time) until the run has finished; returns it and how long
 /// after `since` that was seen.
 async fn finished(
-    c: &mut ax_shared::client::Client,
+    c: &mut ax_protocol::client::Client,
     id: u64,
     secs: u64,
     since: Instant,
-) -> (ax_shared::api::RunView, Duration) {
+) -> (ax_protocol::api::RunView, Duration) {
     let r = wait_run(c, id, secs, |r| r.finished_at.is_some()).await;
     (r, since.elapsed())
 }
@@ -85,7 +85,7 @@ async fn a_wall_clock_step_neither_kills_a_job_nor_disables_its_timeout() {
 }
 
 /// How many runs the DAG has.
-async fn count(c: &mut ax_shared::client::Client, dag: &str) -> usize {
+async fn count(c: &mut ax_protocol::client::Client, dag: &str) -> usize {
     let v = c
         .call("list_runs", json!({"dag": dag, "limit": 10000}))
         .await

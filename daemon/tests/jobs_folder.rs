@@ -4,8 +4,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_shared::api::DagView;
-use ax_shared::client::Client;
+use ax_protocol::api::DagView;
+use ax_protocol::client::Client;
 use serde_json::{Value, json};
 use support::*;
 
@@ -180,7 +180,7 @@ async fn every_second_schedule_fires_once_per_second_and_stops_when_paused() {
     let mut c = d.client().await;
     tokio::time::sleep(Duration::from_millis(3300)).await;
     c.call("pause", json!({"dag": "tick"})).await.unwrap();
-    let runs: Vec<ax_shared::api::RunView> = serde_json::from_value(
+    let runs: Vec<ax_protocol::api::RunView> = serde_json::from_value(
         c.call("list_runs", json!({"dag": "tick", "limit": 100}))
             .await
             .unwrap(),
@@ -286,7 +286,7 @@ async fn overlap_skip_records_skipped_slots_and_after_chains_run_in_order() {
     let first = trigger(&mut c, "first").await[0];
     tokio::time::sleep(Duration::from_millis(3200)).await;
     c.call("pause", json!({"dag": "slow"})).await.unwrap();
-    let events: Vec<ax_shared::api::EventView> = serde_json::from_value(
+    let events: Vec<ax_protocol::api::EventView> = serde_json::from_value(
         c.call("events", json!({"after": 0, "limit": 10000}))
             .await
             .unwrap(),
@@ -298,7 +298,7 @@ async fn overlap_skip_records_skipped_slots_and_after_chains_run_in_order() {
         .count();
     assert!(skipped >= 1, "skipped slots are recorded as events");
     let f = wait_state(&mut c, first, "success", 10).await;
-    let seconds: Vec<ax_shared::api::RunView> =
+    let seconds: Vec<ax_protocol::api::RunView> =
         serde_json::from_value(c.call("list_runs", json!({"dag": "second"})).await.unwrap())
             .unwrap();
     assert_eq!(seconds.len(), 1, "after-trigger fired once");

@@ -7,8 +7,8 @@ mod support;
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{DagView, StatusView};
-use ax_shared::client::Client;
+use ax_protocol::api::{DagView, StatusView};
+use ax_protocol::client::Client;
 use serde_json::Value;
 use support::*;
 

@@ -162,7 +162,7 @@ fn a_socket_folder_another_user_made_is_refused() {
     // A folder of its own: axd serves there, where `ax` looks.
     std::fs::set_permissions(&trap, std::fs::Permissions::from_mode(0o700)).unwrap();
     let mut axd = user_mode_axd(&home, &tmp);
-    let socket = ax_shared::socket_dir::user_socket(None, &tmp, uid);
+    let socket = ax_protocol::socket_dir::user_socket(None, &tmp, uid);
     wait_until(60, "axd serves on the user socket", || {
         Conn::open(&socket, "test").is_ok()
     });

@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
-use ax_daemon::engine::*;
 use ax_daemon::metrics::{DagHistory, DagStat, Metrics, Shared, Snapshot};
+use ax_engine::sim::*;
+use ax_engine::*;
 use ax_shared::*;
-use ax_testkit::sim::*;
 use prometheus_parse::{Scrape, Value};
 
 fn scrape(text: &str) -> Scrape {

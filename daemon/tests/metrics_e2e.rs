@@ -7,7 +7,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use ax_shared::protocol::request::Metrics;
+use ax_protocol::request::Metrics;
 use prometheus_parse::{Scrape, Value};
 use serde_json::json;
 use support::*;

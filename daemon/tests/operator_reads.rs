@@ -5,8 +5,8 @@
 
 mod support;
 
-use ax_shared::api::EventView;
-use ax_shared::protocol::request::Events;
+use ax_protocol::api::EventView;
+use ax_protocol::request::Events;
 use serde_json::json;
 use support::*;
 
@@ -15,7 +15,7 @@ const SLOW: &str = "[[job]]\nid = \"slow\"\ncommand = \"sleep 1000\"\n";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_state_changing_request_records_an_event_with_its_actor() {
     let d = Daemon::start(&[("etl.toml", SLOW)]);
-    let mut c = ax_shared::client::Client::connect(&d.socket, "audit-test")
+    let mut c = ax_protocol::client::Client::connect(&d.socket, "audit-test")
         .await
         .unwrap();
     let actor = "via audit-test";

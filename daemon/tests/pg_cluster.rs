@@ -10,8 +10,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{NodeView, StatusView};
-use ax_shared::client::Client;
+use ax_protocol::api::{NodeView, StatusView};
+use ax_protocol::client::Client;
 use ax_testkit::pg::TestDb;
 use serde_json::json;
 use support::*;
@@ -179,9 +179,7 @@ async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
     let a = Daemon::start_with(&config, &[]);
     let b = Daemon::start_with(&config, &[]);
     let mut sub = a.client().await;
-    sub.request(ax_shared::protocol::request::Subscribe)
-        .await
-        .unwrap();
+    sub.request(ax_protocol::request::Subscribe).await.unwrap();
     let mut cb = b.client().await;
     let answer = cb
         .call("submit", json!({"command": "true", "name": "far"}))
@@ -197,7 +195,7 @@ async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
             .await
             .unwrap_or_else(|_| panic!("heard created: {created}, ended: {ended}"))
             .unwrap();
-        if let ax_shared::protocol::Notification::Changed(c) = note {
+        if let ax_protocol::Notification::Changed(c) = note {
             for e in c.events {
                 created |= e.dag_run == dag_run && e.reason.starts_with("DAG run created");
                 ended |= e.run == Some(run) && e.to == Some(ax_shared::RunState::Success);

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{DagVersions, DagView, NodeVersion};
-use ax_shared::client::Client;
+use ax_protocol::api::{DagVersions, DagView, NodeVersion};
+use ax_protocol::client::Client;
 use ax_testkit::pg::TestDb;
 use serde_json::json;
 use support::*;

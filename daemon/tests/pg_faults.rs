@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ax_shared::api::{NodeView, StatusView};
-use ax_shared::client::Client;
+use ax_protocol::api::{NodeView, StatusView};
+use ax_protocol::client::Client;
 use ax_testkit::pg::TestDb;
 use ax_testkit::proxy::Proxy;
 use serde_json::json;

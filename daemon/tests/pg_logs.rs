@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ax_daemon::store::postgres::{PgStore, PgUrl, ShippedChunk, ShippedDone};
 use ax_daemon::store::prune::Prune;
-use ax_shared::client::Client;
+use ax_protocol::client::Client;
 use ax_testkit::pg::TestDb;
 use serde_json::{Value, json};
 use support::*;

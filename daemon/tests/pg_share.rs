@@ -496,7 +496,7 @@ async fn a_pool_s_slots_hold_across_the_cluster() {
     assert_ne!(ran_on[0][0], "1", "the slots moved between nodes");
     // `status` counts the pool over the cluster as of the last beat.
     let mut c = nodes[1].client().await;
-    let status: ax_shared::api::StatusView =
+    let status: ax_protocol::api::StatusView =
         serde_json::from_value(c.call("status", json!({})).await.unwrap()).unwrap();
     let two = status.pools.iter().find(|p| p.name == "two").unwrap();
     assert_eq!(two.slots, 2);

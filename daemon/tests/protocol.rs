@@ -196,7 +196,7 @@ fn lagging_subscriber_gets_a_lagged_notice() {
         let (mut lagged, mut disconnected) = (false, false);
         while Instant::now() < deadline {
             match tokio::time::timeout(Duration::from_secs(5), sub.next_notification()).await {
-                Ok(Ok(ax_shared::protocol::Notification::Lagged(_))) => {
+                Ok(Ok(ax_protocol::Notification::Lagged(_))) => {
                     lagged = true;
                     break;
                 }

@@ -6,9 +6,9 @@
 
 mod support;
 
-use ax_shared::client::ClientError;
-use ax_shared::protocol::codes;
-use ax_shared::protocol::request::{Reload, Status};
+use ax_protocol::client::ClientError;
+use ax_protocol::codes;
+use ax_protocol::request::{Reload, Status};
 use serde_json::json;
 use support::*;
 

@@ -21,7 +21,7 @@ fn write_mode(path: &Path, text: &str, mode: u32) {
 /// Everything a reader of axd can see about `runs`, as one string: the
 /// run views (what `ax show` prints), the DAG view, every event, the
 /// daemon's log and the runs' captured logs, through `logs` and on disk.
-async fn everything_shown(d: &Daemon, c: &mut ax_shared::client::Client, runs: &[u64]) -> String {
+async fn everything_shown(d: &Daemon, c: &mut ax_protocol::client::Client, runs: &[u64]) -> String {
     let mut seen = String::new();
     for &id in runs {
         seen += &c

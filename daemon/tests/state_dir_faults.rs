@@ -11,7 +11,7 @@ use serde_json::json;
 use support::*;
 
 /// The data of attempt 1's log of `run`.
-async fn log_of(c: &mut ax_shared::client::Client, run: u64) -> String {
+async fn log_of(c: &mut ax_protocol::client::Client, run: u64) -> String {
     let chunk = c.call("logs", json!({"run": run})).await.unwrap();
     chunk["data"].as_str().unwrap_or_default().to_string()
 }

@@ -9,17 +9,17 @@
 
 use std::sync::Arc;
 
-use ax_daemon::engine::*;
 use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::postgres::{PgStore, PgUrl};
 use ax_daemon::store::prune::Prune;
 use ax_daemon::store::sqlite::SqliteStore;
 use ax_daemon::store::{Commit, EventQuery, RunQuery, Store, StoreError};
-use ax_shared::api::EventView;
+use ax_engine::sim::*;
+use ax_engine::*;
+use ax_protocol::api::EventView;
 use ax_shared::time::Timestamp;
 use ax_shared::*;
 use ax_testkit::pg::TestDb;
-use ax_testkit::sim::*;
 
 /// A store under test: handles opened on one database, as axd opens them.
 trait Backend {

@@ -8,7 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_shared::client::Client;
+use ax_protocol::client::Client;
 use serde_json::{Value, json};
 use support::*;
 
@@ -32,7 +32,7 @@ fn start_on_tmpfs(size: &str) -> Option<Mounted> {
     Some(Mounted { tmpfs, daemon })
 }
 
-fn code(r: &Result<Value, ax_shared::client::ClientError>) -> Option<String> {
+fn code(r: &Result<Value, ax_protocol::client::ClientError>) -> Option<String> {
     r.as_ref().err().and_then(|e| e.kind().map(str::to_string))
 }
 
@@ -83,7 +83,8 @@ async fn disk_full_refuses_new_writes_keeps_jobs_running_and_recovers() {
                     ),
                     Some(k) if k == "store_error" => {
                         // Refused outright: the fault was already known.
-                        held = tokio::spawn(async { Err(ax_shared::client::ClientError::Closed) });
+                        held =
+                            tokio::spawn(async { Err(ax_protocol::client::ClientError::Closed) });
                         break;
                     }
                     Some(k) => panic!("unexpected error {k}: {r:?}"),

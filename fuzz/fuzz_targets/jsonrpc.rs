@@ -1,7 +1,7 @@
 //! Any line as a JSON-RPC frame: decoded or refused with a named error,
 //! never a panic. A decoded request encodes back to an equal one.
 #![no_main]
-use ax_shared::protocol::decode_request;
+use ax_protocol::decode_request;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,16 +1,13 @@
-//! Shared pieces of ax: the data model, job-file parsing and validation,
-//! cron schedules, time formats, and the JSON-RPC protocol with its client.
+//! The domain model of ax, shared by every crate: DAGs, jobs and their
+//! states, job-file parsing and validation, cron schedules, durations and
+//! timestamps. No I/O runtime: the protocol and its client live in
+//! `ax-protocol`, the engine in `ax-engine`.
 
-pub mod api;
-pub mod client;
 pub mod cron;
-pub mod dagdraw;
 pub mod duration;
 pub mod envfile;
 pub mod jobfile;
 pub mod model;
-pub mod protocol;
-pub mod socket_dir;
 pub mod time;
 pub mod visible;
 

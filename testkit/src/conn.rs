@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ax_shared::protocol::PROTOCOL_VERSION;
+use ax_protocol::PROTOCOL_VERSION;
 use serde_json::{Value, json};
 use thiserror::Error;
 

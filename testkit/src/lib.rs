@@ -3,7 +3,6 @@
 //! * [`Daemon`]: a real `axd` in a temp dir, started, stopped (SIGTERM or
 //!   SIGKILL) and restarted on the same state;
 //! * [`Conn`]: a raw connection to its socket (NDJSON, JSON values);
-//! * [`sim::Sim`]: the engine on a virtual clock, no processes;
 //! * [`foreign_hello`]: a client of another uid;
 //! * [`jobfiles`]: job files of a given size;
 //! * [`pg::TestDb`]: a PostgreSQL database of its own for one test;
@@ -21,7 +20,6 @@ pub mod foreign;
 pub mod jobfiles;
 pub mod pg;
 pub mod proxy;
-pub mod sim;
 pub mod tmpfs;
 pub mod users;
 

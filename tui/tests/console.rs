@@ -3,8 +3,8 @@
 
 mod common;
 
+use ax_protocol::api::DagRunView;
 use ax_shared::RunState;
-use ax_shared::api::DagRunView;
 use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane};
 use ax_tui::console::ui;
 use common::*;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use ax_shared::api::{ClusterView, DagVersions, DagView, NodeVersion, NodeView};
+use ax_protocol::api::{ClusterView, DagVersions, DagView, NodeVersion, NodeView};
 use ax_tui::console::keymap::action_for;
 use ax_tui::console::state::{Action, App, Command, DaemonEvent, Mode, View};
 use common::*;

@@ -4,8 +4,8 @@
 
 mod common;
 
+use ax_protocol::api::{DagRunState, DagView, EventView};
 use ax_shared::RunState;
-use ax_shared::api::{DagRunState, DagView, EventView};
 use ax_shared::jobfile::FileError;
 use ax_tui::console::columns::{Kind, col, fit, widths};
 use ax_tui::console::keymap::action_for;

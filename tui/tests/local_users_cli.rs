@@ -68,7 +68,7 @@ fn a_user_socket_in_a_folder_another_user_owns_is_not_used() {
     // The other user's folder where our user-mode socket would be, with a
     // socket of theirs listening in it.
     let uid = nix::unistd::getuid().as_raw();
-    let socket = ax_shared::socket_dir::user_socket(None, &tmp, uid);
+    let socket = ax_protocol::socket_dir::user_socket(None, &tmp, uid);
     let trap = tmp.join(format!("ax-{uid}"));
     std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();

@@ -11,8 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use ax_shared::client::{Client, SocketChoice};
-use ax_shared::protocol::request::{Logs, Submit};
+use ax_protocol::client::{Client, SocketChoice};
+use ax_protocol::request::{Logs, Submit};
 use ax_tui::console::net::follow_log;
 use ax_tui::console::state::{App, Event, Mode};
 use ratatui::Terminal;
@@ -129,7 +129,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             app.log.skipped
         );
         let _ = c
-            .request(ax_shared::protocol::request::Cancel {
+            .request(ax_protocol::request::Cancel {
                 id: Some(run),
                 ids: None,
             })

@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use ax_shared::api::{RunView, StatusView};
+use ax_protocol::api::{RunView, StatusView};
 use serde_json::json;
 
 use crate::axd;

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use ax_daemon::engine::{Effect, Engine, EngineConfig, Input, SpawnOrder, Submit};
 use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::Store;
 use ax_daemon::store::sqlite::SqliteStore;
+use ax_engine::{Effect, Engine, EngineConfig, Input, SpawnOrder, Submit};
 use ax_shared::{DagSpec, Exec, JobSpec};
 use serde_json::json;
 

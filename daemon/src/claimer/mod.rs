@@ -35,10 +35,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::engine::{DagRunId, PoolLease};
 use crate::scheduler::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
+use ax_engine::{DagRunId, PoolLease};
 use share::{Claim, shares};
 
 mod share;

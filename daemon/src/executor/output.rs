@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use super::{ExecEvent, JobLog, sleep_until_opt};
-use crate::engine::{Input, RunId};
 use crate::logship::{Notices, SHIP_INTERVAL};
+use ax_engine::{Input, RunId};
 
 /// Output as heartbeats (SPEC §4.5: every read counts as a beat).
 ///

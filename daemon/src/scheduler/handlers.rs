@@ -4,24 +4,22 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ax_shared::RunState;
-use ax_shared::api::{
+use ax_protocol::api::{
     DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult, SubscribeAnswer,
     TriggerOutcome,
 };
-use ax_shared::protocol::request::{
+use ax_protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListDags, ListRuns, LogInfo, Retry,
     Trigger,
 };
-use ax_shared::protocol::{Request, RpcError, codes, encode_answer};
+use ax_protocol::{Request, RpcError, codes, encode_answer};
+use ax_shared::RunState;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::{Encoded, Peer, Scheduler};
-use crate::engine::{
-    DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit,
-};
 use crate::store::{EventQuery, RunQuery, StoreError};
+use ax_engine::{DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit};
 
 pub(super) fn bad(msg: impl Into<String>) -> RpcError {
     RpcError::new(codes::INVALID_PARAMS, msg)
@@ -72,7 +70,7 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<Value, RpcError> {
         let method = request.method();
-        if request.is_write() && peer.role == ax_shared::api::Role::Viewer {
+        if request.is_write() && peer.role == ax_protocol::api::Role::Viewer {
             return Err(RpcError::new(
                 codes::FORBIDDEN,
                 format!("{method}: members of socket_group may only read"),

@@ -30,19 +30,19 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::Duration;
 
+use ax_protocol::api::Role;
+use ax_protocol::{Method, Request, RpcError, codes};
 use ax_shared::RunState;
-use ax_shared::api::Role;
-use ax_shared::protocol::{Method, Request, RpcError, codes};
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::config::Config;
-use crate::engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
 use crate::executor::{ExecEvent, Executor};
 use crate::shutdown::{Phase, Shutdown};
 use crate::store::{Commit, Store};
 use crate::time::{now_ms, steady_ms};
 use crate::writer::{Fault, ReplyTo, Step};
+use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
 use registry::DagRegistry;
 
 /// Who is asking.
@@ -106,7 +106,7 @@ pub enum Msg {
     },
     /// Events other nodes committed (a cluster), for this node's
     /// subscribers.
-    RemoteEvents(Vec<ax_shared::api::EventView>),
+    RemoteEvents(Vec<ax_protocol::api::EventView>),
     /// Watched DAG runs of other nodes ended (a cluster); `done` is
     /// dropped once applied and what is still watched published.
     EndedElsewhere {
@@ -153,7 +153,7 @@ pub fn answers_big(request: &Request) -> bool {
 
 /// The largest list answer the scheduler encodes: a frame, less room for
 /// the response around it (`jsonrpc`, `id`, `truncated`).
-pub const ANSWER_BUDGET: usize = ax_shared::protocol::MAX_FRAME - 16 * 1024;
+pub const ANSWER_BUDGET: usize = ax_protocol::MAX_FRAME - 16 * 1024;
 
 /// A list answer the scheduler encoded itself, cut to fit in a frame
 /// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
@@ -181,7 +181,7 @@ impl Encoded {
     /// even so becomes `answer_too_large` on the way out). Keys are sorted,
     /// as in every other answer (they go through `Value`).
     fn push<T: serde::Serialize>(&mut self, item: &T) -> Result<bool, RpcError> {
-        let text = ax_shared::protocol::encode_answer(item)?.to_string();
+        let text = ax_protocol::encode_answer(item)?.to_string();
         if self.count > 0 && self.json.len() + text.len() + 2 > ANSWER_BUDGET {
             return Ok(false);
         }

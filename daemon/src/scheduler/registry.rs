@@ -12,7 +12,7 @@ use ax_shared::jobfile::FileError;
 
 use crate::config::Config;
 use crate::dags::{DagEntry, Scan};
-use crate::engine::{Effect, Engine, Input, Millis};
+use ax_engine::{Effect, Engine, Input, Millis};
 
 /// Which DAGs a scan hands to the engine.
 pub enum Define<'a> {

@@ -7,15 +7,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ax_shared::api::ReloadAnswer;
-use ax_shared::protocol::{RpcError, encode_answer};
+use ax_protocol::api::ReloadAnswer;
+use ax_protocol::{RpcError, encode_answer};
 use serde_json::Value;
 
 use super::registry::Define;
 use super::{Answers, Scheduler};
 use crate::dags::{JobsFolder, Scan};
-use crate::engine::{Effect, Millis};
 use crate::writer::ReplyTo;
+use ax_engine::{Effect, Millis};
 
 /// A reload waiting for the scan it ordered.
 pub(super) struct WaitingReload {

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ax_shared::api::SubmitResult;
+use ax_protocol::api::SubmitResult;
+use ax_protocol::request::Submit as SubmitParams;
+use ax_protocol::{RpcError, codes};
 use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
-use ax_shared::protocol::request::Submit as SubmitParams;
-use ax_shared::protocol::{RpcError, codes};
 use ax_shared::{DagSpec, Exec, JobSpec, Timeout};
 
 use super::handlers::{bad, store_err};
 use super::{Peer, Scheduler};
-use crate::engine::{Effect, Millis, RunId, Submit, Unique};
+use ax_engine::{Effect, Millis, RunId, Submit, Unique};
 
 fn duration(key: &str, text: Option<&str>) -> Result<Option<Duration>, RpcError> {
     text.map(|s| ax_shared::duration::parse_duration(s).map_err(|e| bad(format!("{key}: {e}"))))

@@ -5,27 +5,27 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ax_shared::api::{
+use ax_protocol::api::{
     AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView,
     JobsFolderView, MetricsText, PoolView, RunView, StatusView,
 };
-use ax_shared::protocol::{Changed, Notification, RpcError, codes};
+use ax_protocol::{Changed, Notification, RpcError, codes};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
 use super::Scheduler;
 use super::handlers::store_err;
 use crate::dags::DagEntry;
-use crate::engine::{self, DagRunId, Millis, RunId};
 use crate::metrics::{DagStat, PoolStat, Snapshot};
 use crate::store::{LastDagRun, RunQuery};
+use ax_engine::{DagRunId, Millis, RunId};
 
-fn dag_run_state(s: engine::DagRunState) -> DagRunState {
+fn dag_run_state(s: ax_engine::DagRunState) -> DagRunState {
     match s {
-        engine::DagRunState::Active => DagRunState::Active,
-        engine::DagRunState::Success => DagRunState::Success,
-        engine::DagRunState::Failed => DagRunState::Failed,
-        engine::DagRunState::Cancelled => DagRunState::Cancelled,
+        ax_engine::DagRunState::Active => DagRunState::Active,
+        ax_engine::DagRunState::Success => DagRunState::Success,
+        ax_engine::DagRunState::Failed => DagRunState::Failed,
+        ax_engine::DagRunState::Cancelled => DagRunState::Cancelled,
     }
 }
 
@@ -202,7 +202,7 @@ impl Scheduler {
         for dr in self
             .engine
             .dag_runs()
-            .filter(|d| d.state == engine::DagRunState::Active)
+            .filter(|d| d.state == ax_engine::DagRunState::Active)
         {
             let t = out.entry(dr.dag.clone()).or_insert(dr.created_at);
             *t = (*t).max(dr.created_at);

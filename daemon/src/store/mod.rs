@@ -10,13 +10,11 @@ pub mod sqlite;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ax_shared::api::{EventView, RunView};
+use ax_protocol::api::{EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
-use crate::engine::{
-    DagRun, DagRunState, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder,
-};
+use ax_engine::{DagRun, DagRunState, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -106,10 +104,10 @@ pub(crate) fn parse_outcome(s: &str) -> Option<ax_shared::Outcome> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
 }
 
-pub(crate) fn parse_delay(s: Option<&str>) -> Option<crate::engine::Delay> {
+pub(crate) fn parse_delay(s: Option<&str>) -> Option<ax_engine::Delay> {
     match s {
-        Some("retry_budget") => Some(crate::engine::Delay::RetryBudget),
-        Some(_) => Some(crate::engine::Delay::Backoff),
+        Some("retry_budget") => Some(ax_engine::Delay::RetryBudget),
+        Some(_) => Some(ax_engine::Delay::Backoff),
         None => None,
     }
 }
@@ -120,7 +118,7 @@ pub(crate) fn parse_delay(s: Option<&str>) -> Option<crate::engine::Delay> {
 /// By position, not by `started_at`: start times are wall-clock times, and
 /// after the wall clock was stepped back a later attempt can have started
 /// "before" the one it follows.
-pub(crate) fn attempts_to_write(r: &Run) -> impl Iterator<Item = &crate::engine::Attempt> {
+pub(crate) fn attempts_to_write(r: &Run) -> impl Iterator<Item = &ax_engine::Attempt> {
     r.attempts.iter().skip(r.attempts.len().saturating_sub(2))
 }
 
@@ -130,10 +128,10 @@ pub(crate) fn parse_trigger_queue(dag: &str, json: &str) -> Result<Vec<Trigger>,
         .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))
 }
 
-pub(crate) fn delay_str(d: crate::engine::Delay) -> &'static str {
+pub(crate) fn delay_str(d: ax_engine::Delay) -> &'static str {
     match d {
-        crate::engine::Delay::Backoff => "backoff",
-        crate::engine::Delay::RetryBudget => "retry_budget",
+        ax_engine::Delay::Backoff => "backoff",
+        ax_engine::Delay::RetryBudget => "retry_budget",
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use ax_shared::api::{AttemptView, EventView, RunView};
+use ax_protocol::api::{AttemptView, EventView, RunView};
 use ax_shared::{DagSpec, Outcome, RunState};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -22,11 +22,11 @@ use super::{Commit, EventQuery, Loaded, RunQuery, Store, StoreError};
 use super::{
     LastDagRun, dag_run_state_str, parse_dag_run_state, parse_outcome, parse_state, state_str,
 };
-use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
+use ax_engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
 use ax_shared::time::Timestamp;
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
-type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::engine::IdHasher>>;
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ax_engine::IdHasher>>;
 
 const MIGRATIONS: &[&str] = &[
     // 1: the initial schema

@@ -8,8 +8,8 @@ use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ax_shared::api::RunView;
-use ax_shared::client::Client;
+use ax_protocol::api::RunView;
+use ax_protocol::client::Client;
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use ax_shared::client::SocketChoice;
+use ax_protocol::client::SocketChoice;
 use ax_tui::console::state::{App, Event};
 use ax_tui::console::{net, run};
 use clap::Parser;
@@ -104,8 +104,8 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
 }
 
 async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
-    use ax_shared::protocol::request::{Submit, Trigger};
-    let mut c = ax_shared::client::Client::connect(socket, "ax-tui-demo").await?;
+    use ax_protocol::request::{Submit, Trigger};
+    let mut c = ax_protocol::client::Client::connect(socket, "ax-tui-demo").await?;
     for dag in ["weekly-report", "etl-nightly", "disk-usage"] {
         c.request(Trigger {
             dag: dag.into(),
@@ -147,7 +147,7 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
     } else {
         let socket = match args.socket {
             Some(path) => SocketChoice::given(path),
-            None => ax_shared::client::default_socket(),
+            None => ax_protocol::client::default_socket(),
         };
         (None, socket)
     };

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ax_shared::client::SocketChoice;
+use ax_protocol::client::SocketChoice;
 use ax_tui::cli::remote::{EventsArgs, Remote, SubmitArgs};
 use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -277,7 +277,7 @@ fn main() -> ExitCode {
             };
             let socket = match cli.socket.clone() {
                 Some(path) => SocketChoice::given(path),
-                None => ax_shared::client::default_socket(),
+                None => ax_protocol::client::default_socket(),
             };
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

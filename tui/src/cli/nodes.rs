@@ -1,8 +1,8 @@
 //! `ax status`'s lines for the nodes of a cluster (a PostgreSQL store),
 //! and `ax dags`'s lines for DAGs whose nodes hold different versions.
 
+use ax_protocol::api::{ClusterRuns, DagView, NodeView};
 use ax_shared::RunState;
-use ax_shared::api::{ClusterRuns, DagView, NodeView};
 
 /// `in the cluster: 3 running, 1 ready, 0 waiting, 0 delayed; 2 failed
 /// in the last hour`.
@@ -72,7 +72,7 @@ mod tests {
             "in the cluster: 3 running, 0 ready, 0 waiting, 1 delayed; 2 failed in the last hour"
         );
     }
-    use ax_shared::api::{DagVersions, NodeVersion};
+    use ax_protocol::api::{DagVersions, NodeVersion};
 
     #[test]
     fn dags_whose_nodes_differ_are_named_with_the_nodes() {

@@ -4,16 +4,16 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use ax_shared::api::{EventView, RunView, SubmitResult, TriggerOutcome};
-use ax_shared::client::{Client, ClientError, SocketChoice};
-use ax_shared::dagdraw::{
+use crate::dagdraw::{
     DagNode, LEGEND, layout, nodes_of_dag, nodes_of_dag_run, render_text, state_ansi, state_mark,
 };
-use ax_shared::protocol::request::{
+use ax_protocol::api::{EventView, RunView, SubmitResult, TriggerOutcome};
+use ax_protocol::client::{Client, ClientError, SocketChoice};
+use ax_protocol::request::{
     Cancel, CancelDagRun, DagTarget, GetDag, GetDagRun, GetRun, Heartbeat, ListRuns, Metrics,
     Pause, Reload, Resume, Retry, StateFilter, Status, Trigger,
 };
-use ax_shared::protocol::{Method, codes};
+use ax_protocol::{Method, codes};
 use ax_shared::time::{Timestamp, elapsed_coarse};
 use ax_shared::visible::visible;
 use serde::Serialize;
@@ -488,7 +488,7 @@ async fn dispatch(c: &mut Client, o: &mut Out<'_>, cmd: Remote) -> Result<i32, C
             }
             // In a cluster, whether the alive nodes hold the same version.
             let cluster = dags.iter().any(|d| d.versions.is_some());
-            let nodes_of = |d: &ax_shared::api::DagView| match (&d.versions, cluster) {
+            let nodes_of = |d: &ax_protocol::api::DagView| match (&d.versions, cluster) {
                 (_, false) => String::new(),
                 (Some(v), true) => format!("{:<16} ", v.summary()),
                 (None, true) => format!("{:<16} ", "-"),
@@ -838,8 +838,8 @@ pub async fn wait_ready(socket: &Path, timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{attempts_line, human_bytes};
+    use ax_protocol::api::{AttemptView, RunView};
     use ax_shared::Outcome;
-    use ax_shared::api::{AttemptView, RunView};
 
     #[test]
     fn attempts_that_used_no_retry_are_set_apart() {

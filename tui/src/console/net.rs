@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use ax_shared::client::{Client, ClientError, SocketChoice};
-use ax_shared::protocol::Notification;
-use ax_shared::protocol::request::{
+use ax_protocol::Notification;
+use ax_protocol::client::{Client, ClientError, SocketChoice};
+use ax_protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, GetDagRun, GetRun, ListRuns, Logs, Pause,
     Resume, Retry, StateFilter, Status, Subscribe, Trigger,
 };

@@ -5,8 +5,8 @@
 
 use std::collections::VecDeque;
 
+use ax_protocol::api::{DagRunView, DagView, EventView, NodeView, RunView, StatusView};
 use ax_shared::RunState;
-use ax_shared::api::{DagRunView, DagView, EventView, NodeView, RunView, StatusView};
 use chrono::{DateTime, FixedOffset, Utc};
 
 pub use super::action::{Action, CancelTarget, Mode, View};

@@ -2,7 +2,7 @@
 //! window of runs with a flaky one selected, and drawing helpers.
 #![allow(dead_code)]
 
-use ax_shared::api::{AttemptView, PoolView, RunView, StatusView};
+use ax_protocol::api::{AttemptView, PoolView, RunView, StatusView};
 use ax_shared::time::Timestamp;
 use ax_shared::{Outcome, RunState};
 use ax_tui::console::state::{App, DaemonEvent};

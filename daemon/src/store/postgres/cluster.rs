@@ -16,8 +16,8 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use super::load::{DagRuns, dag_runs_where};
 use super::nodes::SERVER_NOW;
 use super::{PgStore, int, on_client};
-use crate::engine::{RestoredDagRun, RunId};
 use crate::store::StoreError;
+use ax_engine::{RestoredDagRun, RunId};
 
 /// Ids are `k * STRIDE + node number`: at most this many node ids per
 /// database, each with its own residue.

@@ -9,7 +9,7 @@
 //! concurrent commits interleave, so a range may hold another node's
 //! events too: readers drop numbers they have already announced.
 
-use ax_shared::api::EventView;
+use ax_protocol::api::EventView;
 
 use super::queries::{EVENT_COLUMNS, event_view};
 use super::{PgStore, on_client};

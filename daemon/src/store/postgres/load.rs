@@ -11,11 +11,11 @@ use tokio_postgres::types::ToSql;
 
 use super::nodes::SERVER_NOW;
 use super::{int, opt_int, parse_state};
-use crate::engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger};
 use crate::store::specs::parse_spec;
 use crate::store::{
     Loaded, StoreError, parse_dag_run_state, parse_delay, parse_outcome, parse_trigger_queue,
 };
+use ax_engine::{Attempt, DagRunId, RestoredDagRun, Run, RunId, Trigger};
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts, plus what start-up needs besides. Values go in `params`.

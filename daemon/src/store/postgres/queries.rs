@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ax_shared::api::{AttemptView, EventView, RunView};
+use ax_protocol::api::{AttemptView, EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, Outcome, RunState};
 use deadpool_postgres::Object;
@@ -13,11 +13,11 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{PgStore, int, on_client, opt_int, parse_state};
-use crate::engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 use crate::store::specs::parse_spec;
 use crate::store::{
     EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError, parse_dag_run_state,
 };
+use ax_engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 
 const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
 pub(super) const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";

@@ -3,7 +3,7 @@
 //! `dag_runs_dag` then `events_dag_run`; `since`: `events_at`), so a
 //! filtered read never ships the whole log to the client.
 
-use ax_shared::api::EventView;
+use ax_protocol::api::EventView;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 

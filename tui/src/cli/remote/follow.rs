@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
+use ax_protocol::Notification;
+use ax_protocol::api::EventView;
+use ax_protocol::client::{Client, ClientError};
+use ax_protocol::request::{Events, GetRun, Logs, Subscribe};
 use ax_shared::RunState;
-use ax_shared::api::EventView;
-use ax_shared::client::{Client, ClientError};
-use ax_shared::protocol::Notification;
-use ax_shared::protocol::request::{Events, GetRun, Logs, Subscribe};
 use ax_shared::time::Timestamp;
 use serde_json::json;
 

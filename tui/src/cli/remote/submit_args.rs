@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use ax_shared::client::ClientError;
-use ax_shared::protocol::request::Submit;
+use ax_protocol::client::ClientError;
+use ax_protocol::request::Submit;
 
 /// The flags of `ax submit`: the `submit` request's params, as typed on
 /// the command line.

@@ -3,7 +3,7 @@
 //! the alive nodes hold the same version, and its file's error; the
 //! selected DAG's file, the nodes that differ and the whole error below.
 
-use ax_shared::api::{DagRunState, DagView};
+use ax_protocol::api::{DagRunState, DagView};
 use ax_shared::time::elapsed_coarse;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

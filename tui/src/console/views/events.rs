@@ -2,7 +2,7 @@
 //! `dag:NAME`, `run:ID` and `actor:TEXT` to the daemon; other words must
 //! all appear in an event's reason, actor or states.
 
-use ax_shared::dagdraw::state_mark;
+use crate::dagdraw::state_mark;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 

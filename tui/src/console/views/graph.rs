@@ -2,8 +2,8 @@
 //! job's state, or a DAG's definition when it never ran) and the followed
 //! log.
 
+use crate::dagdraw::{LEGEND, layout, nodes_of_dag, nodes_of_dag_run, state_mark};
 use ax_shared::RunState;
-use ax_shared::dagdraw::{LEGEND, layout, nodes_of_dag, nodes_of_dag_run, state_mark};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier};

@@ -4,7 +4,7 @@
 //! start, and which node answered. On a single node (SQLite) one line says
 //! there is no cluster.
 
-use ax_shared::api::NodeView;
+use ax_protocol::api::NodeView;
 use ax_shared::time::elapsed;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

@@ -2,8 +2,8 @@
 //! timeline, log tail) below it, or beside it on terminals wider than 160
 //! columns.
 
-use ax_shared::api::RunView;
-use ax_shared::dagdraw::state_mark;
+use crate::dagdraw::state_mark;
+use ax_protocol::api::RunView;
 use ax_shared::time::elapsed;
 use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
