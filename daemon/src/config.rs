@@ -1,6 +1,7 @@
-//! `axd.toml` (SPEC §5.1). Unknown keys and bad values are errors that name
-//! the key and its line (toml's error carries the span of the offending
-//! value). Relative paths are relative to the config file's folder.
+//! `axd.toml` (docs/config.md). Unknown keys and bad values are errors that
+//! name the key and its line (toml's error carries the span of the
+//! offending value). Relative paths are relative to the config file's
+//! folder.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! Start-up, signals and shutdown of `axd` (SPEC §5.3).
+//! Start-up, signals and shutdown of `axd` (what a stop does to running
+//! jobs: docs/operations.md, "Upgrade").
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -1,4 +1,5 @@
-//! Runs attempts as real processes (SPEC §4.5, §5.3).
+//! Runs attempts as real processes (docs/job-files.md, "What a job's
+//! process gets").
 //!
 //! * Every attempt gets its own session (setsid), so its process group id is
 //!   its pid and every kill targets the whole group.

@@ -1,10 +1,10 @@
-//! The feed thread of a cluster node (SPEC §9): events other nodes commit
-//! reach this node's subscribers (`ax-tui`, `ax events -f`, `ax logs -f`),
-//! as this node's own do. The LISTEN connection hands it the event
-//! numbers of each other node's commit (`store::postgres::feed`); it
-//! reads those events back and gives them to the scheduler, which
-//! announces them with its status. Nothing is read while no one is
-//! subscribed.
+//! The feed thread of a cluster node (docs/operations.md, "Cluster"):
+//! events other nodes commit reach this node's subscribers (`ax-tui`,
+//! `ax events -f`, `ax logs -f`), as this node's own do. The LISTEN
+//! connection hands it the event numbers of each other node's commit
+//! (`store::postgres::feed`); it reads those events back and gives them
+//! to the scheduler, which announces them with its status. Nothing is
+//! read while no one is subscribed.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! Log shipping in a cluster (SPEC §9: a log reads the same through any
-//! node). The node that runs an attempt writes its log file as a single
-//! axd does; this thread copies each file's new bytes to the store
+//! Log shipping in a cluster (docs/operations.md, "Cluster": a log reads
+//! the same through any node). The node that runs an attempt writes its
+//! log file as a single axd does; this thread copies each file's new
+//! bytes to the store
 //! (`log_chunks`) and, once the attempt has ended and all of it is there,
 //! marks the log complete (`log_done`). Another node's `logs` request
 //! reads the store (`crate::server`).

@@ -1,4 +1,5 @@
-//! Prometheus metrics (SPEC §8), in the text exposition format.
+//! Prometheus metrics (docs/operations.md, "Monitoring"), in the text
+//! exposition format.
 //!
 //! Counters and histograms are fed from the effects of each scheduler step
 //! (`observe`), and gauges are set from the state the scheduler already

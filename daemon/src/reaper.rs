@@ -1,4 +1,5 @@
-//! What a job leaves behind when it is killed (SPEC §4.5, issue 7).
+//! What a job leaves behind when it is killed (docs/job-files.md, "What a
+//! job's process gets").
 //!
 //! A job's processes share its process group, and kills go to the group. Two
 //! kinds of process get past that:

@@ -1,6 +1,7 @@
-//! The pruner thread (SPEC §5.2, §8): deletes finished DAG runs past
-//! `logs.retain` or beyond their DAG's `history.keep_runs`, with their
-//! runs, attempts, events and log files, on its own store connection.
+//! The pruner thread (docs/config.md, "[logs]"; docs/job-files.md,
+//! "[history]"): deletes finished DAG runs past `logs.retain` or beyond
+//! their DAG's `history.keep_runs`, with their runs, attempts, events and
+//! log files, on its own store connection.
 //!
 //! The scheduler sends an `Order` (what it may prune) and never waits for
 //! the pruner; the pruner sends a `Report` per deleted batch so the

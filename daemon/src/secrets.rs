@@ -1,5 +1,6 @@
-//! A job's secrets (SPEC §8): its `env_file`, read with the checks ssh makes
-//! of a key file, and the redaction of secret values from its output.
+//! A job's secrets (docs/job-files.md, "Secrets"): its `env_file`, read
+//! with the checks ssh makes of a key file, and the redaction of secret
+//! values from its output.
 
 use std::fs::File;
 use std::io::Read;

@@ -1,4 +1,4 @@
-//! The Unix socket (SPEC §5.5): JSON-RPC 2.0 over NDJSON.
+//! The Unix socket (docs/protocol.md): JSON-RPC 2.0 over NDJSON.
 //!
 //! Each connection is one task: it reads frames (at most `MAX_FRAME` bytes,
 //! bigger ones get an error and the connection is closed), requires `hello`

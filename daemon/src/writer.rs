@@ -1,5 +1,5 @@
 //! The store writer: one thread that makes the scheduler's steps durable,
-//! so the scheduler never waits for an fsync (SPEC §5.2, issue 6).
+//! so the scheduler never waits for an fsync.
 //!
 //! The scheduler decides a step, sends its spawn and kill orders at once,
 //! and hands the step's changes to this thread with the answers and the

@@ -1,4 +1,5 @@
-//! Crash paths of issue 13 against the real `axd` (SPEC §2, §4.5, §5.3).
+//! Crash paths against the real `axd`: output as heartbeats, the grace jobs
+//! get at shutdown, and dangling links in the jobs folder.
 
 mod support;
 
@@ -8,10 +9,11 @@ use std::time::Duration;
 use serde_json::json;
 use support::*;
 
-/// SPEC §4.5: output counts as a heartbeat on every read. A job that prints
-/// every 0.7 s never goes 1 s without output, so `heartbeat = "1s"` must
-/// not kill it (one beat per second at most would miss the print at 0.7 s
-/// and kill it at 1 s); a job that then goes silent is killed as stalled.
+/// Output counts as a heartbeat on every read (docs/job-files.md, "Job
+/// fields", `heartbeat`). A job that prints every 0.7 s never goes 1 s
+/// without output, so `heartbeat = "1s"` must not kill it (one beat per
+/// second at most would miss the print at 0.7 s and kill it at 1 s); a job
+/// that then goes silent is killed as stalled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_every_read_keeps_a_job_alive_and_silence_stalls_it() {
     let d = Daemon::start(&[]);
@@ -42,10 +44,10 @@ async fn output_every_read_keeps_a_job_alive_and_silence_stalls_it() {
     assert!((1_500..6_000).contains(&lived), "stalled after {lived} ms");
 }
 
-/// SPEC §5.3: at SIGTERM each job gets up to `shutdown_grace` before
-/// SIGKILL, not its (shorter) `kill_grace`. The job traps TERM, cleans up
-/// for 2 s and leaves a marker: with kill_grace 1 s and shutdown_grace 5 s
-/// the marker is written, and the attempt is recorded as interrupted.
+/// At SIGTERM each job gets up to `shutdown_grace` before SIGKILL, not its
+/// (shorter) `kill_grace`. The job traps TERM, cleans up for 2 s and leaves
+/// a marker: with kill_grace 1 s and shutdown_grace 5 s the marker is
+/// written, and the attempt is recorded as interrupted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_gives_each_job_the_whole_shutdown_grace() {
     let mut d = Daemon::start(&[]);
@@ -93,8 +95,9 @@ async fn shutdown_gives_each_job_the_whole_shutdown_grace() {
     );
 }
 
-/// SPEC §2: anything that is not a regular file or a link to one is
-/// ignored; a dangling link is not a broken job file.
+/// Anything in the jobs folder that is not a regular file or a link to one
+/// is ignored (docs/job-files.md, "Names and which files are read"); a
+/// dangling link is not a broken job file.
 #[test]
 fn a_dangling_symlink_in_the_jobs_folder_is_ignored() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! The real `axd` in a temp dir, driven through its socket (SPEC §3–5).
+//! The real `axd` in a temp dir, driven through its socket
+//! (docs/protocol.md).
 
 mod support;
 
@@ -485,7 +486,7 @@ async fn an_orphan_that_exits_later_is_reaped_by_axd() {
 }
 
 /// `--unique-for` holds across a restart: the key is found in the store,
-/// not only in the engine's memory (SPEC §4.9).
+/// not only in the engine's memory (docs/protocol.md, "submit (write)").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unique_for_holds_across_a_restart() {
     let mut d = Daemon::start(&[]);

@@ -1,7 +1,7 @@
-//! Triggers against the real SQLite store across a restart (SPEC §4.8,
-//! issue 13): what a step decides is committed as the daemon commits it
-//! (`scheduler::commit_of`), then a fresh engine starts from what the
-//! store loads.
+//! Triggers against the real SQLite store across a restart
+//! (docs/job-files.md, "Catch-up and overlap"): what a step decides is
+//! committed as the daemon commits it (`scheduler::commit_of`), then a
+//! fresh engine starts from what the store loads.
 
 use std::sync::Arc;
 
@@ -54,7 +54,7 @@ fn restart(store: &mut SqliteStore, now: Millis, spec: Arc<DagSpec>) -> Sim {
     sim
 }
 
-/// Issue 13: a slot queued by `overlap = "queue"` survives a restart.
+/// A slot queued by `overlap = "queue"` survives a restart.
 #[test]
 fn a_queued_slot_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,11 +122,11 @@ fn runs_for_slot(sim: &Sim, label: &str) -> usize {
         .count()
 }
 
-/// Issue 13 / SPEC §4.8: a slot fires at most once even when axd dies
-/// between deciding the slot's DAG run and committing it. No process of a
-/// triggered DAG run exists before its trigger row is committed, so a
-/// death before the commit leaves nothing behind, and the next life fires
-/// the slot (once).
+/// A slot fires at most once (docs/job-files.md, "Catch-up and overlap")
+/// even when axd dies between deciding the slot's DAG run and committing
+/// it. No process of a triggered DAG run exists before its trigger row is
+/// committed, so a death before the commit leaves nothing behind, and the
+/// next life fires the slot (once).
 #[test]
 fn a_triggered_run_starts_only_after_its_trigger_is_committed() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! The jobs folder and cron through the real daemon (SPEC §5.4, §4.8).
+//! The jobs folder and cron through the real daemon (docs/job-files.md,
+//! "Names and which files are read", "Cron schedules").
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! The metrics count a known workload exactly, and the exposition parses
-//! as Prometheus text (SPEC §8).
+//! as Prometheus text (docs/operations.md, "Monitoring").
 
 use std::collections::HashMap;
 

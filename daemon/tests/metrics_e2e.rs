@@ -1,6 +1,7 @@
-//! Metrics of the real axd (SPEC §8): after a known workload, the scraped
-//! counters equal it, the exposition parses as Prometheus text, and the
-//! socket's `metrics` (what `ax metrics` prints) agrees with `GET /metrics`.
+//! Metrics of the real axd (docs/operations.md, "Monitoring"): after a
+//! known workload, the scraped counters equal it, the exposition parses as
+//! Prometheus text, and the socket's `metrics` (what `ax metrics` prints)
+//! agrees with `GET /metrics`.
 
 mod support;
 

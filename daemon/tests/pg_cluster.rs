@@ -1,10 +1,9 @@
-//! The node registry (SPEC §9): two real axd on one PostgreSQL database
-//! see each other in `status`; one killed with SIGKILL is shown dead once
-//! its heartbeat is older than 1.5 × the interval, comes back alive under
-//! the same id when restarted, and leaves the registry on a clean stop;
-//! each node's running attempts are counted.
-//! Without a server the test says `skipped: …` and passes, unless
-//! `AX_REQUIRE_PG=1`.
+//! The node registry (docs/operations.md, "Cluster"): two real axd on one
+//! PostgreSQL database see each other in `status`; one killed with SIGKILL
+//! is shown dead once its heartbeat is older than 1.5 × the interval, comes
+//! back alive under the same id when restarted, and leaves the registry on
+//! a clean stop; each node's running attempts are counted. Without a server
+//! the test says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

@@ -1,10 +1,10 @@
-//! Job-folder definitions versioned per node (SPEC §9): two real axd on
-//! one PostgreSQL database, each watching a jobs folder of its own. With
-//! the same file they agree; when one node's file changes (its watcher
-//! reloads it) `dags` and `ax dags` through either node flag the DAG and
-//! name that node; fixed, they agree again; a node that stops takes its
-//! record with it. Without a server the test says `skipped: …` and
-//! passes, unless `AX_REQUIRE_PG=1`.
+//! Job-folder definitions versioned per node (docs/operations.md,
+//! "Cluster"): two real axd on one PostgreSQL database, each watching a
+//! jobs folder of its own. With the same file they agree; when one node's
+//! file changes (its watcher reloads it) `dags` and `ax dags` through
+//! either node flag the DAG and name that node; fixed, they agree again; a
+//! node that stops takes its record with it. Without a server the test says
+//! `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

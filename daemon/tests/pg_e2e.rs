@@ -1,8 +1,8 @@
-//! The real axd on PostgreSQL (`store = "postgres://…"`, SPEC §9): a DAG
-//! with a dependency and a retry, a paused DAG, a run cut by SIGTERM and
-//! a per-second cron DAG, then a restart that must find all of it in the
-//! database. Without a server the test says `skipped: …` and passes,
-//! unless `AX_REQUIRE_PG=1`.
+//! The real axd on PostgreSQL (`store = "postgres://…"`;
+//! docs/operations.md, "PostgreSQL"): a DAG with a dependency and a retry,
+//! a paused DAG, a run cut by SIGTERM and a per-second cron DAG, then a
+//! restart that must find all of it in the database. Without a server the
+//! test says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

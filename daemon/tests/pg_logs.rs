@@ -1,9 +1,9 @@
-//! Logs across a cluster (SPEC §9: `ax` connected to any node sees the
-//! whole cluster): the log of an attempt that runs on node B reads the
-//! same through node A, whole, by range, by tail, and followed while the
-//! job still prints, ending with `eof`; pruning its DAG run deletes the
-//! shipped log. Without a server each test says `skipped: …` and passes,
-//! unless `AX_REQUIRE_PG=1`.
+//! Logs across a cluster (docs/operations.md, "Cluster": `ax` connected to
+//! any node sees the whole cluster): the log of an attempt that runs on
+//! node B reads the same through node A, whole, by range, by tail, and
+//! followed while the job still prints, ending with `eof`; pruning its DAG
+//! run deletes the shipped log. Without a server each test says
+//! `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

@@ -1,8 +1,8 @@
 //! A pool's slots shared fairly between real axd nodes that all have
-//! ready runs of it (SPEC §9): a node holding the whole pool while
-//! another node wants slots of it gives up its excess as its attempts
-//! end, and the pool's total holds throughout. Without a server the test
-//! says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
+//! ready runs of it (docs/operations.md, "Cluster"): a node holding the
+//! whole pool while another node wants slots of it gives up its excess as
+//! its attempts end, and the pool's total holds throughout. Without a
+//! server the test says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

@@ -1,10 +1,10 @@
 //! Work sharing between real axd nodes on one PostgreSQL database
-//! (SPEC §9): submitted DAG runs are offered and claimed so that every run
-//! runs exactly once and every node takes part; a node killed with SIGKILL
-//! is declared dead and its runs finish elsewhere, as `interrupted`
-//! attempts; cron fires each slot once, also across a leader's death.
-//! Without a server each test says `skipped: …` and passes, unless
-//! `AX_REQUIRE_PG=1`.
+//! (docs/operations.md, "Cluster"): submitted DAG runs are offered and
+//! claimed so that every run runs exactly once and every node takes part; a
+//! node killed with SIGKILL is declared dead and its runs finish elsewhere,
+//! as `interrupted` attempts; cron fires each slot once, also across a
+//! leader's death. Without a server each test says `skipped: …` and passes,
+//! unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

@@ -1,8 +1,8 @@
-//! `--unique` across the nodes of a cluster (SPEC §4.9, §9): submits with
-//! one key made at the same instant through different nodes create one
-//! DAG run; every other call gets its ids with `deduplicated: true`.
-//! Without a server the test says `skipped: …` and passes, unless
-//! `AX_REQUIRE_PG=1`.
+//! `--unique` across the nodes of a cluster (docs/protocol.md, "submit
+//! (write)"; docs/operations.md, "Cluster"): submits with one key made at
+//! the same instant through different nodes create one DAG run; every other
+//! call gets its ids with `deduplicated: true`. Without a server the test
+//! says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
 
 mod support;
 

@@ -313,9 +313,9 @@ fn systemd_unit_verifies_where_systemd_analyze_exists() {
 }
 
 /// A request with a bad part is refused whole with `invalid_params` naming
-/// the part, and nothing of it is applied (issue 13): a `cancel` list with
-/// an unknown id cancels none of the others, an `env` with a number
-/// submits nothing, a progress out of range changes no message.
+/// the part, and nothing of it is applied: a `cancel` list with an unknown
+/// id cancels none of the others, an `env` with a number submits nothing, a
+/// progress out of range changes no message.
 #[test]
 fn requests_with_a_bad_part_are_refused_whole() {
     let d = Daemon::start(&[]);

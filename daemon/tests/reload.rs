@@ -1,8 +1,8 @@
-//! `reload` against the real axd (SPEC §5.1): a broken `axd.toml` is
-//! refused with its key and line and the running config stays; a good one
-//! takes effect live — new pools (and the files that use them), smaller
-//! pools that never stop running runs, timeouts — and restart-only keys
-//! are named, not silently ignored.
+//! `reload` against the real axd (docs/config.md, "Reload"): a broken
+//! `axd.toml` is refused with its key and line and the running config
+//! stays; a good one takes effect live — new pools (and the files that use
+//! them), smaller pools that never stop running runs, timeouts — and
+//! restart-only keys are named, not silently ignored.
 
 mod support;
 

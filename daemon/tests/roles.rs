@@ -1,7 +1,8 @@
-//! Roles on the socket with real uids (SPEC §5.5): with both `socket_group`
-//! and `admin_group` set, members of either group can connect; viewers read
-//! and cannot act, admins act, anyone else is refused. Needs root (it
-//! creates throwaway users and groups); elsewhere it says so and passes.
+//! Roles on the socket with real uids (docs/protocol.md, "Access"): with
+//! both `socket_group` and `admin_group` set, members of either group can
+//! connect; viewers read and cannot act, admins act, anyone else is
+//! refused. Needs root (it creates throwaway users and groups); elsewhere
+//! it says so and passes.
 
 mod support;
 

@@ -1,5 +1,6 @@
-//! Secrets (SPEC §8): a job's `env_file` and `secret_env` values reach the
-//! job but never what axd shows or logs, nor the job's captured output.
+//! Secrets (docs/job-files.md, "Secrets"): a job's `env_file` and
+//! `secret_env` values reach the job but never what axd shows or logs, nor
+//! the job's captured output.
 
 mod support;
 

@@ -1,8 +1,9 @@
-//! One suite of store behaviours, run against both stores (SPEC §5.2, §9):
-//! every test body takes a `Backend` and is instantiated twice, on SQLite
-//! in a temp dir and on PostgreSQL in a database of its own
-//! (`ax_testkit::pg::TestDb`; without a server the PostgreSQL half says
-//! `skipped: …` once and passes, unless `AX_REQUIRE_PG=1`).
+//! One suite of store behaviours, run against both stores
+//! (docs/operations.md, "PostgreSQL"): every test body takes a `Backend`
+//! and is instantiated twice, on SQLite in a temp dir and on PostgreSQL in
+//! a database of its own (`ax_testkit::pg::TestDb`; without a server the
+//! PostgreSQL half says `skipped: …` once and passes, unless
+//! `AX_REQUIRE_PG=1`).
 //!
 //! The rows are made by the real engine on a virtual clock and committed
 //! as the daemon commits them (`scheduler::commit_of`).

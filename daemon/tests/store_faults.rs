@@ -1,5 +1,5 @@
-//! Disk full under the real daemon (issue 7, item 7): the state dir is a
-//! small tmpfs, filled to the last byte while a job runs.
+//! Disk full under the real daemon (docs/operations.md, "Full disk"): the
+//! state dir is a small tmpfs, filled to the last byte while a job runs.
 //!
 //! Needs root (to mount the tmpfs); without it the test says so and passes
 //! vacuously, as `.ci/run` runs as root here.

@@ -1,6 +1,7 @@
-//! Under systemd (SPEC §8): axd says READY=1 when it serves, and keeps
-//! `STATUS=` current with the runs running, queued and failed in the last
-//! hour. systemd's notify socket is a datagram socket of the test's.
+//! Under systemd (docs/operations.md, "Monitoring"): axd says READY=1 when
+//! it serves, and keeps `STATUS=` current with the runs running, queued and
+//! failed in the last hour. systemd's notify socket is a datagram socket of
+//! the test's.
 
 mod support;
 

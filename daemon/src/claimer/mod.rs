@@ -1,8 +1,8 @@
-//! The claimer thread of a cluster node (SPEC §9): while this node has
-//! room, it claims offered DAG runs from the database and hands them to
-//! the scheduler, which adopts them into its engine. It never runs on
-//! the scheduler's thread (a claim is a transaction; a step never waits
-//! on the database).
+//! The claimer thread of a cluster node (docs/operations.md, "Cluster"):
+//! while this node has room, it claims offered DAG runs from the database
+//! and hands them to the scheduler, which adopts them into its engine. It
+//! never runs on the scheduler's thread (a claim is a transaction; a step
+//! never waits on the database).
 //!
 //! Room: the scheduler publishes after each step how many runs it has
 //! running or ready to run (`Link::publish`); the claimer takes up to

@@ -1,6 +1,6 @@
 //! The fair share of a pool's slots between the nodes that want them
-//! (SPEC §9: each node takes work up to its free slots, pool limits hold
-//! cluster-wide).
+//! (docs/operations.md, "Cluster": each node takes work up to its free
+//! slots, pool limits hold cluster-wide).
 //!
 //! The rule, applied by every node to the same stakes read from the
 //! database, is a max-min fair split of the pool's `slots` over the

@@ -11,7 +11,8 @@ use super::{ExecEvent, JobLog, sleep_until_opt};
 use crate::logship::{Notices, SHIP_INTERVAL};
 use ax_engine::{Input, RunId};
 
-/// Output as heartbeats (SPEC §4.5: every read counts as a beat).
+/// Output as heartbeats (every read counts as a beat: docs/job-files.md,
+/// "Job fields", `heartbeat`).
 ///
 /// A chatty job can make thousands of reads a second, and one message per
 /// read would flood the scheduler; a plain "at most one beat per second"

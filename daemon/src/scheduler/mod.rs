@@ -834,7 +834,7 @@ impl Scheduler {
                     grace_ms,
                 } => {
                     // At shutdown every job gets the whole `shutdown_grace`
-                    // to stop by itself (SPEC §5.3), whatever its `kill_grace`.
+                    // to stop by itself, whatever its `kill_grace`.
                     let grace_ms = if *reason == KillReason::Shutdown {
                         self.cfg.shutdown_grace.as_millis() as Millis
                     } else {

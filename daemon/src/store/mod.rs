@@ -1,6 +1,7 @@
-//! Persistence behind a trait, so PostgreSQL can join SQLite later
-//! (SPEC §5.2, §9). Everything one scheduler step decides is written by a
-//! single `commit` call, in one transaction.
+//! Persistence behind the `Store` trait, with a SQLite and a PostgreSQL
+//! implementation (docs/operations.md, "PostgreSQL"). Everything one
+//! scheduler step decides is written by a single `commit` call, in one
+//! transaction.
 
 pub mod postgres;
 pub mod prune;

@@ -1,6 +1,7 @@
-//! Deleting finished DAG runs (SPEC §5.2 retention), for the pruner
-//! thread's own connection (`crate::retention`): the `Prune` trait, and
-//! its SQLite implementation (PostgreSQL's is in `postgres/prune.rs`).
+//! Deleting finished DAG runs (retention: docs/config.md, "[logs]"), for
+//! the pruner thread's own connection (`crate::retention`): the `Prune`
+//! trait, and its SQLite implementation (PostgreSQL's is in
+//! `postgres/prune.rs`).
 //!
 //! Candidates are read outside any write transaction; each batch is then
 //! deleted in one short `BEGIN IMMEDIATE` transaction that checks every

@@ -1,9 +1,9 @@
-//! Work sharing between the nodes of one database (SPEC §9): node
-//! numbers and epochs, claiming offered DAG runs with `FOR UPDATE SKIP
-//! LOCKED`, handing back the DAG runs of a dead node, the `ax_work`
-//! wake-ups (LISTEN on a connection of its own) and the cron leader's
-//! advisory lock (a session lock on a connection of its own, lost with
-//! it).
+//! Work sharing between the nodes of one database (docs/operations.md,
+//! "Cluster"): node numbers and epochs, claiming offered DAG runs with
+//! `FOR UPDATE SKIP LOCKED`, handing back the DAG runs of a dead node, the
+//! `ax_work` wake-ups (LISTEN on a connection of its own) and the cron
+//! leader's advisory lock (a session lock on a connection of its own, lost
+//! with it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,13 +39,13 @@ pub const DONE_CHANNEL: &str = "ax_done";
 const RECONNECT: Duration = Duration::from_secs(1);
 
 /// Claims offered DAG runs for node `$4`, at most `$1`, by effective
-/// priority (SPEC §4.2: `min(cap $2, priority + ⌊waited / every $3⌋)`, a
-/// priority above the cap kept), then oldest first. Without a sort of
-/// every offered row: the oldest of a priority level has the highest
-/// effective priority of its level, so a loose index scan finds the
-/// levels (at most 100) and the oldest `2 × $1` of each are the only
-/// candidates; twice the limit, so that a claimer racing another for the
-/// same rows (skipped while locked) still finds some.
+/// priority (docs/config.md, "[aging]": `min(cap $2, priority +
+/// ⌊waited / every $3⌋)`, a priority above the cap kept), then oldest
+/// first. Without a sort of every offered row: the oldest of a priority
+/// level has the highest effective priority of its level, so a loose
+/// index scan finds the levels (at most 100) and the oldest `2 × $1` of
+/// each are the only candidates; twice the limit, so that a claimer racing
+/// another for the same rows (skipped while locked) still finds some.
 const CLAIM: &str = "WITH RECURSIVE levels(priority) AS (
          (SELECT priority FROM dag_runs WHERE owner IS NULL AND state = 'active'
           ORDER BY priority DESC LIMIT 1)

@@ -1,8 +1,8 @@
-//! The cluster's change feed (SPEC §9: `ax` and `ax-tui` on any node see
-//! the whole cluster): a node's commit that records events notifies
-//! `ax_events` with its id and the events' numbers; every other node
-//! reads those events back and announces them to its own subscribers as
-//! if they were its own.
+//! The cluster's change feed (docs/operations.md, "Cluster": `ax` and
+//! `ax-tui` on any node see the whole cluster): a node's commit that
+//! records events notifies `ax_events` with its id and the events'
+//! numbers; every other node reads those events back and announces them
+//! to its own subscribers as if they were its own.
 //!
 //! Payload: `<node> <seq>,<seq>,…`, or `<node> <first>-<last>` when the
 //! list would not fit a notification (8000 bytes). Event numbers of

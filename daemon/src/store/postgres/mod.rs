@@ -1,8 +1,8 @@
-//! The PostgreSQL store (SPEC §9, `store = "postgres://…"` in axd.toml):
-//! the same tables, the same semantics for every `Store` method as the
-//! SQLite store, and the same group commit (one scheduler step, or a group
-//! of them, is one transaction whose rows go in one multi-row statement
-//! per table).
+//! The PostgreSQL store (`store = "postgres://…"` in axd.toml;
+//! docs/operations.md, "PostgreSQL"): the same tables, the same semantics
+//! for every `Store` method as the SQLite store, and the same group commit
+//! (one scheduler step, or a group of them, is one transaction whose rows
+//! go in one multi-row statement per table).
 //!
 //! Why a runtime of its own: the `Store` trait is synchronous. The writer
 //! thread, the scheduler thread (reads) and the pruner each call it from a

@@ -52,8 +52,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_dag_run ON events(dag_run);
     CREATE INDEX events_at ON events(at);
     "#,
-    // 5: the node registry (SPEC §9): one row per axd, times in ms on the
-    // server's clock
+    // 5: the node registry (docs/config.md, "[cluster]"): one row per axd,
+    // times in ms on the server's clock
     r#"
     CREATE TABLE nodes (
         id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL, slots BIGINT NOT NULL,

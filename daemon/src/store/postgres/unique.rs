@@ -1,10 +1,11 @@
-//! `--unique` across nodes (SPEC §4.9): a node looks a key up in the store
-//! and then commits the DAG run it creates with it, so two nodes doing so
-//! at the same instant could both find nothing and both create one. Holds
-//! close that window: a transaction-scoped advisory lock on each key,
-//! taken before the look-up and released by ending the transaction once
-//! the step that created the DAG run is durable. A second node waits for
-//! the lock, then finds the first one's DAG run and deduplicates to it.
+//! `--unique` across nodes (docs/protocol.md, "submit (write)"): a node
+//! looks a key up in the store and then commits the DAG run it creates
+//! with it, so two nodes doing so at the same instant could both find
+//! nothing and both create one. Holds close that window: a
+//! transaction-scoped advisory lock on each key, taken before the look-up
+//! and released by ending the transaction once the step that created the
+//! DAG run is durable. A second node waits for the lock, then finds the
+//! first one's DAG run and deduplicates to it.
 //!
 //! One transaction holds every key of one scheduler step: a step never
 //! waits for a key it already holds, and two nodes taking two keys in

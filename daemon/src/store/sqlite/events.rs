@@ -1,6 +1,6 @@
-//! The event log query behind `events` (SPEC §6 `ax events`): every filter
-//! runs in SQL, on an index where one exists (`run`: `events_run`; DAG:
-//! `dag_runs_dag` then `events_dag_run`; `since`: `events_at`), so a
+//! The event log query behind `events` (docs/cli.md, "ax events"): every
+//! filter runs in SQL, on an index where one exists (`run`: `events_run`;
+//! DAG: `dag_runs_dag` then `events_dag_run`; `since`: `events_at`), so a
 //! filtered read never ships the whole log to the client.
 
 use ax_protocol::api::EventView;
