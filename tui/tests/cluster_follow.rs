@@ -1,8 +1,9 @@
 //! `ax logs -f` through one node of a cluster follows a run that another
-//! node runs (SPEC §9): every attempt's output, shipped through the store,
-//! across its retries, and the exit code of its end, although the node
-//! asked sends no notification about that run. Without a PostgreSQL
-//! server the test says `skipped: …` and passes, unless `AX_REQUIRE_PG=1`.
+//! node runs (docs/operations.md, "Cluster"): every attempt's output,
+//! shipped through the store, across its retries, and the exit code of its
+//! end, although the node asked sends no notification about that run.
+//! Without a PostgreSQL server the test says `skipped: …` and passes,
+//! unless `AX_REQUIRE_PG=1`.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

@@ -1,7 +1,7 @@
-//! The console in a cluster (SPEC §9): the nodes view (`:nodes`), alive
-//! and dead nodes, and the single node that has no cluster; the DAGs view
-//! flags a DAG whose alive nodes hold different versions. Rendered with
-//! ratatui's TestBackend (insta snapshots).
+//! The console in a cluster (docs/console.md, "Views"): the nodes view
+//! (`:nodes`), alive and dead nodes, and the single node that has no
+//! cluster; the DAGs view flags a DAG whose alive nodes hold different
+//! versions. Rendered with ratatui's TestBackend (insta snapshots).
 
 mod common;
 

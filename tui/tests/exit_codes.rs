@@ -1,7 +1,7 @@
-//! Every remote `ax` command's exit code (SPEC §6: 0 ok, 1 failed request,
-//! 2 usage error, 3 daemon unreachable, 4 not found), run as the real
-//! binary against a real axd. The cases run in order: later ones rely on
-//! the DAG runs earlier ones started.
+//! Every remote `ax` command's exit code (docs/cli.md, "ax": 0 ok, 1 failed
+//! request, 2 usage error, 3 daemon unreachable, 4 not found), run as the
+//! real binary against a real axd. The cases run in order: later ones rely
+//! on the DAG runs earlier ones started.
 
 use std::path::Path;
 use std::process::Command;

@@ -1,5 +1,6 @@
 //! `ax reload` on a broken `axd.toml`: exit 2 with the daemon's message
-//! naming the key and line; on a good one, exit 0 (SPEC §5.1, §6).
+//! naming the key and line; on a good one, exit 0 (docs/cli.md, "ax";
+//! docs/config.md, "Reload").
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! `ax`: the command line of ax (SPEC §6).
+//! `ax`: the command line of ax (docs/cli.md).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,7 +28,8 @@ struct Cli {
     command: Command,
 }
 
-/// The exit codes of every command (SPEC §6), shown under `ax --help`.
+/// The exit codes of every command, shown under `ax --help` (and in
+/// docs/cli.md, "ax").
 const EXIT_CODES: &str = "\
 Exit codes:
   0  done

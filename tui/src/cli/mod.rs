@@ -1,4 +1,4 @@
-//! `ax`: commands, output formats and exit codes of SPEC §6.
+//! `ax`: commands, output formats and exit codes (docs/cli.md).
 
 pub mod access;
 pub mod nodes;
@@ -6,7 +6,7 @@ pub mod offline;
 pub mod reference;
 pub mod remote;
 
-/// Exit codes of SPEC §6.
+/// Exit codes of `ax` (docs/cli.md, "ax").
 pub mod exit {
     pub const OK: i32 = 0;
     pub const FAILED: i32 = 1;

@@ -122,7 +122,7 @@ impl Out<'_> {
     }
 }
 
-/// Runs one remote command; returns the exit code of SPEC §6.
+/// Runs one remote command; returns its exit code (docs/cli.md, "ax").
 pub async fn run(
     socket: &SocketChoice,
     json: bool,

@@ -1,4 +1,4 @@
-//! `ax-tui`, the operations console (SPEC §7).
+//! `ax-tui`, the operations console (docs/console.md).
 //!
 //! One event enum (`state::Event`) merges terminal input, daemon
 //! notifications and a clock tick; `App::on_daemon`/`on_tick`/`update`
