@@ -175,7 +175,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         .with_context(|| format!("cannot read {db}"))?;
     let metrics_shared = crate::metrics::Shared::default();
 
-    // 3. executor, writer, scheduler, jobs folder
+    // 2. reaper, log shipper, executor, clock, writer, pruner, cluster
+    //    (heartbeat, claimer, feed), scheduler, jobs folder
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let shutdown = {
         let tx = tx.clone();
@@ -388,7 +389,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let mut folder = crate::dags::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
     // Scans after this one run on their own thread; the scheduler only
-    // puts their results in force (docs/operations.md).
+    // puts their results in force (docs/operations.md, "Jobs folder: loops,
+    // huge files, unreadable folders").
     crate::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics_shared.clone())
         .context("cannot start the jobs folder's scanner thread")?;
     let _watch = crate::watcher::watch(&cfg.jobs_dir, move || {
@@ -396,7 +398,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     })
     .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?;
 
-    // 4. accept clients, dispatch
+    // 3. accept clients, dispatch
     let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
     // The socket's folders must be axd's user's alone, before axd creates
     // what is missing and again once it has (`socket_dir`).

@@ -6,13 +6,14 @@
 //! * Attempts are started and supervised by a few long-lived *spawner*
 //!   threads, each running its own single-threaded tokio runtime. The
 //!   scheduler hands a spawn order straight to one of them, which builds the
-//!   command, forks, reports `Started` and keeps the attempt's supervising
-//!   task on its own runtime. A run therefore wakes only the spawner thread
-//!   twice (the order, the exit) and never the daemon's socket runtime: each
-//!   cross-thread hand-off is a context switch, and those were the largest
-//!   part of axd's cost per no-op run (BENCHMARKS.md).
+//!   command, starts the process (`crate::spawn`), reports `Started` and
+//!   keeps the attempt's supervising task on its own runtime. A run
+//!   therefore wakes only the spawner thread twice (the order, the exit)
+//!   and never the daemon's socket runtime: each cross-thread hand-off is
+//!   a context switch, which BENCHMARKS.md measured as the largest part
+//!   of axd's cost per no-op run.
 //! * The threads live as long as the daemon because `PR_SET_PDEATHSIG`
-//!   fires when the thread that forked the child exits: children die with
+//!   fires when the thread that created the child exits: children die with
 //!   the daemon and not with some recycled worker thread.
 //! * stdout and stderr share one pipe, so the log file has them in arrival
 //!   order; the log is capped at `logs.max_bytes` with a marker line.
@@ -40,7 +41,7 @@ use ax_engine::{Input, RunId, SpawnOrder};
 mod output;
 use output::{OutputBeats, read_output};
 
-/// Threads that fork and supervise job processes. A fork+exec blocks its
+/// Threads that start and supervise job processes. A clone+exec blocks its
 /// thread until the child has exec'ed (CLONE_VFORK, ~0.3 ms for `sh`), so
 /// one thread would cap starts well below the machine's rate.
 const SPAWNER_THREADS: usize = 4;
@@ -173,7 +174,7 @@ impl Executor {
 }
 
 /// A spawner thread's body: starts each attempt it is handed and keeps the
-/// attempts' supervising tasks. The fork blocks this thread (and so its
+/// attempts' supervising tasks. The clone blocks this thread (and so its
 /// other tasks) for the fraction of a millisecond until the child execs;
 /// that is the price of one thread doing both, and less than a hand-off.
 async fn spawner(

@@ -1,5 +1,6 @@
-//! The ax daemon: the scheduling engine and the runtime around it (store,
-//! executor, socket server, jobs-folder watcher).
+//! The ax daemon: the runtime around the engine (`ax-engine`): store,
+//! writer, executor, socket server, jobs-folder watcher and, in a cluster,
+//! the node registry, claimer, feed and log shipper.
 
 pub mod claimer;
 pub mod cluster;

@@ -1,10 +1,9 @@
 //! Log shipping in a cluster (docs/operations.md, "Cluster": a log reads
 //! the same through any node). The node that runs an attempt writes its
 //! log file as a single axd does; this thread copies each file's new
-//! bytes to the store
-//! (`log_chunks`) and, once the attempt has ended and all of it is there,
-//! marks the log complete (`log_done`). Another node's `logs` request
-//! reads the store (`crate::server`).
+//! bytes to the store (`log_chunks`) and, once the attempt has ended and
+//! all of it is there, marks the log complete (`log_done`). Another node's
+//! `logs` request reads the store (`crate::server_logs`).
 //!
 //! What it ships is the file, so the `logs.max_bytes` cap, its marker
 //! lines and secret redaction hold in the store exactly as in the file.

@@ -1,5 +1,5 @@
-//! The pruner thread (docs/config.md, "[logs]"; docs/job-files.md,
-//! "[history]"): deletes finished DAG runs past `logs.retain` or beyond
+//! The pruner thread (docs/config.md, "`[logs]`"; docs/job-files.md,
+//! "`[history]`"): deletes finished DAG runs past `logs.retain` or beyond
 //! their DAG's `history.keep_runs`, with their runs, attempts, events and
 //! log files, on its own store connection.
 //!

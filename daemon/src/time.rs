@@ -1,5 +1,13 @@
-//! The only module that reads the real clocks. Everything else is given
-//! the time by its caller.
+//! The clocks of the engine and of what axd records: every time a
+//! scheduler step, a stored record or an engine deadline uses is read here
+//! ([`now_ms`], [`steady_ms`]) and handed on by the caller; in a cluster,
+//! leases and the waiting time of offered DAG runs are on the database's
+//! clock (`store::postgres`). Other modules read `Instant::now` only for
+//! timeouts and durations of their own (socket deadlines, rate-limited log
+//! lines, latencies, the writer's retries); the heartbeat thread reads
+//! `CLOCK_BOOTTIME` (`cluster`), which goes on through a suspend as the
+//! database's clock does; and the wall clock makes names unique (a new
+//! node id in `cluster`, a stale log's suffix in `executor`).
 //!
 //! Two clocks (docs/operations.md, "Clock steps and suspend"):
 //!

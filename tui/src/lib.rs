@@ -1,4 +1,5 @@
-//! The `ax` CLI and the `ax-tui` console.
+//! The `ax` CLI and the `ax-tui` console, and the DAG drawing both use
+//! (`dagdraw`).
 
 pub mod cli;
 pub mod console;

@@ -21,7 +21,7 @@ fn ax(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// docs/cli.md as the binary's `--help` answers make it now.
+/// docs/cli.md as the binary's `--help` answers make it.
 fn generated_reference() -> String {
     markdown("ax", |path| {
         let mut args: Vec<&str> = path.iter().map(String::as_str).collect();

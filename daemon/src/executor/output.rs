@@ -342,7 +342,8 @@ mod tests {
         assert_eq!(sent.lock().unwrap().len(), 2);
         assert_eq!(beats.owed_at(), None, "nothing owed after the flush");
         // A read 0.7 s after the last beat is reported at once, whatever
-        // happened a second before (the old one-per-second limit lost it).
+        // happened a second before (a limit of one beat per second would
+        // lose it).
         beats.output(at(825), &events);
         assert_eq!(*sent.lock().unwrap(), vec![run; 3]);
     }

@@ -470,8 +470,9 @@ impl Scheduler {
     }
 
     /// Pauses or resumes the target's DAGs. Each DAG it changes gets a
-    /// DAG-level event naming `actor` (the audit trail, docs/operations.md);
-    /// `None` records none, for a change another node already recorded.
+    /// DAG-level event naming `actor` (the audit trail, docs/operations.md,
+    /// "Files and logs"); `None` records none, for a change another node
+    /// already recorded.
     fn pause(
         &mut self,
         now: Millis,

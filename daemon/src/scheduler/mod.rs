@@ -9,14 +9,15 @@
 //! (`time::steady_ms`); the wall clock is handed to the engine when it
 //! moved against it, and a deadline found overdue by more than
 //! `PAUSE_THRESHOLD` (axd could not run) makes the engine settle first
-//! (docs/operations.md, "axd paused"). It hands the step's spawn and kill
-//! orders to the executor at once, and the step's changes, with the answers
-//! and notifications that depend on them, to the writer thread (`writer`),
-//! which sends those only once the step is durable.
+//! (docs/operations.md, "axd paused (SIGSTOP, VM pause)"). It hands the
+//! step's spawn and kill orders to the executor at once, and the step's
+//! changes, with the answers and notifications that depend on them, to the
+//! writer thread (`writer`), which sends those only once the step is
+//! durable.
 //!
-//! Requests are answered by `handlers` (one function per request), views
-//! built by `views`, DAGs kept by `registry`, the jobs folder's scans put
-//! in force by `scans`.
+//! Requests are answered by `handlers` (one function per request, `submit`
+//! for submissions), views built by `views`, DAGs kept by `registry`, the
+//! jobs folder's scans put in force by `scans`.
 
 mod handlers;
 mod registry;

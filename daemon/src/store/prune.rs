@@ -1,4 +1,4 @@
-//! Deleting finished DAG runs (retention: docs/config.md, "[logs]"), for
+//! Deleting finished DAG runs (retention: docs/config.md, "`[logs]`"), for
 //! the pruner thread's own connection (`crate::retention`): the `Prune`
 //! trait, and its SQLite implementation (PostgreSQL's is in
 //! `postgres/prune.rs`).

@@ -1,10 +1,11 @@
 //! The SQLite store: WAL, `synchronous = FULL` by default, `BEGIN
 //! IMMEDIATE` for every write, schema versioned in `user_version`.
 //!
-//! Two connections to one database: the scheduler thread's serves reads,
-//! the writer thread's writes. Every commit is one transaction (group
-//! commit: the steps waiting at the writer, however many submissions and
-//! transitions they hold, cost one fsync).
+//! Three connections to one database: the scheduler thread's serves reads,
+//! the writer thread's writes, the pruner's deletes in short batches
+//! (`store::prune`). Every commit is one transaction (group commit: the
+//! steps waiting at the writer, however many submissions and transitions
+//! they hold, cost one fsync).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -4,8 +4,8 @@
 //! notifications and a clock tick; `App::on_daemon`/`on_tick`/`update`
 //! change the state and return requests for the daemon tasks (`net`);
 //! `ui::render` draws the state and nothing else; key bindings are data
-//! (`keymap`). Lists are views of resources (runs, DAGs, pools, events),
-//! k9s style.
+//! (`keymap`). Lists are views of resources (runs, DAGs, pools, events,
+//! nodes), k9s style.
 
 pub mod action;
 pub mod columns;

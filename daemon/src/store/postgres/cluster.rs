@@ -39,7 +39,7 @@ pub const DONE_CHANNEL: &str = "ax_done";
 const RECONNECT: Duration = Duration::from_secs(1);
 
 /// Claims offered DAG runs for node `$4`, at most `$1`, by effective
-/// priority (docs/config.md, "[aging]": `min(cap $2, priority +
+/// priority (docs/config.md, "`[aging]`": `min(cap $2, priority +
 /// ⌊waited / every $3⌋)`, a priority above the cap kept), then oldest
 /// first. Without a sort of every offered row: the oldest of a priority
 /// level has the highest effective priority of its level, so a loose

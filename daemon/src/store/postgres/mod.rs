@@ -5,7 +5,8 @@
 //! go in one multi-row statement per table).
 //!
 //! Why a runtime of its own: the `Store` trait is synchronous. The writer
-//! thread, the scheduler thread (reads) and the pruner each call it from a
+//! thread, the scheduler thread (reads), the pruner and the cluster's
+//! threads (heartbeat, claimer, feed, log shipper) each call it from a
 //! plain OS thread and wait for the answer, as with SQLite, while
 //! tokio-postgres is async. So the store owns a runtime with one worker
 //! thread, on which the pool's connection tasks run, and each call blocks
