@@ -1,5 +1,6 @@
 //! The store writer: one thread that makes the scheduler's steps durable,
-//! so the scheduler never waits for an fsync.
+//! so the scheduler does not wait for an fsync (only for room in the
+//! writer's bounded queue, when the store falls that far behind).
 //!
 //! The scheduler decides a step, sends its spawn and kill orders at once,
 //! and hands the step's changes to this thread with the answers and the
