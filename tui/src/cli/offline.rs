@@ -1,7 +1,7 @@
 //! The commands that need no daemon: `ax validate` and `ax cron next`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ax_shared::cron::{Schedule, parse_zone};
 use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, load_file};
@@ -10,7 +10,8 @@ use serde_json::json;
 
 use ax_shared::time::{format_in_zone, format_utc_ms};
 
-use super::exit;
+use crate::cli::args::{CronNextArgs, ValidateArgs};
+use crate::cli::exit;
 
 /// `ax cron next EXPR [--tz TZ] [--from RFC3339] [-n N]`: prints the next N
 /// fire times strictly after FROM, one RFC 3339 instant per line in the
@@ -18,12 +19,10 @@ use super::exit;
 pub fn cron_next(
     out: &mut dyn Write,
     err: &mut dyn Write,
-    expr: &str,
-    tz: Option<&str>,
-    from: Option<&str>,
-    n: usize,
+    args: &CronNextArgs,
     as_json: bool,
 ) -> i32 {
+    let expr = args.expr.as_str();
     let schedule = match Schedule::parse(expr) {
         Ok(s) => s,
         Err(e) => {
@@ -31,14 +30,14 @@ pub fn cron_next(
             return exit::USAGE;
         }
     };
-    let zone = match parse_zone(tz.unwrap_or("local")) {
+    let zone = match parse_zone(args.tz.as_deref().unwrap_or("local")) {
         Ok(z) => z,
         Err(e) => {
             let _ = writeln!(err, "ax: --tz: {e}");
             return exit::USAGE;
         }
     };
-    let from: DateTime<Utc> = match from {
+    let from: DateTime<Utc> = match args.from.as_deref() {
         None => Utc::now(),
         Some(text) => match DateTime::parse_from_rfc3339(text) {
             Ok(t) => t.with_timezone(&Utc),
@@ -51,7 +50,7 @@ pub fn cron_next(
             }
         },
     };
-    let times = schedule.upcoming(from, &zone, n);
+    let times = schedule.upcoming(from, &zone, usize::from(args.n));
     let shown: Vec<String> = times.iter().map(|t| format_in_zone(*t, &zone)).collect();
     if as_json {
         let doc = json!({
@@ -76,16 +75,18 @@ pub fn cron_next(
 pub fn validate(
     out: &mut dyn Write,
     err: &mut dyn Write,
-    files: &[PathBuf],
-    jobs_dir: Option<&Path>,
-    pools: Option<Vec<String>>,
+    args: &ValidateArgs,
     as_json: bool,
 ) -> i32 {
+    let files = &args.files;
+    let jobs_dir = args.jobs_dir.as_deref();
     if files.is_empty() {
         let _ = writeln!(err, "ax validate: give at least one job file");
         return exit::USAGE;
     }
-    let opts = ValidateOptions { pools };
+    let opts = ValidateOptions {
+        pools: args.pools.clone(),
+    };
     let mut parsed: Vec<DagFile> = Vec::new();
     let mut failures: Vec<(PathBuf, Vec<FileError>)> = Vec::new();
     for f in files {
