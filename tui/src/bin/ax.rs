@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use ax_protocol::client::SocketChoice;
 use ax_tui::cli::args::{Cli, Command, CronCommand};
-use ax_tui::cli::remote::Stdout;
+use ax_tui::cli::remote::StdoutKind;
 use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser};
 
@@ -53,7 +53,7 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
                 &socket,
                 cli.json,
                 command,
-                Stdout::detect(),
+                StdoutKind::detect(),
                 &mut out,
                 &mut err,
             )))

@@ -13,8 +13,9 @@ use clap::{Args, Parser, Subcommand};
 pub use events::{EventsArgs, Since};
 pub use submit::SubmitArgs;
 
-// Plain comments on the clap types below: a doc comment would become
-// part of the `--help` text.
+// Plain comments on `Cli` and on the command enums: a doc comment there
+// would become part of the `--help` text. A command's help is its
+// variant's doc comment, which takes the place of its `Args` struct's.
 
 // The whole command line: the global flags and one command.
 #[derive(Parser, Debug)]

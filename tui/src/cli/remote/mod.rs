@@ -31,7 +31,7 @@ use crate::cli::args::RemoteCommand;
 use crate::cli::exit;
 use out::{Out, tell};
 
-pub use out::Stdout;
+pub use out::StdoutKind;
 
 /// Runs one remote command on the daemon at `socket`; returns its exit
 /// code (`ax --help`, "Exit codes").
@@ -39,7 +39,7 @@ pub async fn run(
     socket: &SocketChoice,
     json: bool,
     command: &RemoteCommand,
-    stdout: Stdout,
+    stdout: StdoutKind,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {

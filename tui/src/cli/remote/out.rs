@@ -31,17 +31,17 @@ pub(super) use tell;
 /// `terminal::TerminalText` instead of byte for byte), and whether colours
 /// may be used on it (`ax dag --run`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Stdout {
+pub struct StdoutKind {
     pub terminal: bool,
     pub colour: bool,
 }
 
-impl Stdout {
+impl StdoutKind {
     /// The process's stdout: colours on a terminal unless `NO_COLOR` is
     /// set to a non-empty value.
     pub fn detect() -> Self {
         let terminal = std::io::stdout().is_terminal();
-        Stdout {
+        StdoutKind {
             terminal,
             colour: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         }
@@ -59,7 +59,7 @@ pub(super) struct Out<'a> {
     pub(super) err: &'a mut dyn Write,
     /// `--json`: one JSON document (NDJSON for streams) instead of text.
     pub(super) json: bool,
-    pub(super) stdout: Stdout,
+    pub(super) stdout: StdoutKind,
 }
 
 impl Out<'_> {
