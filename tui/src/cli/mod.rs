@@ -1,16 +1,10 @@
-//! `ax`: commands, output formats and exit codes (docs/cli.md).
+//! `ax`: its command line (`args`), the commands that need no daemon
+//! (`offline`), those that talk to it (`remote`), the generated reference
+//! (`reference`) and the exit codes (`exit`); docs/cli.md is the user's
+//! reference.
 
-pub mod access;
-pub mod nodes;
+pub mod args;
+pub mod exit;
 pub mod offline;
 pub mod reference;
 pub mod remote;
-
-/// Exit codes of `ax` (docs/cli.md, "ax").
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const FAILED: i32 = 1;
-    pub const USAGE: i32 = 2;
-    pub const UNREACHABLE: i32 = 3;
-    pub const NOT_FOUND: i32 = 4;
-}

@@ -1,16 +1,17 @@
 //! The commands that need no daemon: `ax validate` and `ax cron next`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ax_shared::cron::{Schedule, parse_zone};
 use ax_shared::jobfile::{DagFile, FileError, ValidateOptions, check_after, load_file};
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
 use ax_shared::time::{format_in_zone, format_utc_ms};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde_json::{Value, json};
 
-use super::exit;
+use crate::cli::args::{CronNextArgs, ValidateArgs};
+use crate::cli::exit;
 
 /// `ax cron next EXPR [--tz TZ] [--from RFC3339] [-n N]`: prints the next N
 /// fire times strictly after FROM, one RFC 3339 instant per line in the
@@ -18,12 +19,10 @@ use super::exit;
 pub fn cron_next(
     out: &mut dyn Write,
     err: &mut dyn Write,
-    expr: &str,
-    tz: Option<&str>,
-    from: Option<&str>,
-    n: usize,
+    args: &CronNextArgs,
     as_json: bool,
 ) -> i32 {
+    let expr = args.expr.as_str();
     let schedule = match Schedule::parse(expr) {
         Ok(s) => s,
         Err(e) => {
@@ -31,14 +30,14 @@ pub fn cron_next(
             return exit::USAGE;
         }
     };
-    let zone = match parse_zone(tz.unwrap_or("local")) {
+    let zone = match parse_zone(args.tz.as_deref().unwrap_or("local")) {
         Ok(z) => z,
         Err(e) => {
             let _ = writeln!(err, "ax: --tz: {e}");
             return exit::USAGE;
         }
     };
-    let from: DateTime<Utc> = match from {
+    let from: DateTime<Utc> = match args.from.as_deref() {
         None => Utc::now(),
         Some(text) => match DateTime::parse_from_rfc3339(text) {
             Ok(t) => t.with_timezone(&Utc),
@@ -51,7 +50,7 @@ pub fn cron_next(
             }
         },
     };
-    let times = schedule.upcoming(from, &zone, n);
+    let times = schedule.upcoming(from, &zone, usize::from(args.n));
     let shown: Vec<String> = times.iter().map(|t| format_in_zone(*t, &zone)).collect();
     if as_json {
         let doc = json!({
@@ -76,16 +75,18 @@ pub fn cron_next(
 pub fn validate(
     out: &mut dyn Write,
     err: &mut dyn Write,
-    files: &[PathBuf],
-    jobs_dir: Option<&Path>,
-    pools: Option<Vec<String>>,
+    args: &ValidateArgs,
     as_json: bool,
 ) -> i32 {
+    let files = &args.files;
+    let jobs_dir = args.jobs_dir.as_deref();
     if files.is_empty() {
         let _ = writeln!(err, "ax validate: give at least one job file");
         return exit::USAGE;
     }
-    let opts = ValidateOptions { pools };
+    let opts = ValidateOptions {
+        pools: args.pools.clone(),
+    };
     let mut parsed: Vec<DagFile> = Vec::new();
     let mut failures: Vec<(PathBuf, Vec<FileError>)> = Vec::new();
     for f in files {
@@ -103,69 +104,11 @@ pub fn validate(
     let now = Utc::now();
     let mut docs = Vec::new();
     for d in &parsed {
-        let errs: Vec<&FileError> = cross
-            .iter()
-            .filter(|(n, _)| *n == d.spec.name)
-            .map(|(_, e)| e)
-            .collect();
-        let zone = d
-            .spec
-            .timezone
-            .as_deref()
-            .and_then(|z| parse_zone(z).ok())
-            .unwrap_or_else(|| parse_zone("local").unwrap_or(chrono_tz::UTC));
-        let next: Vec<DateTime<Utc>> = d
-            .spec
-            .schedule
-            .as_deref()
-            .and_then(|s| Schedule::parse(s).ok())
-            .map(|s| s.upcoming(now, &zone, 5))
-            .unwrap_or_default();
+        let checked = Checked::new(d, &cross, now);
         if as_json {
-            docs.push(json!({
-                "file": d.spec.file,
-                "name": d.spec.name,
-                "ok": errs.is_empty(),
-                "errors": errs,
-                "jobs": d.spec.jobs.iter().map(|j| json!({"id": j.id, "deps": j.deps, "pool": j.pool, "priority": j.priority})).collect::<Vec<_>>(),
-                "schedule": d.spec.schedule,
-                "timezone": zone.name(),
-                "next_fire": next.iter().map(|t| format_utc_ms(*t)).collect::<Vec<_>>(),
-            }));
-            continue;
-        }
-        for e in &errs {
-            let _ = writeln!(err, "{e}");
-        }
-        let _ = writeln!(
-            out,
-            "{}: DAG {:?}, {} job{}{}",
-            d.spec.file,
-            d.spec.name,
-            d.spec.jobs.len(),
-            if d.spec.jobs.len() == 1 { "" } else { "s" },
-            if errs.is_empty() { "" } else { " — INVALID" }
-        );
-        for j in &d.spec.jobs {
-            let deps = if j.deps.is_empty() {
-                String::new()
-            } else {
-                format!("  after {}", j.deps.join(", "))
-            };
-            let _ = writeln!(
-                out,
-                "  job {} [pool {}, priority {}]{deps}",
-                j.id, j.pool, j.priority
-            );
-        }
-        if let Some(s) = &d.spec.schedule {
-            let _ = writeln!(out, "  schedule {s:?} in {}; next fire times:", zone.name());
-            for t in &next {
-                let _ = writeln!(out, "    {}", format_in_zone(*t, &zone));
-            }
-        }
-        if !d.spec.after.is_empty() {
-            let _ = writeln!(out, "  triggered after: {}", d.spec.after.join(", "));
+            docs.push(checked.doc());
+        } else {
+            checked.print(out, err);
         }
     }
     for (file, errors) in &failures {
@@ -178,7 +121,7 @@ pub fn validate(
         }
     }
     if as_json {
-        let _ = writeln!(out, "{}", serde_json::Value::Array(docs));
+        let _ = writeln!(out, "{}", Value::Array(docs));
     }
     let invalid = failures.len()
         + parsed
@@ -192,5 +135,105 @@ pub fn validate(
         exit::FAILED
     } else {
         exit::OK
+    }
+}
+
+/// A job file that parsed: the errors found across files (`after`), its
+/// zone and its next five fire times.
+struct Checked<'a> {
+    dag: &'a DagFile,
+    errors: Vec<&'a FileError>,
+    zone: Tz,
+    next: Vec<DateTime<Utc>>,
+}
+
+impl<'a> Checked<'a> {
+    fn new(dag: &'a DagFile, cross: &'a [(String, FileError)], now: DateTime<Utc>) -> Self {
+        let errors = cross
+            .iter()
+            .filter(|(n, _)| *n == dag.spec.name)
+            .map(|(_, e)| e)
+            .collect();
+        let zone = dag
+            .spec
+            .timezone
+            .as_deref()
+            .and_then(|z| parse_zone(z).ok())
+            .unwrap_or_else(|| parse_zone("local").unwrap_or(chrono_tz::UTC));
+        let next = dag
+            .spec
+            .schedule
+            .as_deref()
+            .and_then(|s| Schedule::parse(s).ok())
+            .map(|s| s.upcoming(now, &zone, 5))
+            .unwrap_or_default();
+        Checked {
+            dag,
+            errors,
+            zone,
+            next,
+        }
+    }
+
+    /// `--json`: the DAG's document.
+    fn doc(&self) -> Value {
+        let spec = &self.dag.spec;
+        json!({
+            "file": spec.file,
+            "name": spec.name,
+            "ok": self.errors.is_empty(),
+            "errors": self.errors,
+            "jobs": spec.jobs.iter().map(|j| json!({"id": j.id, "deps": j.deps, "pool": j.pool, "priority": j.priority})).collect::<Vec<_>>(),
+            "schedule": spec.schedule,
+            "timezone": self.zone.name(),
+            "next_fire": self.next.iter().map(|t| format_utc_ms(*t)).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The errors on `err`; the DAG, its jobs, schedule and upstream DAGs
+    /// on `out`.
+    fn print(&self, out: &mut dyn Write, err: &mut dyn Write) {
+        let spec = &self.dag.spec;
+        for e in &self.errors {
+            let _ = writeln!(err, "{e}");
+        }
+        let _ = writeln!(
+            out,
+            "{}: DAG {:?}, {} job{}{}",
+            spec.file,
+            spec.name,
+            spec.jobs.len(),
+            if spec.jobs.len() == 1 { "" } else { "s" },
+            if self.errors.is_empty() {
+                ""
+            } else {
+                " — INVALID"
+            }
+        );
+        for j in &spec.jobs {
+            let deps = if j.deps.is_empty() {
+                String::new()
+            } else {
+                format!("  after {}", j.deps.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "  job {} [pool {}, priority {}]{deps}",
+                j.id, j.pool, j.priority
+            );
+        }
+        if let Some(s) = &spec.schedule {
+            let _ = writeln!(
+                out,
+                "  schedule {s:?} in {}; next fire times:",
+                self.zone.name()
+            );
+            for t in &self.next {
+                let _ = writeln!(out, "    {}", format_in_zone(*t, &self.zone));
+            }
+        }
+        if !spec.after.is_empty() {
+            let _ = writeln!(out, "  triggered after: {}", spec.after.join(", "));
+        }
     }
 }

@@ -18,13 +18,13 @@ const MAX_HELD: usize = 64;
 /// Filters one attempt's output, chunk by chunk: an escape sequence or a
 /// CR split between two chunks is judged once the next arrives.
 #[derive(Default)]
-pub struct TerminalText {
+pub(super) struct TerminalText {
     held: String,
 }
 
 impl TerminalText {
     /// The part of `held + chunk` that is safe to print now.
-    pub fn push(&mut self, chunk: &str) -> String {
+    pub(super) fn push(&mut self, chunk: &str) -> String {
         let mut text = std::mem::take(&mut self.held);
         text.push_str(chunk);
         let mut out = String::with_capacity(text.len());
@@ -58,7 +58,7 @@ impl TerminalText {
     }
 
     /// What is still held at the end of the output, shown escaped.
-    pub fn finish(&mut self) -> String {
+    pub(super) fn finish(&mut self) -> String {
         let held = std::mem::take(&mut self.held);
         ax_shared::visible::visible(&held).into_owned()
     }

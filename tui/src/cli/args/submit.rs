@@ -1,9 +1,6 @@
-//! The flags of `ax submit` and how they become the `submit` request.
+//! The flags of `ax submit`.
 
 use std::path::PathBuf;
-
-use ax_protocol::client::ClientError;
-use ax_protocol::request::Submit;
 
 /// The flags of `ax submit`: the `submit` request's params, as typed on
 /// the command line.
@@ -70,9 +67,22 @@ fn timeout_flag(text: &str) -> Result<String, String> {
 }
 
 impl SubmitArgs {
-    /// The first job flag given with `-f`, which has no job to apply to
-    /// alone: the file defines each job's options.
-    pub fn job_flag_refused_with_file(&self) -> Option<&'static str> {
+    /// Why these flags make no request (exit 2, checked before connecting):
+    /// neither a command nor a file, or a job flag with `-f`, which has no
+    /// job to apply to alone (the file defines each job's options).
+    pub fn usage_error(&self) -> Option<String> {
+        if self.file.is_none() && self.command.is_empty() {
+            return Some("give a command after `--`, or -f FILE.toml".into());
+        }
+        self.job_flag_refused_with_file().map(|flag| {
+            format!(
+                "{flag} cannot be used with -f: job options come from the file (edit it, or submit a single command)"
+            )
+        })
+    }
+
+    /// The first job flag given with `-f`.
+    fn job_flag_refused_with_file(&self) -> Option<&'static str> {
         self.file.as_ref()?;
         [
             ("--priority", self.priority.is_some()),
@@ -83,41 +93,5 @@ impl SubmitArgs {
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
-    }
-
-    /// The request: a job file's text (named after the file unless
-    /// `--name`), or one command (a single word list runs with `sh -c`).
-    pub fn to_params(&self) -> Result<Submit, ClientError> {
-        let mut p = Submit {
-            priority: self.priority.map(u64::from),
-            pool: self.pool.clone(),
-            timeout: self.timeout.clone(),
-            retries: self.retries.map(u64::from),
-            heartbeat: self.heartbeat.clone(),
-            unique: self.unique.clone(),
-            unique_for: self.unique_for.clone(),
-            after: (!self.after.is_empty()).then(|| self.after.clone()),
-            name: self.name.clone(),
-            ..Submit::default()
-        };
-        match &self.file {
-            Some(f) => {
-                p.toml = Some(std::fs::read_to_string(f).map_err(|e| {
-                    ClientError::Protocol(format!("cannot read {}: {e}", f.display()))
-                })?);
-                p.name = Some(
-                    self.name
-                        .clone()
-                        .or_else(|| f.file_stem().and_then(|s| s.to_str()).map(str::to_string))
-                        .unwrap_or_else(|| "adhoc".into()),
-                );
-                p.file = Some(f.display().to_string());
-            }
-            None => match self.command.as_slice() {
-                [one] => p.command = Some(one.clone()),
-                all => p.argv = Some(all.to_vec()),
-            },
-        }
-        Ok(p)
     }
 }

@@ -36,7 +36,7 @@ fn describe(path: &Path) -> String {
 }
 
 /// The lines that explain a refused connection to `socket`.
-pub fn denied(socket: &Path) -> Vec<String> {
+pub(super) fn denied(socket: &Path) -> Vec<String> {
     let mut lines = vec![format!(
         "permission denied on the socket {}:",
         socket.display()

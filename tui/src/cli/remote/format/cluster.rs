@@ -6,7 +6,7 @@ use ax_shared::RunState;
 
 /// `in the cluster: 3 running, 1 ready, 0 waiting, 0 delayed; 2 failed
 /// in the last hour`.
-pub fn cluster_runs_line(runs: &ClusterRuns) -> String {
+pub(crate) fn cluster_runs_line(runs: &ClusterRuns) -> String {
     let n = |s: RunState| runs.unfinished.get(&s).copied().unwrap_or(0);
     format!(
         "in the cluster: {} running, {} ready, {} waiting, {} delayed; {} failed in the last hour",
@@ -20,7 +20,7 @@ pub fn cluster_runs_line(runs: &ClusterRuns) -> String {
 
 /// One line per DAG the alive nodes disagree on: `etl: DIFFERS: node-b
 /// has 0123abcd (this node 89abcdef); node-c lacks it`.
-pub fn differences(dags: &[DagView]) -> Vec<String> {
+pub(crate) fn differences(dags: &[DagView]) -> Vec<String> {
     dags.iter()
         .filter_map(|d| {
             let v = d.versions.as_ref()?;
@@ -31,7 +31,7 @@ pub fn differences(dags: &[DagView]) -> Vec<String> {
 
 /// One line per node: id, host, alive or DEAD with its heartbeat's age,
 /// slots, attempts running there, version, start, and which node answered.
-pub fn lines(nodes: &[NodeView]) -> Vec<String> {
+pub(crate) fn node_lines(nodes: &[NodeView]) -> Vec<String> {
     let mut out = vec![format!(
         "nodes: {} alive of {}",
         nodes.iter().filter(|n| n.alive).count(),
@@ -121,7 +121,7 @@ mod tests {
             running: alive.then_some(3),
             ..NodeView::default()
         };
-        let l = lines(&[node("a", true, true), node("b", false, false)]);
+        let l = node_lines(&[node("a", true, true), node("b", false, false)]);
         assert!(l[1].contains("slots 8  running 3  v0.1.0"), "{}", l[1]);
         assert!(l[2].contains("slots 8  v0.1.0"), "{}", l[2]);
         assert_eq!(l[0], "nodes: 1 alive of 2");

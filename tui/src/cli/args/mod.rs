@@ -1,0 +1,263 @@
+//! The command line of `ax` as clap reads it: the global flags, every
+//! command and its flags. docs/cli.md, the man pages and the completions
+//! are generated from these types (`cli::reference`), so the doc comments
+//! on the fields and variants are the user's reference.
+
+mod events;
+mod submit;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use events::{EventsArgs, Since};
+pub use submit::SubmitArgs;
+
+// Plain comments on `Cli` and on the command enums: a doc comment there
+// would become part of the `--help` text. A command's help is its
+// variant's doc comment, which takes the place of its `Args` struct's.
+
+// The whole command line: the global flags and one command.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ax",
+    version,
+    about = "Script the ax job scheduler",
+    disable_help_subcommand = true,
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// The daemon's socket (default: $AX_SOCKET, else the XDG/system place).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// One JSON document on stdout (NDJSON for -f streams).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The exit codes of every command (`cli::exit`), shown under `ax --help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  the request failed (the daemon refused it, or the connection broke)
+  2  usage error: a bad flag or argument, found by ax or by the daemon (its
+     `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
+     `ax reload` (`invalid_config`)
+  3  axd is unreachable (every socket tried is named)
+  4  not found: no such run, DAG run or DAG
+
+Without --socket or $AX_SOCKET, ax connects to the per-user socket when it
+exists ($XDG_RUNTIME_DIR/ax/axd.sock, else $TMPDIR/ax-<uid>/ax/axd.sock: where
+axd started without --config binds), else to /run/ax/axd.sock (the system
+service). A per-user socket whose folder is another user's, or writable by
+group or others, is not used (exit 3, naming the folder).
+
+Output:
+  Text from the daemon (DAG names, messages, reasons, errors) is printed with
+  control characters shown as escapes (\\e, \\x07, \\n, \\u{9b}), so it can
+  neither act on the terminal nor forge a line. --json prints it exact.
+  `ax logs` writes a job's output byte for byte to a pipe or a file; on a
+  terminal it passes text, tabs, line ends and colours (SGR, as `less -R`)
+  and shows other escapes visibly (`ax logs RUN | cat` for the raw bytes).";
+
+// Every command, in the order `ax --help` lists them: the offline ones
+// around the block of commands that talk to the daemon.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Parse and validate job files offline: errors with line numbers, or
+    /// each DAG's jobs and next 5 fire times.
+    Validate(ValidateArgs),
+    /// Cron helpers (offline).
+    Cron(CronArgs),
+    #[command(flatten)]
+    Remote(RemoteCommand),
+    /// Print the shell completion script for ax to stdout.
+    Completions(CompletionsArgs),
+    /// Write the man pages (ax.1, ax-<command>.1) into DIR.
+    Man(ManArgs),
+}
+
+// The commands that talk to the daemon (`cli::remote`).
+#[derive(Subcommand, Debug, Clone)]
+pub enum RemoteCommand {
+    /// Daemon version, uptime, slots per pool, runs per state, job-file errors.
+    Status,
+    /// Runs, newest first.
+    Ls(LsArgs),
+    /// One run: fields, attempts, events.
+    Show(ShowArgs),
+    /// Output of an attempt (default: the latest).
+    Logs(LogsArgs),
+    /// DAGs: schedule, next fire, last run state, load error; in a cluster, whether the nodes hold the same version.
+    Dags,
+    /// The DAG drawn as text; with --run, each node's state.
+    Dag(DagArgs),
+    /// Start a DAG run now, as the DAG's `overlap` allows; says what it did.
+    ///
+    /// While a DAG run of the DAG is active, a manual trigger follows the DAG's
+    /// `overlap` like a cron slot: `allow` starts one more, `queue` waits behind
+    /// the active one, `replace` cancels it and starts, `skip` starts nothing.
+    /// Prints the new DAG run's id on stdout and on stderr what happened
+    /// (started DAG run N / queued behind DAG run M / replaced DAG run M /
+    /// skipped because DAG run M is active). Exit 0 in every case.
+    Trigger(TriggerArgs),
+    /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
+    Submit(SubmitArgs),
+    /// Cancel runs, or a whole DAG run (--dag-run).
+    Cancel(CancelArgs),
+    /// Retry ended runs (revives downstream runs cancelled because of them).
+    Retry(RetryArgs),
+    /// Stop triggering a DAG (--all: every DAG).
+    Pause(DagTargetArgs),
+    /// Resume triggering a DAG (--all: every DAG).
+    Resume(DagTargetArgs),
+    /// Re-read the config and rescan the jobs folder.
+    Reload,
+    /// Prometheus metrics (the text axd serves at `metrics_addr`).
+    Metrics,
+    /// The event log (-f: follow).
+    Events(EventsArgs),
+    /// From inside a job: a heartbeat for $AX_RUN_ID, with an optional message.
+    Heartbeat(HeartbeatArgs),
+}
+
+/// The flags of `ax validate`.
+#[derive(Args, Debug, Clone)]
+pub struct ValidateArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Name DAGs relative to this jobs folder and check `after` across files.
+    #[arg(long, value_name = "DIR")]
+    pub jobs_dir: Option<PathBuf>,
+    /// Also check pool names against these (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "POOLS")]
+    pub pools: Option<Vec<String>>,
+}
+
+/// `ax cron`: its subcommand.
+#[derive(Args, Debug, Clone)]
+pub struct CronArgs {
+    #[command(subcommand)]
+    pub command: CronCommand,
+}
+
+// The cron helpers.
+#[derive(Subcommand, Debug, Clone)]
+pub enum CronCommand {
+    /// The next N fire times strictly after FROM, one RFC 3339 instant per line.
+    Next(CronNextArgs),
+}
+
+/// The flags of `ax cron next`.
+#[derive(Args, Debug, Clone)]
+pub struct CronNextArgs {
+    /// 5 fields, 6 with seconds first, or @hourly/@daily/@weekly/@monthly/@yearly.
+    pub expr: String,
+    /// IANA time zone (default: local).
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Start instant, RFC 3339 (default: now).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// How many fire times.
+    #[arg(short = 'n', default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=10000))]
+    pub n: u16,
+}
+
+/// The flags of `ax completions`.
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The flags of `ax man`.
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    pub dir: PathBuf,
+}
+
+/// The flags of `ax ls`.
+#[derive(Args, Debug, Clone)]
+pub struct LsArgs {
+    /// Only these states (comma-separated: waiting,delayed,ready,running,success,failed,timed_out,cancelled).
+    #[arg(long)]
+    pub state: Option<String>,
+    #[arg(long)]
+    pub dag: Option<String>,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub limit: u32,
+}
+
+/// The flags of `ax show`.
+#[derive(Args, Debug, Clone)]
+pub struct ShowArgs {
+    pub run: u64,
+}
+
+/// The flags of `ax logs`.
+#[derive(Args, Debug, Clone)]
+pub struct LogsArgs {
+    pub run: u64,
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// Keep printing new output. Without --attempt: follow the whole run,
+    /// waiting while it is queued, each attempt in turn (a header per
+    /// attempt on stderr, so stdout is the job's output only), until it ends;
+    /// exit 0 if it succeeded, else 1.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+}
+
+/// The flags of `ax dag`.
+#[derive(Args, Debug, Clone)]
+pub struct DagArgs {
+    pub dag: String,
+    /// A DAG run id: show its runs' states.
+    #[arg(long)]
+    pub run: Option<u64>,
+}
+
+/// The flags of `ax trigger`.
+#[derive(Args, Debug, Clone)]
+pub struct TriggerArgs {
+    pub dag: String,
+    /// Start a DAG run even while one is active, whatever `overlap` says.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The flags of `ax cancel`.
+#[derive(Args, Debug, Clone)]
+pub struct CancelArgs {
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<u64>,
+    /// Cancel every unfinished run of this DAG run.
+    #[arg(long, value_name = "DAG_RUN", conflicts_with = "runs")]
+    pub dag_run: Option<u64>,
+}
+
+/// The flags of `ax retry`.
+#[derive(Args, Debug, Clone)]
+pub struct RetryArgs {
+    pub runs: Vec<u64>,
+}
+
+/// The flags of `ax pause` and `ax resume`: one DAG, or every DAG.
+#[derive(Args, Debug, Clone)]
+pub struct DagTargetArgs {
+    pub dag: Option<String>,
+    #[arg(long, conflicts_with = "dag")]
+    pub all: bool,
+}
+
+/// The flags of `ax heartbeat`.
+#[derive(Args, Debug, Clone)]
+pub struct HeartbeatArgs {
+    /// Progress between 0 and 1.
+    #[arg(long)]
+    pub progress: Option<f64>,
+    pub message: Option<String>,
+}
