@@ -1,4 +1,4 @@
-//! Environment files (SPEC §8 "Secrets"): the `KEY=VALUE` lines a job's
+//! Environment files (docs/job-files.md, "Secrets"): the `KEY=VALUE` lines a job's
 //! `env_file` holds.
 //!
 //! The format is the common subset of systemd's `EnvironmentFile=`, docker's

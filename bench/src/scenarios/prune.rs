@@ -1,4 +1,5 @@
-//! `ax-bench prune N` (issue 15, retention): axd starts on a store of N
+//! `ax-bench prune N` (retention, docs/config.md,
+//! "`[logs]`"): axd starts on a store of N
 //! finished runs, 90% of them past `logs.retain`, each attempt with its
 //! log file; the pruner deletes them in the background while a client
 //! submits a no-op job every few ms. Reported: the submit → answer
@@ -115,13 +116,13 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Finished runs in the store
     #[arg(default_value_t = 100_000)]
     n: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.n;
     let mut d = axd::prepare(
         "synchronous = \"full\"\nmax_concurrency = 4\n[pools.default]\nslots = 4\n[logs]\nretain = \"7d\"\n",

@@ -376,7 +376,8 @@ fn drain(sim: &mut Sim) {
     }
 }
 
-/// SPEC §4.8 with issue 13: missed slots are never skipped by overlap; under
+/// docs/job-files.md, "Catch-up and overlap": missed slots are never
+/// skipped by overlap; under
 /// `skip` (the default), `queue` and `replace` they run one after another in
 /// slot order.
 #[test]
@@ -434,7 +435,7 @@ fn first_succeeds(sim: &mut Sim, first: &Arc<DagSpec>) -> Vec<SpawnOrder> {
     sim.take_spawns()
 }
 
-/// Issue 13: `after`-triggered runs honour `overlap = "queue"` as cron runs do.
+/// `after`-triggered runs honour `overlap = "queue"` as cron runs do.
 #[test]
 fn after_triggers_queue_behind_the_active_run() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
@@ -457,7 +458,7 @@ fn after_triggers_queue_behind_the_active_run() {
     );
 }
 
-/// Issue 13: `after`-triggered runs honour `overlap = "replace"` as cron runs do.
+/// `after`-triggered runs honour `overlap = "replace"` as cron runs do.
 #[test]
 fn after_triggers_replace_the_active_run() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
