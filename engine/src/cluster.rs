@@ -1,9 +1,9 @@
-//! What the engine does differently as one node of a cluster (docs/operations.md,
-//! "Cluster"):
-//! cluster-unique ids, DAG runs offered to every node instead of queued
-//! here, DAG runs adopted from the store once claimed, and cron switched
-//! on only on the leader. A DAG run is owned whole by one node, whose
-//! engine applies every rule to it exactly as on a single node.
+//! What the engine does differently as one node of a cluster
+//! (docs/operations.md, "Cluster"): cluster-unique ids, DAG runs offered to
+//! every node instead of queued here, DAG runs adopted from the store once
+//! claimed, and cron switched on only on the leader. A DAG run is owned whole
+//! by one node, whose engine applies every rule to it exactly as on a single
+//! node.
 
 use super::*;
 

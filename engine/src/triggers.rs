@@ -1,6 +1,6 @@
-//! DAG triggers inside the engine (docs/job-files.md, "Catch-up and
-//! overlap" and the `after` field of "DAG fields"): cron slots with
-//! catch-up and overlap policies, and DAG-to-DAG `after` triggers.
+//! DAG triggers inside the engine (docs/job-files.md, "Catch-up and overlap"
+//! and the `after` field of "DAG fields"): cron slots with catch-up and
+//! overlap policies, and DAG-to-DAG `after` triggers.
 //!
 //! Cron deadlines are engine timers like any other, so `next_wakeup()`
 //! covers them and the daemon never polls. Slots and watermarks are

@@ -1,6 +1,6 @@
 //! JSON shapes of docs/protocol.md, "Shapes" (field names are part of the
-//! contract): the
-//! views of runs, DAGs and the daemon, and the answers of every method.
+//! contract): the views of runs, DAGs and the daemon, and the answers of every
+//! method.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -125,8 +125,8 @@ pub struct StatusView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Box<ConfigView>>,
     /// The cluster sharing this PostgreSQL store (docs/operations.md,
-    /// "Cluster"); absent on
-    /// SQLite. Boxed: a status rides in every `changed` notification.
+    /// "Cluster"); absent on SQLite. Boxed: a status rides in every `changed`
+    /// notification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Box<ClusterView>>,
 }
@@ -237,8 +237,8 @@ pub struct DagView {
     #[serde(default)]
     pub deps: BTreeMap<String, Vec<String>>,
     /// Whether the alive nodes of a cluster hold this version of the DAG
-    /// (docs/operations.md, "Cluster"); absent on a single node (SQLite) and before the node's
-    /// first heartbeat.
+    /// (docs/operations.md, "Cluster"); absent on a single node (SQLite) and
+    /// before the node's first heartbeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<DagVersions>,
 }

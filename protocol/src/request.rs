@@ -1,6 +1,6 @@
 //! Every method of the socket protocol (docs/protocol.md, "Methods"): its
-//! name, its params
-//! (one struct per method, field names as on the wire) and its answer.
+//! name, its params (one struct per method, field names as on the wire) and
+//! its answer.
 //!
 //! `Method` ties a params type to its name and answer type, so a client
 //! writes `client.request(GetRun { id }).await?` and gets a `RunView`.

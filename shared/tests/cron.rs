@@ -1,7 +1,7 @@
 //! docs/job-files.md, "Cron schedules" and "Time zones and daylight-saving
-//! time": cron syntax, the dom/dow rule, ISC DST rules in three zones
-//! with DST (one with a 30-minute shift), leap days, and rejected
-//! expressions; plus a property test against a brute-force search.
+//! time": cron syntax, the dom/dow rule, ISC DST rules in three zones with DST
+//! (one with a 30-minute shift), leap days, and rejected expressions; plus a
+//! property test against a brute-force search.
 
 use ax_shared::cron::Schedule;
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, TimeZone, Utc};

@@ -1,6 +1,6 @@
-//! `ax-bench access [CYCLES]`: the socket's access
-//! rules over many restarts on one state dir, every other life ended by
-//! kill -9 (which leaves a stale socket behind).
+//! `ax-bench access [CYCLES]`: the socket's access rules over many restarts on
+//! one state dir, every other life ended by kill -9 (which leaves a stale
+//! socket behind).
 //!
 //! Each cycle: the socket's mode at the first instant it exists and once
 //! serving (never wider than 0600), its directory's mode (never world

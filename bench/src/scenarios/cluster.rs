@@ -1,10 +1,9 @@
-//! `ax-bench cluster [N] [REPS] [--latency RUNS]`: no-op
-//! throughput of 1, 2 and 3 axd nodes sharing one PostgreSQL database,
-//! beside one axd on SQLite, each node with 8 slots; then the claim
-//! latency: runs submitted one at a time to node A of two, from the run's
-//! creation on A to its attempt's start, split by the node that claimed
-//! it. All nodes run on this machine and share its cores, so more nodes
-//! add claimers, not CPU.
+//! `ax-bench cluster [N] [REPS] [--latency RUNS]`: no-op throughput of 1, 2
+//! and 3 axd nodes sharing one PostgreSQL database, beside one axd on SQLite,
+//! each node with 8 slots; then the claim latency: runs submitted one at a
+//! time to node A of two, from the run's creation on A to its attempt's start,
+//! split by the node that claimed it. All nodes run on this machine and share
+//! its cores, so more nodes add claimers, not CPU.
 //!
 //! The database is a fresh one per measurement on the server of
 //! `AX_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/test`),

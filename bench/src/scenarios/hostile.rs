@@ -1,6 +1,6 @@
-//! `ax-bench hostile [--quick]`: hostile clients against
-//! one real axd, while a well-behaved client measures its own latency
-//! (`status` round trips on a kept-open connection) in every phase:
+//! `ax-bench hostile [--quick]`: hostile clients against one real axd, while a
+//! well-behaved client measures its own latency (`status` round trips on a
+//! kept-open connection) in every phase:
 //!
 //! 1. 1 GiB without a newline;
 //! 2. 10,000 random or malformed JSON-RPC frames (seeded);

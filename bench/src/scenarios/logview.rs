@@ -1,5 +1,5 @@
-//! `ax-bench logview [SECONDS]`: the console's log view keeps up
-//! with a job printing about 10,000 lines a second.
+//! `ax-bench logview [SECONDS]`: the console's log view keeps up with a job
+//! printing about 10,000 lines a second.
 //!
 //! A job prints `line N` in bursts of 1,000 lines every 0.1 s. The
 //! console's own follower task (`console::net::follow_log`, its own

@@ -1,6 +1,5 @@
-//! `ax-bench proctree [N]`: N attempts whose process
-//! trees try to outlive their job, ended by timeout (half) or cancel (half).
-//! Three kinds, in turn:
+//! `ax-bench proctree [N]`: N attempts whose process trees try to outlive
+//! their job, ended by timeout (half) or cancel (half). Three kinds, in turn:
 //!
 //! * `fork`: background children in the job's group;
 //! * `setsid`: a child in its own session, which forks again (a daemon);

@@ -1,14 +1,13 @@
-//! `ax-bench prune N` (retention, docs/config.md,
-//! "`[logs]`"): axd starts on a store of N
-//! finished runs, 90% of them past `logs.retain`, each attempt with its
-//! log file; the pruner deletes them in the background while a client
-//! submits a no-op job every few ms. Reported: the submit → answer
-//! latency (max and p99) while the pruner works, measured on the client.
-//! A submission's answer waits for its step's commit, so it covers both a
-//! scheduler step and the writer's wait for a pruning batch; a `status`
-//! read between submissions covers the scheduler step alone. The pruner's
-//! debug log gives each delete transaction's length: the longest the
-//! writer can wait for it.
+//! `ax-bench prune N` (retention, docs/config.md, "`[logs]`"): axd starts on a
+//! store of N finished runs, 90% of them past `logs.retain`, each attempt with
+//! its log file; the pruner deletes them in the background while a client
+//! submits a no-op job every few ms. Reported: the submit → answer latency
+//! (max and p99) while the pruner works, measured on the client. A
+//! submission's answer waits for its step's commit, so it covers both a
+//! scheduler step and the writer's wait for a pruning batch; a `status` read
+//! between submissions covers the scheduler step alone. The pruner's debug log
+//! gives each delete transaction's length: the longest the writer can wait for
+//! it.
 //!
 //! The store is written by the real engine and store (`commit_of`), as in
 //! the `restart` scenario.

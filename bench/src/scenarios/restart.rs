@@ -1,6 +1,5 @@
-//! `ax-bench restart [N...]`: restart with N runs in
-//! the store: mostly finished, 10% queued with
-//! dependencies, some `running` from a crash.
+//! `ax-bench restart [N...]`: restart with N runs in the store: mostly
+//! finished, 10% queued with dependencies, some `running` from a crash.
 //!
 //! The store is written by the real engine and the real SQLite store (no
 //! processes: the bench feeds `Started`/`Exited` inputs itself, and commits

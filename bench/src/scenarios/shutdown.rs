@@ -1,5 +1,5 @@
-//! `ax-bench shutdown [CYCLES]`: readiness and SIGTERM,
-//! over and over on one state dir.
+//! `ax-bench shutdown [CYCLES]`: readiness and SIGTERM, over and over on one
+//! state dir.
 //!
 //! Each cycle starts `axd` with `NOTIFY_SOCKET` pointing at a datagram
 //! socket of ours, connects the instant `READY=1` arrives and asks for

@@ -1,5 +1,5 @@
-//! `ax-bench wal [RUNS]`: the store's WAL stays bounded
-//! under steady load with a subscriber reading every notification.
+//! `ax-bench wal [RUNS]`: the store's WAL stays bounded under steady load with
+//! a subscriber reading every notification.
 //!
 //! RUNS no-op runs (default 100,000: an hour at 28 runs/s, the rate of the
 //! system ax descends from) are submitted in batches of 100 while they

@@ -1,8 +1,10 @@
 //! Chaos test of the engine: thousands of random jobs with random acyclic
-//! deps, priorities, pools, outcomes, durations, timeouts, hangs and
-//! operator actions, driven on a virtual clock until quiet. After every step
-//! the engine's invariants (`ax_engine`'s crate doc) are checked, and every dispatch is compared with
-//! a naive reference scheduler that scans all ready runs.
+//! deps, priorities, pools, outcomes, durations, timeouts, hangs and operator
+//! actions, driven on a virtual clock until quiet. After every step the
+//! scheduling rules are checked (no pool or the global limit exceeded, a run
+//! ready only once its deps allow, failures cascading at once, a `why` for
+//! every unfinished run that is not running), and every dispatch is compared
+//! with a naive reference scheduler that scans all ready runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
-//! The `timeout`, `heartbeat` and retry rules, one by one, on a virtual
-//! clock (docs/job-files.md, "Job fields" and "Retries"; docs/config.md,
-//! "`[retry]`"): timeouts,
-//! heartbeats, backoff, jitter, retry budgets and manual retries.
+//! The `timeout`, `heartbeat` and retry rules, one by one, on a virtual clock
+//! (docs/job-files.md, "Job fields" and "Retries"; docs/config.md,
+//! "`[retry]`"): timeouts, heartbeats, backoff, jitter, retry budgets and
+//! manual retries.
 
 use std::time::Duration;
 

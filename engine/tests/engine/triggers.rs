@@ -376,10 +376,9 @@ fn drain(sim: &mut Sim) {
     }
 }
 
-/// docs/job-files.md, "Catch-up and overlap": missed slots are never
-/// skipped by overlap; under
-/// `skip` (the default), `queue` and `replace` they run one after another in
-/// slot order.
+/// docs/job-files.md, "Catch-up and overlap": missed slots are never skipped
+/// by overlap; under `skip` (the default), `queue` and `replace` they run one
+/// after another in slot order.
 #[test]
 fn catchup_all_runs_every_missed_slot_in_order_whatever_the_overlap() {
     for overlap in [Overlap::Skip, Overlap::Queue, Overlap::Replace] {
