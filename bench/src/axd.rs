@@ -8,10 +8,10 @@ use anyhow::bail;
 use ax_testkit::{Conn, Daemon};
 
 /// The name this bench's connections give in `hello`.
-pub const CLIENT: &str = "ax-bench";
+pub(crate) const CLIENT: &str = "ax-bench";
 
 /// A binary built next to this one (`axd`, `ax`).
-pub fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let path = std::env::current_exe()?.with_file_name(name);
     if !path.exists() {
         bail!(
@@ -32,21 +32,21 @@ fn config(pools: &str) -> String {
 
 /// A temp dir for axd on `config` as given (the harness puts the file
 /// locations ahead of it); axd not started.
-pub fn prepare(config: &str, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
+pub(crate) fn prepare(config: &str, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
     let mut daemon = Daemon::prepare(sibling("axd")?, config, jobs)?;
     daemon.set_log_level("warn");
     Ok(daemon)
 }
 
 /// A serving axd on the bench's config, with `pools` given as TOML.
-pub fn start_pools(pools: &str, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
+pub(crate) fn start_pools(pools: &str, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
     let mut daemon = prepare(&config(pools), jobs)?;
     daemon.spawn()?;
     Ok(daemon)
 }
 
 /// A serving axd with one pool of `slots`, and as many slots in all.
-pub fn start(slots: u32, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
+pub(crate) fn start(slots: u32, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
     start_pools(
         &format!("max_concurrency = {slots}\n[pools.default]\nslots = {slots}\n"),
         jobs,
@@ -54,12 +54,12 @@ pub fn start(slots: u32, jobs: &[(&str, &str)]) -> anyhow::Result<Daemon> {
 }
 
 /// A connection that has said `hello`.
-pub fn open(socket: &Path) -> anyhow::Result<Conn> {
+pub(crate) fn open(socket: &Path) -> anyhow::Result<Conn> {
     Ok(Conn::open(socket, CLIENT)?)
 }
 
 /// axd's pid, which a started daemon has.
-pub fn pid(daemon: &Daemon) -> anyhow::Result<u32> {
+pub(crate) fn pid(daemon: &Daemon) -> anyhow::Result<u32> {
     match daemon.pid() {
         Some(pid) => Ok(pid),
         None => bail!("axd is not running"),

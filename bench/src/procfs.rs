@@ -1,7 +1,7 @@
 //! What /proc says about a process, and this process's own limits.
 
 /// A `kB` field of /proc/PID/status (`VmRSS:`, `VmHWM:`); 0 if unreadable.
-pub fn status_kib(pid: u32, key: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -12,13 +12,13 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
 }
 
 /// A process's CPU time so far (all threads, user + system), in µs, and
 /// its context switches (voluntary + involuntary, summed over threads).
-pub fn cpu_and_switches(pid: u32) -> (f64, u64) {
+pub(crate) fn cpu_and_switches(pid: u32) -> (f64, u64) {
     let tick = 1e6 / 100.0; // USER_HZ is 100 on Linux
     let cpu = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -49,7 +49,7 @@ pub fn cpu_and_switches(pid: u32) -> (f64, u64) {
 }
 
 /// Raises this process's open-files limit to the hard limit.
-pub fn raise_own_nofile() {
+pub(crate) fn raise_own_nofile() {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ax_protocol::api::{DagRunState, DagView, StatusView};
+use ax_protocol::api::{DagRunViewState, DagView, StatusView};
 use ax_protocol::client::Client;
 use serde_json::{Value, json};
 use support::*;
@@ -43,7 +43,7 @@ async fn dags_say_when_they_last_ran_and_pools_count_their_queue() {
     let before = chrono::Utc::now();
     trigger(&mut c, "quick").await;
     let ended = wait_dag(&mut c, "quick", |d| {
-        d.last_run_state == Some(DagRunState::Success)
+        d.last_run_state == Some(DagRunViewState::Success)
     })
     .await;
     let at = ended.last_run_at.and_then(|t| t.to_datetime()).unwrap();
@@ -55,7 +55,7 @@ async fn dags_say_when_they_last_ran_and_pools_count_their_queue() {
     // Active: when it started.
     trigger(&mut c, "slow").await;
     let active = wait_dag(&mut c, "slow", |d| {
-        d.last_run_state == Some(DagRunState::Active)
+        d.last_run_state == Some(DagRunViewState::Active)
     })
     .await;
     assert!(active.last_run_at.is_some(), "{active:#?}");

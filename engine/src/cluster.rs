@@ -1,8 +1,9 @@
-//! What the engine does differently as one node of a cluster (SPEC §9):
-//! cluster-unique ids, DAG runs offered to every node instead of queued
-//! here, DAG runs adopted from the store once claimed, and cron switched
-//! on only on the leader. A DAG run is owned whole by one node, whose
-//! engine applies every rule to it exactly as on a single node.
+//! What the engine does differently as one node of a cluster
+//! (docs/operations.md, "Cluster"): cluster-unique ids, DAG runs offered to
+//! every node instead of queued here, DAG runs adopted from the store once
+//! claimed, and cron switched on only on the leader. A DAG run is owned whole
+//! by one node, whose engine applies every rule to it exactly as on a single
+//! node.
 
 use super::*;
 
@@ -109,12 +110,6 @@ impl Engine {
     pub fn skip_ids_past(&mut self, run: u64, dag_run: u64) {
         self.next_run = self.next_run.max(self.ids.counter_from(run + 1));
         self.next_dag_run = self.next_dag_run.max(self.ids.counter_from(dag_run + 1));
-    }
-
-    /// Whether this engine fires cron slots (one node alone: always; in a
-    /// cluster: only the leader).
-    pub fn is_cron_leader(&self) -> bool {
-        self.cron_leader
     }
 
     /// Starts or stops firing cron slots without an input (before the

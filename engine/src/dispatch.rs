@@ -1,4 +1,5 @@
-//! Choosing which ready runs start, and preemption (SPEC §4.3–4.4).
+//! Choosing which ready runs start, and preemption (docs/config.md,
+//! "`[pools.NAME]`" and "`[burst]`").
 
 use super::*;
 
@@ -111,9 +112,10 @@ impl Engine {
         self.set_timer(id, TimerKind::Heartbeat, heartbeat.map(|h| now + h));
     }
 
-    /// SPEC §4.4: an urgent run that cannot start even with burst may stop
-    /// the lowest-priority preemptible running run (never one of equal or
-    /// higher priority). One victim per blocked urgent pool at a time.
+    /// docs/config.md, "`[burst]`": an urgent run that cannot start even with
+    /// burst may stop the lowest-priority preemptible running run (never one
+    /// of equal or higher priority). One victim per blocked urgent pool at a
+    /// time.
     pub(super) fn preempt(&mut self, now: Millis) {
         let urgent = self.cfg.burst_priority;
         let global_full = self.running_total >= self.cfg.max_concurrency + self.cfg.burst_extra;

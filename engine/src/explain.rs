@@ -1,9 +1,10 @@
-//! Why a run has not started (SPEC §3).
+//! Why a run has not started (docs/operations.md, "Reading `why`").
 
 use super::*;
 
 impl Engine {
-    /// Why an unfinished run that is not running has not started (SPEC §3).
+    /// Why an unfinished run that is not running has not started: one of
+    /// the reasons of docs/operations.md, "Reading `why`".
     pub fn why(&self, id: RunId, now: Millis) -> Option<String> {
         let run = self.runs.get(&id)?;
         match run.state {

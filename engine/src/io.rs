@@ -249,8 +249,8 @@ impl SpawnOrder {
     }
 }
 
-/// One line of the audit trail (SPEC §3). `run` is `None` for DAG-run-level
-/// events.
+/// One line of the audit trail (`ax events`, docs/cli.md). `run` is `None`
+/// for DAG-run-level events.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub at: Millis,
@@ -322,7 +322,7 @@ pub enum Effect {
 
 /// Result of one `handle` call.
 #[derive(Debug)]
-pub struct Step {
+pub struct StepOutput {
     pub reply: Result<Reply, EngineError>,
     pub effects: Vec<Effect>,
 }

@@ -1,4 +1,5 @@
-//! The scheduling engine: a pure state machine (SPEC §3–4).
+//! The scheduling engine: a pure state machine that applies the rules of
+//! docs/job-files.md and docs/config.md to runs.
 //!
 //! `Engine::handle(now, input)` applies one input at time `now` and returns
 //! what to do about it (`Effect`s: spawn, kill, events, finished DAG runs)
@@ -34,7 +35,10 @@
 //! replies, effects), `run` (runs and DAG runs), `pool` (slots, queues, the
 //! retry budget), `submit`, `restore`, `lifecycle` (transitions, cancel,
 //! retry, pause), `attempts`, `timers`, `dispatch`, `explain` (`why`),
-//! `triggers` (cron and `after`), and the data structures `queue` and `table`.
+//! `triggers` (cron and `after`), `cluster` (one node of a cluster),
+//! `reconfigure` (a reloaded config), and the data structures `queue` and
+//! `table`. `sim` drives the engine on a virtual clock for tests and
+//! benchmarks.
 
 mod attempts;
 mod cluster;
@@ -64,7 +68,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cluster::{IdScheme, PoolLease};
 pub use io::{
-    Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, Step, Submit, Unique,
+    Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, StepOutput, Submit, Unique,
     UniqueHolder,
 };
 use pool::{Pool, TokenBucket};
@@ -297,7 +301,7 @@ impl Engine {
     }
 
     /// Applies one input at `now`, then fires due timers and dispatches.
-    pub fn handle(&mut self, now: Millis, input: Input) -> Step {
+    pub fn handle(&mut self, now: Millis, input: Input) -> StepOutput {
         // Deadlines strictly before `now` happened before the input did;
         // one falling exactly at `now` loses the tie (a process that exits
         // at its timeout instant has exited, not timed out). A settle
@@ -309,7 +313,7 @@ impl Engine {
         let reply = self.apply(now, input);
         self.fire_timers(now);
         self.dispatch(now);
-        Step {
+        StepOutput {
             reply,
             effects: std::mem::take(&mut self.effects),
         }
@@ -335,11 +339,6 @@ impl Engine {
 
     pub fn run(&self, id: RunId) -> Option<&Run> {
         self.runs.get(&id)
-    }
-
-    /// Number of runs held by the engine.
-    pub fn run_count(&self) -> usize {
-        self.runs.len()
     }
 
     pub fn runs(&self) -> impl Iterator<Item = &Run> {

@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 
 use super::{Millis, RunId};
 
-/// Aging rule of SPEC §4.2: effective = min(cap, priority + ⌊ready time /
-/// every⌋); a priority above the cap is never lowered.
+/// Aging rule (docs/config.md, "`[aging]`"): effective = min(cap, priority +
+/// ⌊ready time / every⌋); a priority above the cap is never lowered.
 #[derive(Clone, Copy, Debug)]
 pub struct Aging {
     pub every: Millis,

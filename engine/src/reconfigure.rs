@@ -1,5 +1,5 @@
-//! Applying a reloaded `axd.toml` to a live engine (SPEC §5.1): pools,
-//! global slots, burst, aging, the retry rate and the default timeout
+//! Applying a reloaded `axd.toml` to a live engine (docs/config.md, "Reload"):
+//! pools, global slots, burst, aging, the retry rate and the default timeout
 //! change without a restart.
 
 use super::*;

@@ -93,10 +93,10 @@ impl Engine {
         }
     }
 
-    /// Loads unfinished DAG runs from the store at start-up (SPEC §5.3).
-    /// Runs found `running` from an earlier life get an `interrupted`
-    /// attempt and go back to `ready` without consuming a retry. Returns
-    /// the resulting effects (events to record).
+    /// Loads unfinished DAG runs from the store at start-up
+    /// (docs/operations.md, "Upgrade"). Runs found `running` from an earlier
+    /// life get an `interrupted` attempt and go back to `ready` without
+    /// consuming a retry. Returns the resulting effects (events to record).
     pub fn restore(
         &mut self,
         now: Millis,

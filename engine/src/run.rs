@@ -146,9 +146,6 @@ impl Run {
     pub fn pool(&self) -> &str {
         &self.job().pool
     }
-    pub fn kill_reason(&self) -> Option<KillReason> {
-        self.kill
-    }
     pub fn slot(&self) -> Option<u32> {
         self.slot
     }

@@ -23,18 +23,9 @@ impl Engine {
         let order = ax_shared::jobfile::job_order(&spec)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         for job in &spec.jobs {
-            if !self.pools.contains_key(&job.pool) {
-                return Err(EngineError::Invalid(format!(
-                    "job {:?}: unknown pool {:?}",
-                    job.id, job.pool
-                )));
-            }
-            if !(1..=100).contains(&job.priority) {
-                return Err(EngineError::Invalid(format!(
-                    "job {:?}: priority out of range 1-100",
-                    job.id
-                )));
-            }
+            ax_shared::rules::check_pool(&job.pool, self.pools.keys().map(String::as_str))
+                .and(ax_shared::rules::check_priority(i64::from(job.priority)))
+                .map_err(|e| EngineError::Invalid(format!("job {:?}: {e}", job.id)))?;
         }
         let index: HashMap<&str, usize> = spec
             .jobs

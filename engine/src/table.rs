@@ -22,15 +22,14 @@ use super::{Run, RunId};
 const NEAR: u64 = 4096;
 
 #[derive(Default)]
-pub struct RunTable {
+pub(crate) struct RunTable {
     base: u64,
     slots: VecDeque<Option<Run>>,
     far: HashMap<RunId, Run>,
-    len: usize,
 }
 
 impl RunTable {
-    pub fn get(&self, id: &RunId) -> Option<&Run> {
+    pub(crate) fn get(&self, id: &RunId) -> Option<&Run> {
         if !self.far.is_empty()
             && let Some(run) = self.far.get(id)
         {
@@ -42,7 +41,7 @@ impl RunTable {
         }
     }
 
-    pub fn get_mut(&mut self, id: &RunId) -> Option<&mut Run> {
+    pub(crate) fn get_mut(&mut self, id: &RunId) -> Option<&mut Run> {
         if !self.far.is_empty() && self.far.contains_key(id) {
             return self.far.get_mut(id);
         }
@@ -52,11 +51,11 @@ impl RunTable {
         }
     }
 
-    pub fn contains_key(&self, id: &RunId) -> bool {
+    pub(crate) fn contains_key(&self, id: &RunId) -> bool {
         self.get(id).is_some()
     }
 
-    pub fn insert(&mut self, id: RunId, run: Run) {
+    pub(crate) fn insert(&mut self, id: RunId, run: Run) {
         if let Some(held) = self.far.get_mut(&id) {
             *held = run;
             return;
@@ -66,9 +65,7 @@ impl RunTable {
         }
         if id.0 < self.base {
             if self.base - id.0 > NEAR {
-                if self.far.insert(id, run).is_none() {
-                    self.len += 1;
-                }
+                self.far.insert(id, run);
                 return;
             }
             for _ in id.0..self.base {
@@ -80,12 +77,10 @@ impl RunTable {
         if i >= self.slots.len() {
             self.slots.resize_with(i + 1, || None);
         }
-        if self.slots[i].replace(run).is_none() {
-            self.len += 1;
-        }
+        self.slots[i] = Some(run);
     }
 
-    pub fn remove(&mut self, id: &RunId) -> Option<Run> {
+    pub(crate) fn remove(&mut self, id: &RunId) -> Option<Run> {
         let far = if self.far.is_empty() {
             None
         } else {
@@ -98,7 +93,6 @@ impl RunTable {
                 self.slots.get_mut(i as usize)?.take()?
             }
         };
-        self.len -= 1;
         while matches!(self.slots.front(), Some(None)) {
             self.slots.pop_front();
             self.base += 1;
@@ -106,12 +100,14 @@ impl RunTable {
         Some(run)
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &Run> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Run> {
         self.far.values().chain(self.slots.iter().flatten())
     }
 
-    pub fn len(&self) -> usize {
-        self.len
+    /// Number of runs held (tests only: the engine never asks).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.values().count()
     }
 }
 

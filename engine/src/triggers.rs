@@ -1,5 +1,6 @@
-//! DAG triggers inside the engine (SPEC §4.8, §2 `after`): cron slots with
-//! catch-up and overlap policies, and DAG-to-DAG `after` triggers.
+//! DAG triggers inside the engine (docs/job-files.md, "Catch-up and overlap"
+//! and the `after` field of "DAG fields"): cron slots with catch-up and
+//! overlap policies, and DAG-to-DAG `after` triggers.
 //!
 //! Cron deadlines are engine timers like any other, so `next_wakeup()`
 //! covers them and the daemon never polls. Slots and watermarks are
@@ -20,7 +21,7 @@ use chrono::{DateTime, Utc};
 use super::*;
 
 /// Most slots `catchup = "all"` (or a queue) will run.
-pub const CATCHUP_CAP: usize = 100;
+pub(crate) const CATCHUP_CAP: usize = 100;
 
 pub(super) struct DagDef {
     pub spec: Arc<DagSpec>,
@@ -82,7 +83,8 @@ impl Trigger {
         }
     }
 
-    /// A slot's unique key `<dag>@<slot>` (SPEC §4.8): one DAG run per slot.
+    /// A slot's unique key `<dag>@<slot>`: one DAG run per slot, so a slot
+    /// fires at most once (docs/job-files.md, "Catch-up and overlap").
     fn unique_key(&self, dag: &str) -> Option<String> {
         match self {
             Trigger::Slot(slot) => Some(format!("{dag}@{}", slot_label(*slot))),

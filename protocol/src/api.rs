@@ -1,5 +1,6 @@
-//! JSON shapes of SPEC §6 (field names are part of the contract): the
-//! views of runs, DAGs and the daemon, and the answers of every method.
+//! JSON shapes of docs/protocol.md, "Shapes" (field names are part of the
+//! contract): the views of runs, DAGs and the daemon, and the answers of every
+//! method.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -123,8 +124,9 @@ pub struct StatusView {
     /// The config in force, reloads included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Box<ConfigView>>,
-    /// The cluster sharing this PostgreSQL store (SPEC §9); absent on
-    /// SQLite. Boxed: a status rides in every `changed` notification.
+    /// The cluster sharing this PostgreSQL store (docs/operations.md,
+    /// "Cluster"); absent on SQLite. Boxed: a status rides in every `changed`
+    /// notification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Box<ClusterView>>,
 }
@@ -225,7 +227,7 @@ pub struct DagView {
     pub timezone: Option<String>,
     pub next_fire: Option<Timestamp>,
     pub paused: bool,
-    pub last_run_state: Option<DagRunState>,
+    pub last_run_state: Option<DagRunViewState>,
     /// When the newest DAG run ended, or started while it is active
     /// (absent when the DAG never ran, or the daemon does not know).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,8 +237,8 @@ pub struct DagView {
     #[serde(default)]
     pub deps: BTreeMap<String, Vec<String>>,
     /// Whether the alive nodes of a cluster hold this version of the DAG
-    /// (SPEC §9); absent on a single node (SQLite) and before the node's
-    /// first heartbeat.
+    /// (docs/operations.md, "Cluster"); absent on a single node (SQLite) and
+    /// before the node's first heartbeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<DagVersions>,
 }
@@ -341,7 +343,8 @@ impl SubmitResult {
     }
 }
 
-/// What `trigger` did while a DAG run of the DAG was active (SPEC §4.6).
+/// What `trigger` did while a DAG run of the DAG was active (docs/protocol.md,
+/// "`trigger` (write)").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "overlap", rename_all = "snake_case")]
 pub enum TriggerOutcome {
@@ -366,11 +369,12 @@ pub struct LogChunk {
     pub eof: bool,
 }
 
-/// Where a DAG run is. `Finished` is said of a DAG run only the store
-/// holds, whose end state the answer does not look up.
+/// A DAG run's state as a view reports it: the engine's `DagRunState`
+/// (active, or how it ended), or `Finished`, said of a DAG run only the
+/// store holds, whose end state the answer does not look up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DagRunState {
+pub enum DagRunViewState {
     Active,
     Success,
     Failed,
@@ -378,31 +382,33 @@ pub enum DagRunState {
     Finished,
 }
 
-impl DagRunState {
-    pub const ALL: [DagRunState; 5] = [
-        DagRunState::Active,
-        DagRunState::Success,
-        DagRunState::Failed,
-        DagRunState::Cancelled,
-        DagRunState::Finished,
+impl DagRunViewState {
+    pub const ALL: [DagRunViewState; 5] = [
+        DagRunViewState::Active,
+        DagRunViewState::Success,
+        DagRunViewState::Failed,
+        DagRunViewState::Cancelled,
+        DagRunViewState::Finished,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            DagRunState::Active => "active",
-            DagRunState::Success => "success",
-            DagRunState::Failed => "failed",
-            DagRunState::Cancelled => "cancelled",
-            DagRunState::Finished => "finished",
+            DagRunViewState::Active => "active",
+            DagRunViewState::Success => "success",
+            DagRunViewState::Failed => "failed",
+            DagRunViewState::Cancelled => "cancelled",
+            DagRunViewState::Finished => "finished",
         }
     }
 
-    pub fn parse(text: &str) -> Option<DagRunState> {
-        DagRunState::ALL.into_iter().find(|s| s.as_str() == text)
+    pub fn parse(text: &str) -> Option<DagRunViewState> {
+        DagRunViewState::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 
-impl fmt::Display for DagRunState {
+impl fmt::Display for DagRunViewState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // `pad`: widths and alignment in format strings apply (table columns).
         f.pad(self.as_str())
@@ -414,7 +420,7 @@ impl fmt::Display for DagRunState {
 pub struct DagRunView {
     pub id: u64,
     pub dag: String,
-    pub state: DagRunState,
+    pub state: DagRunViewState,
     pub jobs: Vec<DagRunJob>,
 }
 
@@ -427,7 +433,7 @@ pub struct DagRunJob {
     pub state: Option<RunState>,
 }
 
-/// What a client is allowed to do (SPEC §5.5).
+/// What a client is allowed to do (docs/protocol.md, "Access").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {

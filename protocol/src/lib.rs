@@ -1,7 +1,8 @@
 //! The socket protocol (docs/protocol.md): JSON-RPC 2.0, one JSON object
 //! per line. `api` holds the typed answers (views), `request` the typed
-//! requests, `notification` what a subscriber is pushed, and `client` the
-//! async client the CLI, the console and the tests use.
+//! requests, `notification` what a subscriber is pushed, `client` the
+//! async client the CLI, the console and the tests use, and `socket_dir`
+//! where the socket lives and whether its folder can be trusted.
 //!
 //! JSON-RPC requires `error.code` to be an integer; the stable, documented
 //! error code string that clients should match on is `error.data.code`

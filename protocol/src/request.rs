@@ -1,5 +1,6 @@
-//! Every method of the socket protocol (SPEC §6): its name, its params
-//! (one struct per method, field names as on the wire) and its answer.
+//! Every method of the socket protocol (docs/protocol.md, "Methods"): its
+//! name, its params (one struct per method, field names as on the wire) and
+//! its answer.
 //!
 //! `Method` ties a params type to its name and answer type, so a client
 //! writes `client.request(GetRun { id }).await?` and gets a `RunView`.
@@ -217,22 +218,24 @@ mod run_id {
         }
     }
 
-    pub fn serialize<S: Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(id: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(*id)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         d.deserialize_any(Visitor)
     }
 
-    pub mod option {
+    pub(super) mod option {
         use super::*;
 
-        pub fn serialize<S: Serializer>(id: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        pub(crate) fn serialize<S: Serializer>(id: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
             id.serialize(s)
         }
 
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<u64>, D::Error> {
             #[derive(Deserialize)]
             struct Id(#[serde(with = "super")] u64);
             Ok(Option::<Id>::deserialize(d)?.map(|Id(id)| id))

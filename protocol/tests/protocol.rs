@@ -267,7 +267,7 @@ fn bad_parts_are_refused_whole_naming_the_part() {
     }
     let e = Request::decode("frobnicate", Value::Null).unwrap_err();
     assert_eq!(e.kind(), "method_not_found");
-    // Run ids may be given as decimal strings, as before.
+    // Run ids may also be given as decimal strings.
     assert_eq!(
         Request::decode("get_run", serde_json::json!({"id": "42"})).unwrap(),
         Request::from(GetRun { id: 42 })

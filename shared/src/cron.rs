@@ -1,4 +1,5 @@
-//! Cron schedules with the time-zone rules of SPEC §4.8.
+//! Cron schedules with the time-zone rules of docs/job-files.md, "Time zones
+//! and daylight-saving time".
 //!
 //! Parsing and wall-clock matching come from `croner` (5 or 6 fields, names,
 //! steps, lists, `L`/`W`/`#`, `@` macros, the classic day-of-month OR

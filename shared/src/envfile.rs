@@ -1,5 +1,5 @@
-//! Environment files (SPEC §8 "Secrets"): the `KEY=VALUE` lines a job's
-//! `env_file` holds.
+//! Environment files (docs/job-files.md, "Secrets"): the `KEY=VALUE` lines a
+//! job's `env_file` holds.
 //!
 //! The format is the common subset of systemd's `EnvironmentFile=`, docker's
 //! `--env-file` and shell `source`: one `KEY=VALUE` per line, blank lines and

@@ -1,6 +1,9 @@
 //! The domain model of ax, shared by every crate: DAGs, jobs and their
-//! states, job-file parsing and validation, cron schedules, durations and
-//! timestamps. No I/O runtime: the protocol and its client live in
+//! states (`model`), job-file parsing and validation (`jobfile`), cron
+//! schedules (`cron`), durations (`duration`), timestamps (`time`),
+//! environment files (`envfile`), text made safe to show (`visible`), and
+//! the rules a job's fields obey wherever the job comes from (`rules`).
+//! No I/O runtime: the protocol and its client live in
 //! `ax-protocol`, the engine in `ax-engine`.
 
 pub mod cron;
@@ -8,6 +11,7 @@ pub mod duration;
 pub mod envfile;
 pub mod jobfile;
 pub mod model;
+pub mod rules;
 pub mod time;
 pub mod visible;
 

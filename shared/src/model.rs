@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// State of a run (SPEC §3). Every run starts `Waiting` (the default).
+/// State of a run (the states `ax ls --state` takes, docs/cli.md). Every
+/// run starts `Waiting` (the default).
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
@@ -68,7 +69,7 @@ impl fmt::Display for RunState {
     }
 }
 
-/// How one attempt ended (SPEC §3).
+/// How one attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -141,7 +142,7 @@ pub enum BackoffKind {
     None,
 }
 
-/// Retry delay policy (SPEC §4.6).
+/// Retry delay policy (docs/job-files.md, "Retries").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Backoff {
     pub kind: BackoffKind,
@@ -234,9 +235,9 @@ pub struct JobSpec {
     pub exec: Exec,
     pub cwd: Option<PathBuf>,
     pub env: BTreeMap<String, String>,
-    /// A file of `KEY=VALUE` lines read at each attempt's start (SPEC §8);
-    /// every value in it is secret. Absent from specs stored before it
-    /// existed, hence the serde default.
+    /// A file of `KEY=VALUE` lines read at each attempt's start
+    /// (docs/job-files.md, "Secrets"); every value in it is secret. A
+    /// stored spec without the field decodes as none (the serde default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_file: Option<PathBuf>,
     /// Names of variables (from `env`, `env_file` or the daemon's
@@ -259,7 +260,7 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
-    /// A job with every default of SPEC §2.
+    /// A job with every default of docs/job-files.md, "Job fields".
     pub fn new(id: impl Into<String>, exec: Exec) -> JobSpec {
         JobSpec {
             id: id.into(),

@@ -1,6 +1,7 @@
-//! SPEC §4.8: cron syntax, the dom/dow rule, ISC DST rules in three zones
-//! with DST (one with a 30-minute shift), leap days, and rejected
-//! expressions; plus a property test against a brute-force search.
+//! docs/job-files.md, "Cron schedules" and "Time zones and daylight-saving
+//! time": cron syntax, the dom/dow rule, ISC DST rules in three zones with DST
+//! (one with a 30-minute shift), leap days, and rejected expressions; plus a
+//! property test against a brute-force search.
 
 use ax_shared::cron::Schedule;
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, TimeZone, Utc};
@@ -145,7 +146,8 @@ fn rejected_expressions_name_the_problem() {
     }
 }
 
-/// Brute force, minute by minute, applying SPEC §4.8 literally.
+/// Brute force, minute by minute, applying the rules of docs/job-files.md,
+/// "Time zones and daylight-saving time", literally.
 fn brute_next(
     s: &Schedule,
     after: DateTime<Utc>,

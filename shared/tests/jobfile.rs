@@ -1,4 +1,4 @@
-//! SPEC §2: job files, defaults, shorthand, and every validation error with
+//! docs/job-files.md: job files, defaults, shorthand, and every validation error with
 //! its line and column.
 
 use ax_shared::jobfile::{

@@ -381,10 +381,6 @@ impl Daemon {
         Some(status)
     }
 
-    pub fn is_running(&self) -> bool {
-        self.child.is_some()
-    }
-
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

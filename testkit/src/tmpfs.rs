@@ -59,15 +59,6 @@ impl Tmpfs {
         let _ = f.sync_all();
         Ok(Filler { path })
     }
-
-    /// Bytes still free on the file system.
-    // The field types differ between targets (u32 on some).
-    #[allow(clippy::unnecessary_cast)]
-    pub fn free_bytes(&self) -> u64 {
-        nix::sys::statvfs::statvfs(&self.path)
-            .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64)
-            .unwrap_or(0)
-    }
 }
 
 impl Drop for Tmpfs {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use ax_protocol::api::{DagRunState, DagView, EventView};
+use ax_protocol::api::{DagRunViewState, DagView, EventView};
 use ax_shared::RunState;
 use ax_shared::jobfile::FileError;
 use ax_tui::console::columns::{Kind, col, fit, widths};
@@ -60,14 +60,14 @@ fn dags() -> Vec<DagView> {
     vec![
         broken,
         DagView {
-            last_run_state: Some(DagRunState::Success),
+            last_run_state: Some(DagRunViewState::Success),
             last_run_at: t("11:30:00"),
             ..dag("etl-nightly")
         },
         dag("never-ran"),
         DagView {
             paused: true,
-            last_run_state: Some(DagRunState::Failed),
+            last_run_state: Some(DagRunViewState::Failed),
             last_run_at: t("09:00:00"),
             ..dag(LONG_DAG)
         },

@@ -1,6 +1,6 @@
-//! `ax-bench access [CYCLES]` (issue 7, item 5): the socket's access
-//! rules over many restarts on one state dir, every other life ended by
-//! kill -9 (which leaves a stale socket behind).
+//! `ax-bench access [CYCLES]`: the socket's access rules over many restarts on
+//! one state dir, every other life ended by kill -9 (which leaves a stale
+//! socket behind).
 //!
 //! Each cycle: the socket's mode at the first instant it exists and once
 //! serving (never wider than 0600), its directory's mode (never world
@@ -37,13 +37,13 @@ fn foreign_hello(socket: &Path) -> String {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Lives of axd on one state dir
     #[arg(default_value_t = 50)]
     cycles: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let cycles = args.cycles;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;

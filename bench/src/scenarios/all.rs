@@ -16,7 +16,7 @@ use crate::scenarios::throughput::{ax_noop_rate, raw_spawn_rate};
 use crate::scenarios::{latency, pueue, queued, submit};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The CI smoke sizes (tiny: the figures mean nothing)
     #[arg(long)]
     quick: bool,
@@ -42,7 +42,7 @@ fn env_list(key: &str, default: Vec<usize>) -> Vec<usize> {
         .unwrap_or(default)
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let quick = args.quick;
     let reps = args.reps.unwrap_or(if quick { 1 } else { 3 });
     let mut report = Report::default();

@@ -1,10 +1,9 @@
-//! `ax-bench cluster [N] [REPS] [--latency RUNS]` (issue 16): no-op
-//! throughput of 1, 2 and 3 axd nodes sharing one PostgreSQL database,
-//! beside one axd on SQLite, each node with 8 slots; then the claim
-//! latency: runs submitted one at a time to node A of two, from the run's
-//! creation on A to its attempt's start, split by the node that claimed
-//! it. All nodes run on this machine and share its cores, so more nodes
-//! add claimers, not CPU.
+//! `ax-bench cluster [N] [REPS] [--latency RUNS]`: no-op throughput of 1, 2
+//! and 3 axd nodes sharing one PostgreSQL database, beside one axd on SQLite,
+//! each node with 8 slots; then the claim latency: runs submitted one at a
+//! time to node A of two, from the run's creation on A to its attempt's start,
+//! split by the node that claimed it. All nodes run on this machine and share
+//! its cores, so more nodes add claimers, not CPU.
 //!
 //! The database is a fresh one per measurement on the server of
 //! `AX_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/test`),
@@ -25,7 +24,7 @@ use crate::scenarios::throughput::ax_noop_rate;
 const SLOTS_PER_NODE: u32 = 8;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// No-op runs per throughput measurement
     #[arg(default_value_t = 3000)]
     n: usize,
@@ -155,7 +154,7 @@ fn describe(name: &str, v: &mut [f64]) -> String {
     )
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut sqlite = Vec::new();
     let mut by_nodes: Vec<Vec<f64>> = vec![Vec::new(); 3];
     // Interleaved, so that a slow minute of the machine hits every setup.

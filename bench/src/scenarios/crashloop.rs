@@ -1,4 +1,4 @@
-//! `ax-bench crashloop [CYCLES] [SEED]`: SPEC §5.3 under fire.
+//! `ax-bench crashloop [CYCLES] [SEED]`: crash recovery under fire.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use crate::axd;
 use crate::measure::stats;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// kill -9 cycles
     #[arg(default_value_t = 50)]
     cycles: usize,
@@ -18,12 +18,12 @@ pub struct Args {
     seed: u64,
 }
 
-/// SPEC §5.3 under fire: kill -9 the daemon at random moments while a
+/// Crash recovery under fire: kill -9 the daemon at random moments while a
 /// client submits (single and pipelined) and jobs run; restart each time.
 /// Checks that no acknowledged submission is lost, that every run ends
 /// terminal, that no run had more counted attempts than its policy allows,
 /// and `PRAGMA integrity_check` after every crash.
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let (cycles, seed) = (args.cycles, args.seed);
     let mut rng = seed | 1;
     let mut rand = move |n: u64| {

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::axd;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shape {
+pub(crate) enum Shape {
     /// No dependencies
     Independent,
     /// Each job after the one before
@@ -25,7 +25,7 @@ pub enum Shape {
 
 impl Shape {
     /// The shapes the suite measures against `Independent`, in its order.
-    pub const AFTER_INDEPENDENT: [Shape; 4] =
+    pub(crate) const AFTER_INDEPENDENT: [Shape; 4] =
         [Shape::Chain, Shape::Fanout, Shape::Fanin, Shape::Random];
 }
 
@@ -40,7 +40,7 @@ impl std::fmt::Display for Shape {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Jobs in the DAG
     #[arg(default_value_t = 10_000)]
     size: usize,
@@ -49,7 +49,7 @@ pub struct Args {
     shapes: Vec<Shape>,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let size = args.size;
     for &shape in &args.shapes {
         let s = dag_scale(size, shape)?;
@@ -95,7 +95,7 @@ fn job_file(n: usize, shape: Shape) -> String {
 /// A DAG of `n` no-op jobs of `shape`, dropped into the jobs folder as a
 /// job file (a 100k-job DAG is ~5 MiB, beyond the 1 MiB socket frame) and
 /// triggered: seconds from the trigger to the last success.
-pub fn dag_scale(n: usize, shape: Shape) -> anyhow::Result<f64> {
+pub(crate) fn dag_scale(n: usize, shape: Shape) -> anyhow::Result<f64> {
     let toml = job_file(n, shape);
     let d = axd::start(8, &[("big.toml", &toml)])?;
     let mut c = axd::open(&d.socket)?;

@@ -1,6 +1,6 @@
-//! `ax-bench hostile [--quick]` (issue 7, item 4): hostile clients against
-//! one real axd, while a well-behaved client measures its own latency
-//! (`status` round trips on a kept-open connection) in every phase:
+//! `ax-bench hostile [--quick]`: hostile clients against one real axd, while a
+//! well-behaved client measures its own latency (`status` round trips on a
+//! kept-open connection) in every phase:
 //!
 //! 1. 1 GiB without a newline;
 //! 2. 10,000 random or malformed JSON-RPC frames (seeded);
@@ -166,7 +166,7 @@ fn malformed(rng: &mut Rng) -> Vec<u8> {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// CI sizes (a tenth or less of each phase)
     #[arg(long)]
     quick: bool,
@@ -175,7 +175,7 @@ pub struct Args {
 /// The name the hostile connections give in `hello`.
 const CLIENT: &str = "hostile";
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let quick = args.quick;
     // This process holds a thousand connections too.
     raise_own_nofile();

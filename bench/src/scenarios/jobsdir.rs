@@ -26,7 +26,7 @@ use crate::axd;
 use crate::measure::percentile;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Small job files in phases 1 and 2
     #[arg(long, default_value_t = 5_000)]
     files: usize,
@@ -155,7 +155,7 @@ fn phase(
     )
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let d = axd::start(8, &[])?;
     let jobs = d.path("jobs.d");
     let mut c = axd::open(&d.socket)?;

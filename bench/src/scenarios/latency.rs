@@ -1,4 +1,4 @@
-//! Issue 6, scenario 2: latency, measured by the jobs themselves.
+//! `ax-bench latency`: latency, measured by the jobs themselves.
 //!
 //! Each sample is a two-job DAG, `a` → `b`, both `date +%s%N` (argv, no
 //! shell), in a pool of their own so that under load they never queue
@@ -29,13 +29,13 @@ use crate::axd;
 use crate::measure::p50_p99;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Samples of each
     #[arg(default_value_t = 300)]
     n: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let show = |name: &str, v: Vec<f64>| {
         let (p50, p99) = p50_p99(&v);
         println!("{name:<44} p50 {p50:.2} ms  p99 {p99:.2} ms");
@@ -57,7 +57,7 @@ fn now_ns() -> i128 {
 }
 
 /// Clock read → spawn `date` → its print, for a process spawned here.
-pub fn raw(samples: usize) -> anyhow::Result<Vec<f64>> {
+pub(crate) fn raw(samples: usize) -> anyhow::Result<Vec<f64>> {
     let mut v = Vec::with_capacity(samples);
     for _ in 0..samples {
         let t0 = now_ns();
@@ -88,7 +88,7 @@ fn printed(c: &mut ax_testkit::Conn, run: u64) -> anyhow::Result<i128> {
 }
 
 /// (submit → started, parent exit → child started), in ms.
-pub fn ax(samples: usize, under_load: bool) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+pub(crate) fn ax(samples: usize, under_load: bool) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     let d = axd::start_pools(
         "max_concurrency = 10\n[pools.default]\nslots = 8\n[pools.lat]\nslots = 2\n",
         &[],

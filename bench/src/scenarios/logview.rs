@@ -1,5 +1,5 @@
-//! `ax-bench logview [SECONDS]` (issue 14): the console's log view keeps up
-//! with a job printing about 10,000 lines a second.
+//! `ax-bench logview [SECONDS]`: the console's log view keeps up with a job
+//! printing about 10,000 lines a second.
 //!
 //! A job prints `line N` in bursts of 1,000 lines every 0.1 s. The
 //! console's own follower task (`console::net::follow_log`, its own
@@ -22,7 +22,7 @@ use crate::axd;
 use crate::measure::percentile;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// How long to follow the log
     #[arg(default_value_t = 10)]
     seconds: u64,
@@ -35,7 +35,7 @@ fn last_line_number(text: &str) -> Option<u64> {
     last.strip_prefix("line ")?.trim().parse().ok()
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let d = axd::start(4, &[])?;
     let socket = d.socket.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,6 +1,5 @@
-//! `ax-bench proctree [N]` (issue 7, item 2): N attempts whose process
-//! trees try to outlive their job, ended by timeout (half) or cancel (half).
-//! Three kinds, in turn:
+//! `ax-bench proctree [N]`: N attempts whose process trees try to outlive
+//! their job, ended by timeout (half) or cancel (half). Three kinds, in turn:
 //!
 //! * `fork`: background children in the job's group;
 //! * `setsid`: a child in its own session, which forks again (a daemon);
@@ -66,13 +65,13 @@ fn pid_state(pid: i32) -> (bool, bool, i32) {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Attempts
     #[arg(default_value_t = 1000)]
     n: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.n;
     let mut d = axd::start(64, &[])?;
     let axd_pid = axd::pid(&d)? as i32;

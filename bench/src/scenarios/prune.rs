@@ -1,13 +1,13 @@
-//! `ax-bench prune N` (issue 15, retention): axd starts on a store of N
-//! finished runs, 90% of them past `logs.retain`, each attempt with its
-//! log file; the pruner deletes them in the background while a client
-//! submits a no-op job every few ms. Reported: the submit → answer
-//! latency (max and p99) while the pruner works, measured on the client.
-//! A submission's answer waits for its step's commit, so it covers both a
-//! scheduler step and the writer's wait for a pruning batch; a `status`
-//! read between submissions covers the scheduler step alone. The pruner's
-//! debug log gives each delete transaction's length: the longest the
-//! writer can wait for it.
+//! `ax-bench prune N` (retention, docs/config.md, "`[logs]`"): axd starts on a
+//! store of N finished runs, 90% of them past `logs.retain`, each attempt with
+//! its log file; the pruner deletes them in the background while a client
+//! submits a no-op job every few ms. Reported: the submit → answer latency
+//! (max and p99) while the pruner works, measured on the client. A
+//! submission's answer waits for its step's commit, so it covers both a
+//! scheduler step and the writer's wait for a pruning batch; a `status` read
+//! between submissions covers the scheduler step alone. The pruner's debug log
+//! gives each delete transaction's length: the longest the writer can wait for
+//! it.
 //!
 //! The store is written by the real engine and store (`commit_of`), as in
 //! the `restart` scenario.
@@ -115,13 +115,13 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Finished runs in the store
     #[arg(default_value_t = 100_000)]
     n: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.n;
     let mut d = axd::prepare(
         "synchronous = \"full\"\nmax_concurrency = 4\n[pools.default]\nslots = 4\n[logs]\nretain = \"7d\"\n",

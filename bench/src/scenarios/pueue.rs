@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// Where `pueued` and `pueue` are: `$AX_BENCH_PUEUE_DIR`, the cache this
 /// machine keeps them in, or `~/.cargo/bin`.
-pub fn pueue_dir() -> Option<PathBuf> {
+pub(crate) fn pueue_dir() -> Option<PathBuf> {
     let from_env = std::env::var_os("AX_BENCH_PUEUE_DIR").map(PathBuf::from);
     let candidates = [
         from_env,
@@ -23,7 +23,7 @@ pub fn pueue_dir() -> Option<PathBuf> {
 }
 
 /// pueue at `parallel`: `n` no-op tasks added, time until all are done.
-pub fn pueue_rate(dir: &Path, n: usize, parallel: u32) -> anyhow::Result<f64> {
+pub(crate) fn pueue_rate(dir: &Path, n: usize, parallel: u32) -> anyhow::Result<f64> {
     let tmp = tempfile::tempdir()?;
     let cfg = tmp.path().join("pueue.yml");
     std::fs::write(

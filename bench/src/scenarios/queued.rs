@@ -13,7 +13,7 @@ use crate::axd;
 use crate::measure::{Report, fmt3, fmt3f, p50_p99, stats};
 use crate::scenarios::submit::{HOLD, queue_behind_paused};
 
-pub fn run(n: usize, report: &mut Report) -> anyhow::Result<()> {
+pub(crate) fn run(n: usize, report: &mut Report) -> anyhow::Result<()> {
     let mut d = axd::start(8, &[HOLD])?;
     let mut c = axd::open(&d.socket)?;
     let queued = queue_behind_paused(&d, &mut c, n)?;

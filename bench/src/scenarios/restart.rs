@@ -1,6 +1,5 @@
-//! `ax-bench restart [N...]` (issue 6, scenario 6): restart with N runs in
-//! the store, shaped as the issue says: mostly finished, 10% queued with
-//! dependencies, some `running` from a crash.
+//! `ax-bench restart [N...]`: restart with N runs in the store: mostly
+//! finished, 10% queued with dependencies, some `running` from a crash.
 //!
 //! The store is written by the real engine and the real SQLite store (no
 //! processes: the bench feeds `Started`/`Exited` inputs itself, and commits
@@ -35,7 +34,7 @@ fn job(id: &str, pool: &str, deps: &[&str]) -> JobSpec {
 }
 
 /// The spawn orders among `effects`.
-pub fn spawn_orders(effects: &[Effect]) -> Vec<SpawnOrder> {
+pub(crate) fn spawn_orders(effects: &[Effect]) -> Vec<SpawnOrder> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -47,7 +46,7 @@ pub fn spawn_orders(effects: &[Effect]) -> Vec<SpawnOrder> {
 
 /// Writes a store of `n` runs: 90% finished, 10% queued in two-job chains
 /// (`a` → `b`) of which RUNNING `a`s are running.
-pub fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
+pub(crate) fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> {
     let mut store = SqliteStore::open(db, false)?;
     let cfg = EngineConfig {
         // Enough slots for a whole chunk of `done` runs at once.
@@ -129,7 +128,7 @@ fn config() -> String {
 }
 
 /// (launch → first answer, launch → first job started), in ms.
-pub fn measure(n: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64)> {
+pub(crate) fn measure(n: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64)> {
     let template = tempfile::tempdir()?;
     std::fs::create_dir_all(template.path().join("state"))?;
     let built = Instant::now();
@@ -173,7 +172,7 @@ pub fn measure(n: usize, reps: usize) -> anyhow::Result<(Vec<f64>, Vec<f64>, u64
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Runs in the store, one measurement series per size
     #[arg(default_values_t = [100_000, 1_000_000])]
     sizes: Vec<usize>,
@@ -182,7 +181,7 @@ pub struct Args {
 /// Restarts measured per size.
 const REPS: usize = 3;
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let (sizes, reps) = (&args.sizes, REPS);
     println!(
         "restart with N runs in the store (90% finished, 10% queued in a→b chains, {RUNNING} running from a crash)"

@@ -1,5 +1,5 @@
-//! `ax-bench shutdown [CYCLES]` (issue 7, item 3): readiness and SIGTERM,
-//! over and over on one state dir.
+//! `ax-bench shutdown [CYCLES]`: readiness and SIGTERM, over and over on one
+//! state dir.
 //!
 //! Each cycle starts `axd` with `NOTIFY_SOCKET` pointing at a datagram
 //! socket of ours, connects the instant `READY=1` arrives and asks for
@@ -28,13 +28,13 @@ fn ms_of(t: &serde_json::Value) -> Option<i64> {
 }
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Start–SIGTERM cycles
     #[arg(default_value_t = 20)]
     cycles: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let cycles = args.cycles;
     let mut d = axd::prepare(
         &format!(

@@ -15,7 +15,7 @@ use crate::measure::{fmt3f, stats};
 use crate::procfs::rss_kib;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Runs per measurement
     #[arg(default_value_t = 100_000)]
     n: usize,
@@ -25,24 +25,24 @@ pub struct Args {
 }
 
 /// The job file of the DAG `hold`, paused so that its runs stay queued.
-pub const HOLD: (&str, &str) = ("hold.toml", "command = \"true\"\n");
+pub(crate) const HOLD: (&str, &str) = ("hold.toml", "command = \"true\"\n");
 
 /// What queueing cost.
-pub struct Queued {
+pub(crate) struct Queued {
     pub seconds: f64,
     pub rss_before_kib: u64,
     pub rss_after_kib: u64,
 }
 
 impl Queued {
-    pub fn bytes_per_run(&self, n: usize) -> f64 {
+    pub(crate) fn bytes_per_run(&self, n: usize) -> f64 {
         self.rss_after_kib.saturating_sub(self.rss_before_kib) as f64 * 1024.0 / n as f64
     }
 }
 
 /// Pauses `hold`, then streams `n` triggers of it over `c`: the seconds
 /// until the last was answered, and axd's RSS around them.
-pub fn queue_behind_paused(d: &Daemon, c: &mut Conn, n: usize) -> anyhow::Result<Queued> {
+pub(crate) fn queue_behind_paused(d: &Daemon, c: &mut Conn, n: usize) -> anyhow::Result<Queued> {
     let pid = axd::pid(d)?;
     c.call("pause", json!({"dag": "hold"}))?;
     std::thread::sleep(Duration::from_millis(200));
@@ -58,7 +58,7 @@ pub fn queue_behind_paused(d: &Daemon, c: &mut Conn, n: usize) -> anyhow::Result
     })
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.n;
     let mut secs = Vec::new();
     for _ in 0..args.reps {
@@ -77,7 +77,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 /// `ax submit` as separate processes: the mean ms per call of the first
 /// and of the last 100 of `n` calls.
-pub fn ax_submit_calls(n: usize) -> anyhow::Result<(f64, f64)> {
+pub(crate) fn ax_submit_calls(n: usize) -> anyhow::Result<(f64, f64)> {
     let d = axd::start(8, &[HOLD])?;
     let ax = axd::sibling("ax")?;
     let mut times = Vec::with_capacity(n);

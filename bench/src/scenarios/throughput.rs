@@ -12,7 +12,7 @@ use crate::measure::{fmt3, stats};
 use crate::procfs::cpu_and_switches;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Runs per measurement
     #[arg(default_value_t = 10_000)]
     n: usize,
@@ -23,7 +23,7 @@ pub struct Args {
 
 /// The physical limit: spawn and reap `sh -c true` with tokio at `conc`
 /// concurrency; runs/s.
-pub fn raw_spawn_rate(n: usize, conc: usize) -> anyhow::Result<f64> {
+pub(crate) fn raw_spawn_rate(n: usize, conc: usize) -> anyhow::Result<f64> {
     let rt = ax_testkit::runtime()?;
     Ok(rt.block_on(async {
         let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(conc));
@@ -51,7 +51,7 @@ pub fn raw_spawn_rate(n: usize, conc: usize) -> anyhow::Result<f64> {
 
 /// No-op throughput through the daemon: `n` runs submitted in one pipelined
 /// batch, runs/s until the last one succeeded.
-pub fn ax_noop_rate(n: usize, slots: u32) -> anyhow::Result<f64> {
+pub(crate) fn ax_noop_rate(n: usize, slots: u32) -> anyhow::Result<f64> {
     Ok(ax_noop_profile(n, slots)?.0)
 }
 
@@ -78,7 +78,7 @@ fn ax_noop_profile(n: usize, slots: u32) -> anyhow::Result<(f64, f64, f64)> {
     ))
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.n;
     for slots in [8u32, 64] {
         let (mut raw, mut ax, mut cpu, mut sw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

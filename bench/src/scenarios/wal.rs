@@ -1,5 +1,5 @@
-//! `ax-bench wal [RUNS]` (issue 7, item 7): the store's WAL stays bounded
-//! under steady load with a subscriber reading every notification.
+//! `ax-bench wal [RUNS]`: the store's WAL stays bounded under steady load with
+//! a subscriber reading every notification.
 //!
 //! RUNS no-op runs (default 100,000: an hour at 28 runs/s, the rate of the
 //! system ax descends from) are submitted in batches of 100 while they
@@ -18,13 +18,13 @@ use serde_json::json;
 use crate::axd;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// No-op runs
     #[arg(default_value_t = 100_000)]
     runs: usize,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let runs = args.runs;
     let d = axd::start(64, &[])?;
     let wal = d.path("state/ax.db-wal");

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use ax_protocol::api::{
-    AttemptView, ClusterView, DagRunJob, DagRunState, DagRunView, DagView, EventView,
+    AttemptView, ClusterView, DagRunJob, DagRunView, DagRunViewState, DagView, EventView,
     JobsFolderView, MetricsText, PoolView, RunView, StatusView,
 };
 use ax_protocol::{Changed, Notification, RpcError, codes};
@@ -20,12 +20,12 @@ use crate::metrics::{DagStat, PoolStat, Snapshot};
 use crate::store::{LastDagRun, RunQuery};
 use ax_engine::{DagRunId, Millis, RunId};
 
-fn dag_run_state(s: ax_engine::DagRunState) -> DagRunState {
+fn dag_run_state(s: ax_engine::DagRunState) -> DagRunViewState {
     match s {
-        ax_engine::DagRunState::Active => DagRunState::Active,
-        ax_engine::DagRunState::Success => DagRunState::Success,
-        ax_engine::DagRunState::Failed => DagRunState::Failed,
-        ax_engine::DagRunState::Cancelled => DagRunState::Cancelled,
+        ax_engine::DagRunState::Active => DagRunViewState::Active,
+        ax_engine::DagRunState::Success => DagRunViewState::Success,
+        ax_engine::DagRunState::Failed => DagRunViewState::Failed,
+        ax_engine::DagRunState::Cancelled => DagRunViewState::Cancelled,
     }
 }
 
@@ -226,7 +226,7 @@ impl Scheduler {
         // An active DAG run shows when it started; an ended one when it
         // ended. One this engine holds is newer than what the store has.
         let last_run_at = match last_run_state {
-            Some(DagRunState::Active) => active.get(name).copied().or(last.map(|l| l.at)),
+            Some(DagRunViewState::Active) => active.get(name).copied().or(last.map(|l| l.at)),
             Some(_) => last.map(|l| l.at),
             None => None,
         };
@@ -261,7 +261,7 @@ impl Scheduler {
 
     /// A DAG run with its jobs' deps and states (for drawing it).
     pub(super) fn dag_run_view(&mut self, now: Millis, id: u64) -> Result<DagRunView, RpcError> {
-        let (spec, state, runs): (Arc<DagSpec>, DagRunState, Vec<RunView>) =
+        let (spec, state, runs): (Arc<DagSpec>, DagRunViewState, Vec<RunView>) =
             match self.engine.dag_run(DagRunId(id)) {
                 Some(dr) => {
                     let views = dr
@@ -291,7 +291,7 @@ impl Scheduler {
                         ..RunQuery::default()
                     };
                     let views = self.store.list_runs(&q).map_err(store_err)?;
-                    (spec, DagRunState::Finished, views)
+                    (spec, DagRunViewState::Finished, views)
                 }
             };
         let jobs = spec

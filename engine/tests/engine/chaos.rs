@@ -1,8 +1,10 @@
 //! Chaos test of the engine: thousands of random jobs with random acyclic
-//! deps, priorities, pools, outcomes, durations, timeouts, hangs and
-//! operator actions, driven on a virtual clock until quiet. After every step
-//! the invariants of SPEC §4 are checked, and every dispatch is compared with
-//! a naive reference scheduler that scans all ready runs.
+//! deps, priorities, pools, outcomes, durations, timeouts, hangs and operator
+//! actions, driven on a virtual clock until quiet. After every step the
+//! scheduling rules are checked (no pool or the global limit exceeded, a run
+//! ready only once its deps allow, failures cascading at once, a `why` for
+//! every unfinished run that is not running), and every dispatch is compared
+//! with a naive reference scheduler that scans all ready runs.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -206,7 +208,8 @@ fn reference_dispatch(
                 continue;
             }
             let at = r.ready_at.unwrap();
-            // SPEC §4.2 written out, independent of the engine's Aging
+            // The aging rule of docs/config.md, "`[aging]`", written out,
+            // independent of the engine's Aging
             let p = i64::from(r.priority());
             let cap = i64::from(cfg.aging.cap);
             let eff = if p >= cap {

@@ -1,7 +1,7 @@
-//! The engine as one node of a cluster (SPEC §9), on a virtual clock:
-//! ids by stride and offset, submitted DAG runs offered and forgotten,
-//! claimed ones adopted, pool slots only when leased, cron only on the
-//! leader.
+//! The engine as one node of a cluster (docs/operations.md, "Cluster"), on a
+//! virtual clock: ids by stride and offset, submitted DAG runs offered and
+//! forgotten, claimed ones adopted, pool slots only when leased, cron only on
+//! the leader.
 
 use std::collections::HashMap;
 

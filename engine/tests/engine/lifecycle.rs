@@ -1,6 +1,5 @@
-//! SPEC §4.7, §4.9 and the engine's life, on a virtual clock: cancel,
-//! unique keys, pause, removal, shutdown, spawn errors, bad inputs,
-//! wake-ups and eviction from memory.
+//! The engine's life, on a virtual clock: cancel, unique keys, pause, removal,
+//! shutdown, spawn errors, bad inputs, wake-ups and eviction from memory.
 
 use std::time::Duration;
 

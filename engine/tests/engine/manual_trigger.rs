@@ -1,6 +1,6 @@
-//! `ax trigger` against the DAG's overlap policy (issue 13): a manual
-//! trigger follows `overlap` like a cron slot and says what it did;
-//! `force` starts a DAG run whatever the policy.
+//! `ax trigger` against the DAG's overlap policy (docs/cli.md, "`ax
+//! trigger`"): a manual trigger follows `overlap` like a cron slot and says
+//! what it did; `force` starts a DAG run whatever the policy.
 
 use std::sync::Arc;
 

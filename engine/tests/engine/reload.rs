@@ -1,5 +1,5 @@
-//! A reloaded config changes the live engine (SPEC §5.1): pools appear,
-//! grow and shrink, the global limit and the retry rate change, and no
+//! A reloaded config changes the live engine (docs/config.md, "Reload"): pools
+//! appear, grow and shrink, the global limit and the retry rate change, and no
 //! running run is ever stopped by it.
 
 use ax_engine::sim::*;

@@ -1,5 +1,7 @@
-//! SPEC §4.5–4.6, rule by rule, on a virtual clock: timeouts,
-//! heartbeats, backoff, jitter, retry budgets and manual retries.
+//! The `timeout`, `heartbeat` and retry rules, one by one, on a virtual clock
+//! (docs/job-files.md, "Job fields" and "Retries"; docs/config.md,
+//! "`[retry]`"): timeouts, heartbeats, backoff, jitter, retry budgets and
+//! manual retries.
 
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
-//! SPEC §4.1–4.4, rule by rule, on a virtual clock: dependencies,
-//! priority and aging, slots, pools and burst, preemption.
+//! The scheduling rules, one by one, on a virtual clock: dependencies
+//! (docs/job-files.md, "Dependencies and failures"), priority and aging,
+//! slots, pools and burst, preemption (docs/config.md, "`[aging]`",
+//! "`[burst]`", "`[pools.NAME]`").
 
 use ax_engine::sim::*;
 use ax_engine::*;

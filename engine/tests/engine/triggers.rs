@@ -376,9 +376,9 @@ fn drain(sim: &mut Sim) {
     }
 }
 
-/// SPEC §4.8 with issue 13: missed slots are never skipped by overlap; under
-/// `skip` (the default), `queue` and `replace` they run one after another in
-/// slot order.
+/// docs/job-files.md, "Catch-up and overlap": missed slots are never skipped
+/// by overlap; under `skip` (the default), `queue` and `replace` they run one
+/// after another in slot order.
 #[test]
 fn catchup_all_runs_every_missed_slot_in_order_whatever_the_overlap() {
     for overlap in [Overlap::Skip, Overlap::Queue, Overlap::Replace] {
@@ -434,7 +434,7 @@ fn first_succeeds(sim: &mut Sim, first: &Arc<DagSpec>) -> Vec<SpawnOrder> {
     sim.take_spawns()
 }
 
-/// Issue 13: `after`-triggered runs honour `overlap = "queue"` as cron runs do.
+/// `after`-triggered runs honour `overlap = "queue"` as cron runs do.
 #[test]
 fn after_triggers_queue_behind_the_active_run() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
@@ -457,7 +457,7 @@ fn after_triggers_queue_behind_the_active_run() {
     );
 }
 
-/// Issue 13: `after`-triggered runs honour `overlap = "replace"` as cron runs do.
+/// `after`-triggered runs honour `overlap = "replace"` as cron runs do.
 #[test]
 fn after_triggers_replace_the_active_run() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));

@@ -422,22 +422,18 @@ impl Cx<'_> {
         if let Some(v) = get("priority")
             && let Some(p) = self.int(v, "priority")
         {
-            if (1..=100).contains(&p) {
-                job.priority = p as u8;
-            } else {
-                self.err(v.span(), format!("priority {p} out of range 1-100"));
+            match rules::check_priority(p) {
+                Ok(p) => job.priority = p,
+                Err(e) => self.err(v.span(), e.to_string()),
             }
         }
         if let Some(v) = get("pool")
             && let Some(s) = self.as_str(v, "pool")
         {
             if let Some(pools) = &opts.pools
-                && !pools.iter().any(|p| p == s)
+                && let Err(e) = rules::check_pool(s, pools.iter().map(String::as_str))
             {
-                self.err(
-                    v.span(),
-                    format!("unknown pool {s:?} (configured: {})", pools.join(", ")),
-                );
+                self.err(v.span(), e.to_string());
             }
             job.pool = s.to_string();
         }
@@ -461,10 +457,9 @@ impl Cx<'_> {
         if let Some(v) = get("retries")
             && let Some(n) = self.int(v, "retries")
         {
-            if (0..=10_000).contains(&n) {
-                job.retries = n as u32;
-            } else {
-                self.err(v.span(), format!("retries {n} out of range 0-10000"));
+            match rules::check_retries(n) {
+                Ok(n) => job.retries = n,
+                Err(e) => self.err(v.span(), e.to_string()),
             }
         }
         if let Some(v) = get("backoff") {
@@ -549,17 +544,12 @@ impl Cx<'_> {
         }
     }
 
-    /// A path that must be absolute: a job's processes start in whatever
-    /// directory axd runs in, so a relative one would mean different files
-    /// under systemd and in a terminal.
+    /// A path that must be absolute ([`rules::check_absolute`]).
     fn absolute_path(&mut self, v: &Val<'_>, what: &str) -> Option<PathBuf> {
         let s = self.as_str(v, what)?;
-        if Path::new(s).is_absolute() {
-            Some(PathBuf::from(s))
-        } else {
-            self.err(v.span(), format!("{what} {s:?} must be an absolute path"));
-            None
-        }
+        rules::check_absolute(what, s)
+            .map_err(|e| self.err(v.span(), e.to_string()))
+            .ok()
     }
 
     fn as_bool(&mut self, v: &Val<'_>, what: &str) -> Option<bool> {

@@ -1,4 +1,4 @@
-//! Job files (SPEC §2): TOML → a validated [`DagSpec`].
+//! Job files (docs/job-files.md): TOML → a validated [`DagSpec`].
 //!
 //! The whole file is checked before anything of it is used, and *every*
 //! error is reported with file, line and column. To get positions for
@@ -20,6 +20,7 @@ use crate::cron::{Schedule, parse_zone};
 use crate::duration::parse_duration;
 use crate::envfile::valid_env_name;
 use crate::model::*;
+use crate::rules;
 
 /// One problem in one file, located where the TOML allows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,7 +102,8 @@ const BACKOFF_KEYS: &[&str] = &["kind", "base", "max", "jitter"];
 /// 100,000-job DAG is about 5 MiB.
 pub const MAX_FILE_BYTES: usize = 16 << 20;
 
-/// Whether a file name is one the jobs folder ignores (SPEC §2).
+/// Whether a file name is one the jobs folder ignores (docs/job-files.md,
+/// "Names and which files are read").
 pub fn is_ignored_name(file_name: &str) -> bool {
     file_name.starts_with('.')
         || file_name.ends_with('~')

@@ -3,7 +3,7 @@
 //! the alive nodes hold the same version, and its file's error; the
 //! selected DAG's file, the nodes that differ and the whole error below.
 
-use ax_protocol::api::{DagRunState, DagView};
+use ax_protocol::api::{DagRunViewState, DagView};
 use ax_shared::time::elapsed_coarse;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -17,23 +17,23 @@ use crate::console::state::App;
 use crate::console::ui::{fg, local, parse};
 
 /// A DAG run state as a mark and its name.
-pub fn dag_run_text(s: DagRunState) -> String {
+pub fn dag_run_text(s: DagRunViewState) -> String {
     let mark = match s {
-        DagRunState::Active => '▶',
-        DagRunState::Success => '✓',
-        DagRunState::Failed => '✗',
-        DagRunState::Cancelled => '⊘',
-        DagRunState::Finished => '·',
+        DagRunViewState::Active => '▶',
+        DagRunViewState::Success => '✓',
+        DagRunViewState::Failed => '✗',
+        DagRunViewState::Cancelled => '⊘',
+        DagRunViewState::Finished => '·',
     };
     format!("{mark} {}", s.as_str())
 }
 
-fn dag_run_colour(s: DagRunState) -> Color {
+fn dag_run_colour(s: DagRunViewState) -> Color {
     match s {
-        DagRunState::Active => Color::Cyan,
-        DagRunState::Success => Color::Green,
-        DagRunState::Failed => Color::Red,
-        DagRunState::Cancelled | DagRunState::Finished => Color::DarkGray,
+        DagRunViewState::Active => Color::Cyan,
+        DagRunViewState::Success => Color::Green,
+        DagRunViewState::Failed => Color::Red,
+        DagRunViewState::Cancelled | DagRunViewState::Finished => Color::DarkGray,
     }
 }
 
