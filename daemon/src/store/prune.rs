@@ -1,5 +1,5 @@
 //! Deleting finished DAG runs (SPEC §5.2 retention), for the pruner
-//! thread's own connection (`crate::retention`): the `Prune` trait, and
+//! thread's own connection (`crate::store::retention`): the `Prune` trait, and
 //! its SQLite implementation (PostgreSQL's is in `postgres/prune.rs`).
 //!
 //! Candidates are read outside any write transaction; each batch is then
