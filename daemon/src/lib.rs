@@ -1,31 +1,30 @@
-//! The ax daemon: the runtime around the engine (`ax-engine`): store,
-//! writer, executor, socket server, jobs-folder watcher and, in a cluster,
-//! the node registry, claimer, feed and log shipper.
+//! The ax daemon: the runtime around the engine (`ax-engine`), one folder
+//! per concern:
+//!
+//! * `runtime`: start-up, signals, shutdown, the state dir, the real
+//!   clocks, fencing.
+//! * `bus`: the messages the daemon's threads send each other (`Msg`,
+//!   `Handle`, the writer's `Step`, the shared store `Fault`).
+//! * `scheduler`: the scheduler thread, owner of the engine.
+//! * `jobs_folder`: the scan, the watcher and the DAG registry.
+//! * `execution`: running attempts as processes (executor, spawn, reaper,
+//!   secrets).
+//! * `logs`: attempt log files (their paths, reading, shipping) and axd's
+//!   own log format.
+//! * `server`: the Unix socket (bind, access, connections).
+//! * `cluster`: the node registry and lease, the claimer, the feed.
+//! * `store`: SQLite and PostgreSQL, the writer thread, its journal,
+//!   retention.
+//! * `metrics`: the counters and their HTTP endpoint.
 
-pub mod claimer;
+pub mod bus;
 pub mod cluster;
 pub mod config;
-pub mod daemon;
-pub mod dags;
-pub mod executor;
-pub mod feed;
-pub mod journal;
-pub mod log_format;
-pub mod logship;
+pub mod execution;
+pub mod jobs_folder;
+pub mod logs;
 pub mod metrics;
-pub mod metrics_http;
-pub mod private;
-pub mod ratelog;
-pub mod reaper;
-pub mod retention;
+pub mod runtime;
 pub mod scheduler;
-pub mod secrets;
 pub mod server;
-mod server_logs;
-pub mod shutdown;
-pub mod spawn;
-pub mod state_dir;
 pub mod store;
-pub mod time;
-pub mod watcher;
-pub mod writer;

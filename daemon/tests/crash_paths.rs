@@ -112,14 +112,14 @@ fn a_dangling_symlink_in_the_jobs_folder_is_ignored() {
     std::os::unix::fs::symlink(jobs.join("team/loop.toml"), jobs.join("team/loop.toml")).unwrap();
     let pools = vec!["default".to_string()];
     let mut dags = BTreeMap::new();
-    let removed = ax_daemon::dags::rescan(&jobs, &pools, &mut dags);
+    let removed = ax_daemon::jobs_folder::scan::rescan(&jobs, &pools, &mut dags);
     assert!(removed.is_empty());
     let names: Vec<&str> = dags.keys().map(String::as_str).collect();
     assert_eq!(names, ["good", "linked"], "{dags:#?}");
     assert!(dags.values().all(|e| e.error.is_none()), "{dags:#?}");
     // A link that goes dangling later removes its DAG, without an error.
     std::fs::remove_file(&outside).unwrap();
-    let removed = ax_daemon::dags::rescan(&jobs, &pools, &mut dags);
+    let removed = ax_daemon::jobs_folder::scan::rescan(&jobs, &pools, &mut dags);
     assert_eq!(removed, ["linked"]);
     assert!(dags.values().all(|e| e.error.is_none()), "{dags:#?}");
 }

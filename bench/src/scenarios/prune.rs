@@ -128,7 +128,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         &[],
     )?;
     // The pruner logs each transaction's duration at debug level.
-    d.set_log_level("warn,ax_daemon::retention=debug");
+    d.set_log_level("warn,ax_daemon::store::retention=debug");
     let state = d.path("state");
     std::fs::create_dir_all(&state)?;
     let built = Instant::now();

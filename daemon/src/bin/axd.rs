@@ -17,7 +17,7 @@ struct Args {
 
 fn main() -> ExitCode {
     // Before any thread exists, so that all inherit it (see the function).
-    ax_daemon::reaper::block_sigchld();
+    ax_daemon::execution::reaper::block_sigchld();
     let args = Args::parse();
     // Plain lines (no colour) under systemd/journald or when not a terminal.
     let plain = std::env::var_os("JOURNAL_STREAM").is_some()
@@ -27,7 +27,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_ansi(!plain)
-        .fmt_fields(ax_daemon::log_format::fields())
+        .fmt_fields(ax_daemon::logs::format::fields())
         .with_writer(std::io::stderr)
         .init();
     let cfg = match &args.config {
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ended = runtime.block_on(ax_daemon::daemon::run(cfg, args.config));
+    let ended = runtime.block_on(ax_daemon::runtime::daemon::run(cfg, args.config));
     // A thread that a bounded shutdown left behind (a store call that
     // hangs) must not hold the exit: dropping the runtime would wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));

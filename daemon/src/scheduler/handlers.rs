@@ -17,7 +17,9 @@ use ax_shared::RunState;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Encoded, Peer, Scheduler};
+use super::Scheduler;
+use crate::bus::Peer;
+use crate::bus::encoded::Encoded;
 use crate::store::{EventQuery, RunQuery, StoreError};
 use ax_engine::{DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit};
 

@@ -16,11 +16,10 @@
 //! durable.
 //!
 //! Requests are answered by `handlers` (one function per request, `submit`
-//! for submissions), views built by `views`, DAGs kept by `registry`, the
+//! for submissions), views built by `views`, DAGs kept by `jobs_folder::registry`, the
 //! jobs folder's scans put in force by `scans`.
 
 mod handlers;
-mod registry;
 mod scans;
 mod submit;
 mod views;
@@ -31,249 +30,23 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::time::Duration;
 
-use ax_protocol::api::Role;
-use ax_protocol::{Method, Request, RpcError, codes};
+use ax_protocol::api::ReloadAnswer;
+use ax_protocol::{Request, RpcError, codes};
 use ax_shared::RunState;
 use serde_json::Value;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 
+use crate::bus::ExecEvent;
+use crate::bus::encoded::answers_big;
+use crate::bus::fault::Fault;
+use crate::bus::{Msg, Peer, ReplyTo, Step};
 use crate::config::Config;
-use crate::executor::{ExecEvent, Executor};
-use crate::shutdown::{Phase, Shutdown};
+use crate::execution::executor::Executor;
+use crate::jobs_folder::registry::DagRegistry;
+use crate::runtime::shutdown::{Phase, Shutdown};
+use crate::runtime::time::{now_ms, steady_ms};
 use crate::store::{Commit, Store};
-use crate::time::{now_ms, steady_ms};
-use crate::writer::{Fault, ReplyTo, Step};
 use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
-use registry::DagRegistry;
-
-/// Who is asking.
-#[derive(Clone, Debug)]
-pub struct Peer {
-    pub role: Role,
-    pub actor: Arc<str>,
-}
-
-pub enum Msg {
-    Request {
-        peer: Peer,
-        request: Request,
-        reply: ReplyTo,
-    },
-    Exec(ExecEvent),
-    /// Look at the shutdown value (it has changed).
-    Wake,
-    /// The wall clock was set (a step, a resume from suspend): the step
-    /// this message starts hands it to the engine.
-    WallStepped,
-    Reload,
-    /// A scan of the jobs folder (the scanner thread), to put in force;
-    /// `ticket` is the highest reload ticket it answers.
-    Scanned {
-        scan: Box<crate::dags::Scan>,
-        ticket: Option<u64>,
-    },
-    /// The writer committed the step that created these triggered DAG
-    /// runs: they may start.
-    TriggersDurable(Vec<DagRunId>),
-    /// The claimer claimed these DAG runs for this node (a cluster);
-    /// `done` is dropped once they are adopted and the new load published.
-    Adopt {
-        claimed: crate::store::postgres::Claimed,
-        done: Sender<()>,
-    },
-    /// The pool slots this node may use from now on (a cluster); `done`
-    /// is dropped once applied and the new state published.
-    Leases {
-        pool: String,
-        slots: Vec<u32>,
-        done: Sender<()>,
-    },
-    /// The stored set of paused DAGs changed (another node paused or
-    /// resumed some): what it was at the last beat, and now.
-    Paused {
-        before: Vec<String>,
-        now: Vec<String>,
-    },
-    /// This node became the cron leader, with the stored cron marks and
-    /// active DAG runs, or stopped being it.
-    Lead {
-        leader: bool,
-        leading: crate::store::postgres::Leading,
-    },
-    /// The highest run and DAG run ids any node has stored (a cluster).
-    IdsSeen {
-        run: u64,
-        dag_run: u64,
-    },
-    /// Events other nodes committed (a cluster), for this node's
-    /// subscribers.
-    RemoteEvents(Vec<ax_protocol::api::EventView>),
-    /// Watched DAG runs of other nodes ended (a cluster); `done` is
-    /// dropped once applied and what is still watched published.
-    EndedElsewhere {
-        dag_runs: Vec<DagRunId>,
-        done: Sender<()>,
-    },
-}
-
-/// What the socket server needs to talk to the scheduler.
-#[derive(Clone)]
-pub struct Handle {
-    pub tx: Sender<Msg>,
-    pub notify: broadcast::Sender<Arc<str>>,
-    pub log_dir: PathBuf,
-    /// The connection counts the socket server keeps.
-    pub metrics: crate::metrics::Shared,
-    /// In a cluster: where the logs of attempts that ran on other nodes
-    /// are read.
-    pub remote_logs: Option<RemoteLogs>,
-}
-
-/// The store's shipped logs, and this node's id (its own attempts' logs
-/// are its files).
-#[derive(Clone)]
-pub struct RemoteLogs {
-    pub logs: crate::store::postgres::PgLogs,
-    pub node: Arc<str>,
-}
-
-fn shutting_down() -> RpcError {
-    RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down")
-}
-
-/// Requests whose answer may be as large as a frame, and whose work grows
-/// with it: they count as a whole frame in a connection's budget
-/// (`server`), and the scheduler answers them after everything else of a
-/// step, for a bounded time per step (`Scheduler::answer_big_reads`).
-pub fn answers_big(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::ListRuns(_) | Request::Events(_) | Request::GetDagRun(_) | Request::ListDags(_)
-    )
-}
-
-/// The largest list answer the scheduler encodes: a frame, less room for
-/// the response around it (`jsonrpc`, `id`, `truncated`).
-pub const ANSWER_BUDGET: usize = ax_protocol::MAX_FRAME - 16 * 1024;
-
-/// A list answer the scheduler encoded itself, cut to fit in a frame
-/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
-/// items were left out. It reaches the connection as the value
-/// `{"encoded": TEXT, "truncated": MARKER}`, which the connection writes
-/// out as `"result": TEXT, "truncated": MARKER` (`Encoded::line`).
-#[derive(Debug, Default)]
-pub struct Encoded {
-    json: String,
-    count: usize,
-    truncated: Option<Value>,
-}
-
-impl Encoded {
-    /// Whether `request` is answered so.
-    pub fn answers(request: &Request) -> bool {
-        matches!(
-            request,
-            Request::ListRuns(_) | Request::Events(_) | Request::ListDags(_)
-        )
-    }
-
-    /// Appends `item` unless that would take the text past
-    /// `ANSWER_BUDGET`; the first item always goes in (an answer too large
-    /// even so becomes `answer_too_large` on the way out). Keys are sorted,
-    /// as in every other answer (they go through `Value`).
-    fn push<T: serde::Serialize>(&mut self, item: &T) -> Result<bool, RpcError> {
-        let text = ax_protocol::encode_answer(item)?.to_string();
-        if self.count > 0 && self.json.len() + text.len() + 2 > ANSWER_BUDGET {
-            return Ok(false);
-        }
-        self.json.push(if self.count == 0 { '[' } else { ',' });
-        self.json.push_str(&text);
-        self.count += 1;
-        Ok(true)
-    }
-
-    /// Marks the answer cut: `next` holds the params that continue it.
-    fn cut(&mut self, next: Option<Value>) {
-        let mut marker = serde_json::json!({ "returned": self.count });
-        if let Some(next) = next {
-            marker["next"] = next;
-        }
-        self.truncated = Some(marker);
-    }
-
-    fn into_value(mut self) -> Value {
-        if self.count == 0 {
-            self.json.push('[');
-        }
-        self.json.push(']');
-        serde_json::json!({ "encoded": self.json, "truncated": self.truncated })
-    }
-
-    /// The value `into_value` made, taken apart; any other value back.
-    pub fn from_value(v: Value) -> Result<Encoded, Value> {
-        match v {
-            Value::Object(mut o) if matches!(o.get("encoded"), Some(Value::String(_))) => {
-                let Some(Value::String(json)) = o.remove("encoded") else {
-                    unreachable!("checked above")
-                };
-                let truncated = o.remove("truncated").filter(|t| !t.is_null());
-                Ok(Encoded {
-                    json,
-                    count: 0,
-                    truncated,
-                })
-            }
-            other => Err(other),
-        }
-    }
-
-    /// The whole response line for request `id`, fields in the order of
-    /// `Message`.
-    pub fn line(&self, id: &Value) -> String {
-        let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}", self.json);
-        if let Some(t) = &self.truncated {
-            line.push_str(&format!(",\"truncated\":{t}"));
-        }
-        line.push('}');
-        line
-    }
-}
-
-impl Handle {
-    /// One request, answered as the daemon's own code reads it (a list
-    /// the scheduler encoded is decoded again).
-    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
-        let listed = Encoded::answers(&request);
-        let v = self.call_raw(peer, request).await?;
-        if !listed {
-            return Ok(v);
-        }
-        match Encoded::from_value(v) {
-            Ok(enc) => serde_json::from_str(&enc.json)
-                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
-            Err(v) => Ok(v),
-        }
-    }
-
-    /// One request, answered as it goes on the wire (lists as `Encoded`).
-    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Msg::Request {
-                peer: peer.clone(),
-                request,
-                reply,
-            })
-            .map_err(|_| shutting_down())?;
-        rx.await.map_err(|_| shutting_down())?
-    }
-
-    /// One typed request, for the daemon's own use (`logs`, the watchdog).
-    pub async fn ask<M: Method>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError> {
-        let v = self.call(peer, params.into()).await?;
-        serde_json::from_value(v).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
-    }
-}
 
 /// What a step's effects change in the store: the DAG runs and runs they
 /// touched (as the engine now has them), their events and cron marks.
@@ -353,16 +126,26 @@ pub struct Parts {
     pub fault: Fault,
     pub shutdown: Shutdown,
     /// The pruner thread's orders, reports, pins and sizes.
-    pub retention: crate::retention::Link,
+    pub retention: crate::store::retention::Link,
     /// A sender on the queue `run` reads.
     pub own_queue: Sender<Msg>,
     pub metrics: crate::metrics::Metrics,
     /// The node registry's last snapshot (PostgreSQL store only).
-    pub nodes: Option<crate::cluster::Registry>,
+    pub nodes: Option<crate::cluster::nodes::Registry>,
     /// What the claimer thread is told of this node's load (a cluster).
-    pub claimer: Option<crate::claimer::Link>,
+    pub claimer: Option<crate::cluster::claimer::Link>,
     /// The scanner thread's orders (`watcher::spawn_scanner`).
-    pub scans: crate::watcher::ScanLink,
+    pub scans: crate::jobs_folder::watcher::ScanLink,
+}
+
+/// A reload waiting for the scan it ordered.
+struct WaitingReload {
+    ticket: u64,
+    actor: Arc<str>,
+    /// Every DAG is defined anew (the daemon's timezone changed).
+    define_all: bool,
+    /// A `reload` request's answer, sent once the scan is in force.
+    reply: Option<(ReplyTo, ReloadAnswer)>,
 }
 
 pub struct Scheduler {
@@ -387,12 +170,12 @@ pub struct Scheduler {
     writer: SyncSender<Step>,
     /// Set by the writer while the store refuses writes (disk full).
     fault: Fault,
-    retention: crate::retention::Link,
+    retention: crate::store::retention::Link,
     /// Runs the pruner deleted since counts were last read from the store;
     /// `status` subtracts them.
     pruned: BTreeMap<RunState, u64>,
-    nodes: Option<crate::cluster::Registry>,
-    claimer: Option<crate::claimer::Link>,
+    nodes: Option<crate::cluster::nodes::Registry>,
+    claimer: Option<crate::cluster::claimer::Link>,
     /// The latest engine time an input was applied at: inputs stamped
     /// earlier are applied at it, so the engine's time never goes back.
     applied: Millis,
@@ -402,9 +185,9 @@ pub struct Scheduler {
     /// Requests that may answer a whole frame (`answers_big`), waiting
     /// their turn: oldest first, after the rest of each step.
     big_reads: std::collections::VecDeque<(Peer, Request, ReplyTo)>,
-    scans: crate::watcher::ScanLink,
+    scans: crate::jobs_folder::watcher::ScanLink,
     /// Reloads waiting for the scan they ordered, oldest first.
-    reloads: Vec<scans::WaitingReload>,
+    reloads: Vec<WaitingReload>,
 }
 
 /// How long one step spends on big reads at most (at least one is
@@ -424,7 +207,7 @@ impl Scheduler {
             registry: DagRegistry::default(),
             exec: parts.exec,
             notify: parts.notify,
-            started: crate::time::monotonic(),
+            started: crate::runtime::time::monotonic(),
             stored_terminal: parts.stored_terminal,
             shutdown: parts.shutdown,
             shutdown_at: None,
@@ -496,7 +279,7 @@ impl Scheduler {
             self.engine.next_wakeup(),
             // `finished` gives up on the jobs this long after the grace.
             self.shutdown_at
-                .map(|t| t + crate::shutdown::JOBS_MARGIN.as_millis() as Millis),
+                .map(|t| t + crate::runtime::shutdown::JOBS_MARGIN.as_millis() as Millis),
             Some(self.last_evict + 60_000),
         ]
         .into_iter()
@@ -743,7 +526,7 @@ impl Scheduler {
             tracing::info!("all jobs stopped; exiting");
             return true;
         }
-        if steady_ms() >= deadline + crate::shutdown::JOBS_MARGIN.as_millis() as Millis {
+        if steady_ms() >= deadline + crate::runtime::shutdown::JOBS_MARGIN.as_millis() as Millis {
             tracing::warn!(
                 "shutdown grace exceeded; {} jobs still running",
                 self.engine.running_total()
@@ -946,7 +729,7 @@ impl Scheduler {
         self.last_evict = now;
         // An empty step: the writer checks the state dir after it, so a
         // deleted one is noticed within a minute even while nothing is
-        // written (`crate::state_dir`).
+        // written (`crate::runtime::state_dir`).
         let _ = self.writer.send(Step::default());
         // Finished times are wall-clock times; the cadence is monotonic.
         let wall = self.engine.wall(now);
@@ -964,7 +747,7 @@ impl Scheduler {
             .iter()
             .filter_map(|(name, e)| Some((name.clone(), e.spec.as_ref()?.keep_runs?)))
             .collect();
-        let order = crate::retention::Order {
+        let order = crate::store::retention::Order {
             age_before: wall - self.cfg.log_retain.as_millis() as Millis,
             held_before,
             keep_runs,

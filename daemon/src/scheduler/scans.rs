@@ -11,21 +11,11 @@ use ax_protocol::api::ReloadAnswer;
 use ax_protocol::{RpcError, encode_answer};
 use serde_json::Value;
 
-use super::registry::Define;
-use super::{Answers, Scheduler};
-use crate::dags::{JobsFolder, Scan};
-use crate::writer::ReplyTo;
+use super::{Answers, Scheduler, WaitingReload};
+use crate::bus::ReplyTo;
+use crate::jobs_folder::registry::Define;
+use crate::jobs_folder::scan::{JobsFolder, Scan};
 use ax_engine::{Effect, Millis};
-
-/// A reload waiting for the scan it ordered.
-pub(super) struct WaitingReload {
-    ticket: u64,
-    actor: Arc<str>,
-    /// Every DAG is defined anew (the daemon's timezone changed).
-    define_all: bool,
-    /// A `reload` request's answer, sent once the scan is in force.
-    reply: Option<(ReplyTo, ReloadAnswer)>,
-}
 
 impl Scheduler {
     /// Loads the jobs folder at start-up, on the caller's thread: every
@@ -48,7 +38,7 @@ impl Scheduler {
             }
             Err(e) => tracing::warn!("cannot read the last good DAG versions: {e}"),
         }
-        let scan = crate::watcher::scan_measured(folder, &self.metrics.shared);
+        let scan = crate::jobs_folder::watcher::scan_measured(folder, &self.metrics.shared);
         self.metrics.scan_applied(!scan.folder_errors.is_empty());
         let define = Define::All { watermarks };
         self.registry

@@ -10,8 +10,9 @@ use ax_protocol::{RpcError, codes};
 use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
 use ax_shared::{DagSpec, Exec, JobSpec, Timeout};
 
+use super::Scheduler;
 use super::handlers::{bad, store_err};
-use super::{Peer, Scheduler};
+use crate::bus::Peer;
 use ax_engine::{Effect, Millis, RunId, Submit, Unique};
 
 fn duration(key: &str, text: Option<&str>) -> Result<Option<Duration>, RpcError> {

@@ -15,7 +15,7 @@ use ax_shared::{DagSpec, RunState};
 
 use super::Scheduler;
 use super::handlers::store_err;
-use crate::dags::DagEntry;
+use crate::jobs_folder::scan::DagEntry;
 use crate::metrics::{DagStat, PoolStat, Snapshot};
 use crate::store::{LastDagRun, RunQuery};
 use ax_engine::{DagRunId, Millis, RunId};
@@ -219,7 +219,7 @@ impl Scheduler {
         entry: &DagEntry,
         last: &HashMap<String, LastDagRun>,
         active: &HashMap<Arc<str>, Millis>,
-        versions: Option<&crate::cluster::Versions>,
+        versions: Option<&crate::cluster::nodes::Versions>,
     ) -> DagView {
         let last = last.get(name);
         let last_run_state = last.map(|l| dag_run_state(l.state));

@@ -3,10 +3,13 @@
 //! scheduler step decides is written by a single `commit` call, in one
 //! transaction.
 
+pub mod journal;
 pub mod postgres;
 pub mod prune;
+pub mod retention;
 pub mod specs;
 pub mod sqlite;
+pub mod writer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Deleting finished DAG runs (retention: docs/config.md, "`[logs]`"), for
-//! the pruner thread's own connection (`crate::retention`): the `Prune`
+//! the pruner thread's own connection (`crate::store::retention`): the `Prune`
 //! trait, and its SQLite implementation (PostgreSQL's is in
 //! `postgres/prune.rs`).
 //!

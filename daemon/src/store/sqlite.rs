@@ -224,7 +224,7 @@ impl SqliteStore {
                 let (hash, text) = def_text(def)?;
                 spec.execute(params![hash, text])?;
                 tx.prepare_cached("INSERT OR REPLACE INTO dag_defs (name, file, hash, loaded_at) VALUES (?1, ?2, ?3, ?4)")?
-                    .execute(params![def.name, def.file, hash, crate::time::now_ms()])?;
+                    .execute(params![def.name, def.file, hash, crate::runtime::time::now_ms()])?;
             }
             for name in &c.removed_defs {
                 tx.prepare_cached("DELETE FROM dag_defs WHERE name = ?1")?

@@ -215,7 +215,7 @@ impl Rows {
         }
         rows.removed_defs = c.removed_defs.clone();
         rows.defs_complete = c.defs_complete;
-        rows.loaded_at = crate::time::now_ms();
+        rows.loaded_at = crate::runtime::time::now_ms();
         let d = &mut rows.dag_runs;
         for r in last_of_each(c.dag_runs.iter(), |r| r.id) {
             d.id.push(r.id.0 as i64);

@@ -2,7 +2,7 @@
 //! and `ax-tui` connected to any node see the whole cluster, logs
 //! included). The node that runs an attempt writes its log file as a
 //! single node does and ships the file's bytes to `log_chunks`
-//! (`crate::logship`); when the attempt has ended and everything is
+//! (`crate::logs::ship`); when the attempt has ended and everything is
 //! shipped, a row of `log_done` says how long the log is. Another node
 //! reads a range from the chunks.
 //!

@@ -17,124 +17,31 @@
 //! * when the store refuses a write (disk full), nothing is dropped: the
 //!   steps are held and retried every second with later ones added, and
 //!   `fault` says why so the scheduler refuses new writes meanwhile; the
-//!   held steps' rows go to the journal (`crate::journal`), so that a
+//!   held steps' rows go to the journal (`crate::store::journal`), so that a
 //!   shutdown that gives up on them (`shutdown::FINAL_WRITE` after the
 //!   scheduler ended) loses no run's end;
 //! * an answer goes out only while the state dir is the one axd locked
-//!   (`crate::state_dir`): once it is found deleted, every write is
+//!   (`crate::runtime::state_dir`): once it is found deleted, every write is
 //!   refused and axd stops with exit code 1;
 //! * a commit that has waited longer than a heartbeat (a stalled store
 //!   that neither answers nor fails) is a store fault too, and so, in a
 //!   cluster, is a lease not renewed for two heartbeats ([`Fault`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ax_protocol::api::{EventView, StatusView};
 use ax_protocol::{Changed, Notification, RpcError, codes};
-use ax_shared::DagSpec;
 use ax_shared::time::Timestamp;
-use serde_json::Value;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 
-use crate::journal::Journal;
+use crate::bus::Step;
+use crate::bus::fault::Fault;
+use crate::store::journal::Journal;
 use crate::store::{Commit, Store};
 use ax_engine::{DagRun, Event, Run};
-
-/// What is wrong with the store now, shared by the writer, the
-/// heartbeat thread and the scheduler (`ax status`, the metrics, the
-/// systemd status line, the refusal of new writes).
-#[derive(Clone, Default)]
-pub struct Fault(Arc<Mutex<FaultState>>);
-
-#[derive(Default)]
-struct FaultState {
-    /// The last write error while the writer holds steps it could not
-    /// write.
-    error: Option<String>,
-    /// When the commit under way was sent.
-    writing_since: Option<Instant>,
-    /// In a cluster: when the last successful lease renewal was sent
-    /// (`None` before the first).
-    renewed: Option<Instant>,
-    /// In a cluster: when the beat under way was sent.
-    beating_since: Option<Instant>,
-}
-
-impl Fault {
-    fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set_error(&self, error: String) -> bool {
-        self.lock().error.replace(error).is_none()
-    }
-
-    fn take_error(&self) -> Option<String> {
-        self.lock().error.take()
-    }
-
-    fn writing(&self, since: Option<Instant>) {
-        self.lock().writing_since = since;
-    }
-
-    /// A beat sent at `sent` is under way.
-    pub fn beating(&self, sent: Instant) {
-        self.lock().beating_since = Some(sent);
-    }
-
-    /// The beat under way ended; `renewed`: it renewed the lease.
-    pub fn beat_done(&self, renewed: bool) {
-        let mut s = self.lock();
-        if renewed {
-            s.renewed = s.beating_since;
-        }
-        s.beating_since = None;
-    }
-
-    /// The store fault now, if any, with `heartbeat` as the limit: a write
-    /// error; a commit waiting longer than a heartbeat; a lease not renewed
-    /// for two heartbeats (a beat late by more than one).
-    pub fn current(&self, heartbeat: Duration) -> Option<String> {
-        let s = self.lock();
-        if let Some(e) = &s.error {
-            return Some(e.clone());
-        }
-        if let Some(since) = s.writing_since
-            && since.elapsed() > heartbeat
-        {
-            return Some(format!(
-                "a commit has waited {:.1} s for the store (longer than a heartbeat, {:.1} s)",
-                since.elapsed().as_secs_f64(),
-                heartbeat.as_secs_f64()
-            ));
-        }
-        if let Some(renewed) = s.renewed
-            && renewed.elapsed() > heartbeat * 2
-        {
-            return Some(format!(
-                "this node's lease has not been renewed for {:.1} s (heartbeat {:.1} s): the store does not answer",
-                renewed.elapsed().as_secs_f64(),
-                heartbeat.as_secs_f64()
-            ));
-        }
-        None
-    }
-
-    /// How long the oldest store write under way (a commit, a beat) has
-    /// waited so far; zero when none.
-    pub fn write_wait(&self) -> Duration {
-        let s = self.lock();
-        [s.writing_since, s.beating_since]
-            .into_iter()
-            .flatten()
-            .map(|t| t.elapsed())
-            .max()
-            .unwrap_or_default()
-    }
-}
 
 /// How often a failing store is tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -144,41 +51,6 @@ const LINGER: Duration = Duration::from_millis(2);
 
 /// Steps merged into one transaction at most.
 const MAX_GROUP: usize = 512;
-
-/// Where an answer goes, as it goes on the wire.
-pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
-
-/// One scheduler step's changes, owned (the engine goes on changing).
-#[derive(Default)]
-pub struct Step {
-    pub dag_runs: Vec<DagRun>,
-    pub runs: Vec<Run>,
-    pub events: Vec<Event>,
-    pub paused: Vec<(String, bool)>,
-    pub cron_marks: Vec<(String, i64)>,
-    pub trigger_queues: Vec<(String, Vec<ax_engine::Trigger>)>,
-    pub dag_defs: Vec<Arc<DagSpec>>,
-    pub removed_defs: Vec<String>,
-    /// `dag_defs` is every DAG of the jobs folder (`Commit::defs_complete`).
-    pub defs_complete: bool,
-    /// Runs whose progress changed (notified, not stored).
-    pub progress: Vec<u64>,
-    /// Answers to send once written.
-    pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
-    /// The status to notify with, when anyone is subscribed.
-    pub status: Option<StatusView>,
-    /// Called once the step is durable (before its answers are sent).
-    pub on_commit: Option<Box<dyn FnOnce() + Send>>,
-    /// Unique keys this step's submissions hold in the store, released
-    /// (dropped with the step) once it is durable.
-    pub holds: Option<crate::store::Hold>,
-}
-
-impl Step {
-    fn has_definitions(&self) -> bool {
-        !self.dag_defs.is_empty() || !self.removed_defs.is_empty() || self.defs_complete
-    }
-}
 
 /// What the writer thread is given.
 pub struct Parts {
@@ -191,8 +63,8 @@ pub struct Parts {
     /// `None` on PostgreSQL, whose runs are then at least once).
     pub journal: Option<Journal>,
     /// Checked after each commit, before its answers go out.
-    pub state_dir: Option<crate::state_dir::Identity>,
-    pub shutdown: crate::shutdown::Shutdown,
+    pub state_dir: Option<crate::runtime::state_dir::Identity>,
+    pub shutdown: crate::runtime::shutdown::Shutdown,
 }
 
 /// Steps the writer could not commit before it gave up (shutdown).
@@ -307,7 +179,7 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
                     tracing::error!("{e}: its lines are replayed again at the next start");
                 }
             }
-            Err(crate::store::StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+            Err(crate::store::StoreError::Fenced(id)) => crate::runtime::fencing::fenced(&id),
             Err(e) => {
                 let error = e.to_string();
                 let held = pending.len();
@@ -319,7 +191,7 @@ pub fn run(parts: Parts) -> Result<(), Unwritten> {
                 if let Some(j) = journal.as_mut() {
                     journaled = record(j, &pending, journaled);
                 }
-                if closed.is_some_and(|t| t.elapsed() >= crate::shutdown::FINAL_WRITE) {
+                if closed.is_some_and(|t| t.elapsed() >= crate::runtime::shutdown::FINAL_WRITE) {
                     return Err(give_up(pending, journaled, journal.as_ref(), &error));
                 }
                 wait_retry(&rx, &mut pending, &mut closed);
@@ -543,7 +415,10 @@ mod tests {
     use super::*;
     use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, StoreError};
     use ax_protocol::api::RunView;
+    use ax_shared::DagSpec;
+    use serde_json::Value;
     use std::collections::HashMap;
+    use tokio::sync::oneshot;
 
     /// A store whose writes always fail (PostgreSQL out of reach); it is
     /// never read.
@@ -620,7 +495,7 @@ mod tests {
             metrics: crate::metrics::Shared::default(),
             journal: None,
             state_dir: None,
-            shutdown: crate::shutdown::Shutdown::new(|| {}),
+            shutdown: crate::runtime::shutdown::Shutdown::new(|| {}),
         };
         let writer = std::thread::spawn(move || run(parts));
         // The scheduler ends a little later.
@@ -629,12 +504,15 @@ mod tests {
         drop(tx);
         let left = writer.join().unwrap().expect_err("nothing was written");
         let took = closed.elapsed();
-        assert!(took >= crate::shutdown::FINAL_WRITE, "{took:?}");
-        assert!(took < crate::shutdown::FINAL_WRITE + RETRY * 2, "{took:?}");
+        assert!(took >= crate::runtime::shutdown::FINAL_WRITE, "{took:?}");
+        assert!(
+            took < crate::runtime::shutdown::FINAL_WRITE + RETRY * 2,
+            "{took:?}"
+        );
         assert_eq!((left.steps, left.answers), (1, 1));
         // The waiting request hears why, rather than nothing.
         let err = answer.blocking_recv().unwrap().unwrap_err();
         assert_eq!(err.data.unwrap()["code"], codes::STORE_ERROR);
-        assert!(fault.lock().error.is_some());
+        assert!(fault.has_error());
     }
 }

@@ -20,9 +20,9 @@ use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, DebouncedEvent, NoCache, new_debouncer_opt};
 
-use crate::dags::JobsFolder;
+use crate::bus::Msg;
+use crate::jobs_folder::scan::JobsFolder;
 use crate::metrics::Shared;
-use crate::scheduler::Msg;
 
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
@@ -158,7 +158,7 @@ pub fn spawn_scanner(
 
 /// One scan, with `ax_jobs_scanning` set while it runs and its time
 /// observed.
-pub fn scan_measured(folder: &mut JobsFolder, metrics: &Shared) -> crate::dags::Scan {
+pub fn scan_measured(folder: &mut JobsFolder, metrics: &Shared) -> crate::jobs_folder::scan::Scan {
     metrics.jobs_scanning.set(1);
     let started = Instant::now();
     let scan = folder.scan();

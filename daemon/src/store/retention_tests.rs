@@ -82,7 +82,7 @@ impl Fixture {
     }
 
     fn log(&self, run: u64, attempt: u32) -> PathBuf {
-        crate::executor::log_path(&self.log_dir, RunId(run), attempt)
+        crate::logs::paths::log_path(&self.log_dir, RunId(run), attempt)
     }
 
     fn pruner(&self, shutdown: Shutdown) -> (Pruner, Link) {

@@ -35,7 +35,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::scheduler::Msg;
+use crate::bus::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
 use ax_engine::{DagRunId, PoolLease};
@@ -343,7 +343,7 @@ pub fn run(
             Ok(Pass::Done) => {}
             Ok(Pass::Again) => again = true,
             Ok(Pass::Gone) => return,
-            Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+            Err(StoreError::Fenced(id)) => crate::runtime::fencing::fenced(&id),
             Err(e) => {
                 if !failing {
                     tracing::warn!("cannot lease pool slots: {e}");
@@ -371,7 +371,7 @@ pub fn run(
                     let _ = told.recv();
                 }
                 Ok(_) => {}
-                Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+                Err(StoreError::Fenced(id)) => crate::runtime::fencing::fenced(&id),
                 Err(e) => {
                     if !failing {
                         tracing::warn!("cannot read DAG runs of other nodes: {e}");
@@ -395,7 +395,7 @@ pub fn run(
                     continue;
                 }
                 Ok(_) => failing = false,
-                Err(StoreError::Fenced(id)) => crate::cluster::fenced(&id),
+                Err(StoreError::Fenced(id)) => crate::runtime::fencing::fenced(&id),
                 Err(e) => {
                     if !failing {
                         tracing::warn!("cannot claim work: {e}");

@@ -15,17 +15,18 @@ use tokio::signal::unix::{SignalKind, signal};
 use ax_protocol::api::Role;
 use ax_protocol::request::{Metrics, Status};
 
+use crate::bus::fault::Fault;
+use crate::bus::{Handle, Msg, Peer};
 use crate::config::Config;
-use crate::executor::{ExecConfig, Executor, sweep_orphan};
-use crate::scheduler::{Handle, Msg, Parts, Peer, Scheduler};
+use crate::execution::executor::{ExecConfig, Executor, sweep_orphan};
+use crate::runtime::shutdown::Shutdown;
+use crate::runtime::time::{now_ms, steady_ms};
+use crate::scheduler::{Parts, Scheduler};
 use crate::server::{Access, bind, serve};
-use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::store::postgres::PgStore;
 use crate::store::prune::Prune;
 use crate::store::sqlite::SqliteStore;
-use crate::time::{now_ms, steady_ms};
-use crate::writer::Fault;
 use ax_engine::{Effect, Engine, Millis};
 
 /// How often `STATUS=` is refreshed under systemd.
@@ -62,7 +63,7 @@ fn gid_of(name: &str, key: &str) -> anyhow::Result<u32> {
 /// Takes the state dir's lock; a second daemon gets a clear error.
 fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
     let path = dir.join("axd.lock");
-    let file = crate::private::open_rw(&path)
+    let file = crate::runtime::private::open_rw(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
     // A few tries: a process of a just-killed axd may hold the lock for a
     // moment while it dies (systemd restarts fast).
@@ -101,12 +102,12 @@ fn lock_state_dir(dir: &Path) -> anyhow::Result<Flock<std::fs::File>> {
 /// Runs axd until it has shut down; the exit code says whether every
 /// thread ended well (`exit_code`).
 pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8> {
-    let started = crate::time::monotonic();
+    let started = crate::runtime::time::monotonic();
     // Private whatever the umask (`private`).
-    crate::private::dir(&cfg.state_dir)
+    crate::runtime::private::dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state_dir {}", cfg.state_dir.display()))?;
     let log_dir = cfg.state_dir.join("logs");
-    crate::private::dir(&log_dir)
+    crate::runtime::private::dir(&log_dir)
         .with_context(|| format!("cannot create {}", log_dir.display()))?;
     let _lock = lock_state_dir(&cfg.state_dir)?;
     let admin_gid = cfg
@@ -133,8 +134,8 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // ids, and it loads only the DAG runs it owns.
     let me = match &mut heartbeat_store {
         Some(store) => {
-            let host = crate::cluster::host_name();
-            let id = crate::cluster::node_id(&cfg.state_dir, &host).with_context(|| {
+            let host = crate::cluster::nodes::host_name();
+            let id = crate::cluster::nodes::node_id(&cfg.state_dir, &host).with_context(|| {
                 format!("cannot write {}", cfg.state_dir.join("node-id").display())
             })?;
             let me = store
@@ -185,12 +186,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         })
     };
     let (notify_tx, _) = tokio::sync::broadcast::channel::<Arc<str>>(1024);
-    if let Some((old, new)) = crate::spawn::raise_nofile() {
+    if let Some((old, new)) = crate::execution::spawn::raise_nofile() {
         tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
     }
     // Orphans of jobs come to axd and are reaped here (`reaper`).
-    if crate::reaper::become_subreaper() {
-        tokio::spawn(crate::reaper::run());
+    if crate::execution::reaper::become_subreaper() {
+        tokio::spawn(crate::execution::reaper::run());
     } else {
         tracing::warn!("cannot become a child subreaper; orphans of jobs go to PID 1");
     }
@@ -198,11 +199,11 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     // executor when logs grow and attempts end.
     let (ship, logship_thread) = match &shipped_logs {
         Some(logs) => {
-            let (notices, inbox) = crate::logship::channel();
+            let (notices, inbox) = crate::logs::ship::channel();
             let (logs, dir) = (logs.clone(), log_dir.clone());
             let thread = std::thread::Builder::new()
                 .name("ax-logship".into())
-                .spawn(move || crate::logship::run(logs, dir, inbox))
+                .spawn(move || crate::logs::ship::run(logs, dir, inbox))
                 .context("cannot start the log shipper thread")?;
             for (run, attempt) in unshipped {
                 notices.resumed(run, attempt);
@@ -212,7 +213,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         None => (None, None),
     };
     let remote_logs = match (&shipped_logs, &me) {
-        (Some(logs), Some((me, _))) => Some(crate::scheduler::RemoteLogs {
+        (Some(logs), Some((me, _))) => Some(crate::bus::RemoteLogs {
             logs: logs.clone(),
             node: Arc::from(me.id.as_str()),
         }),
@@ -240,7 +241,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         std::thread::Builder::new()
             .name("ax-clock".into())
             .spawn(move || {
-                while crate::time::wait_for_wall_step() {
+                while crate::runtime::time::wait_for_wall_step() {
                     if tx.send(Msg::WallStepped).is_err() {
                         return;
                     }
@@ -254,7 +255,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let (writer_tx, writer_rx) = std::sync::mpsc::sync_channel(4096);
     let state_dir = Some(state_dir_identity(&cfg)?);
     let writer_thread = {
-        let parts = crate::writer::Parts {
+        let parts = crate::store::writer::Parts {
             store: writer_store,
             rx: writer_rx,
             notify: notify_tx.clone(),
@@ -266,11 +267,11 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         };
         std::thread::Builder::new()
             .name("ax-writer".into())
-            .spawn(move || crate::writer::run(parts))
+            .spawn(move || crate::store::writer::run(parts))
             .context("cannot start the store writer thread")?
     };
     let (pruner, retention, orders) =
-        crate::retention::Pruner::new(pruner_store, &log_dir, shutdown.clone());
+        crate::store::retention::Pruner::new(pruner_store, &log_dir, shutdown.clone());
     let pruner_thread = std::thread::Builder::new()
         .name("ax-pruner".into())
         .spawn(move || pruner.run(orders))
@@ -281,7 +282,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     let claimer_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (nodes, heartbeat_thread, claimer, claimer_thread) = match (heartbeat_store, me) {
         (Some(mut store), Some((me, host))) => {
-            let registry = crate::cluster::Registry::new(&me.id);
+            let registry = crate::cluster::nodes::Registry::new(&me.id);
             let info = crate::store::postgres::NodeInfo {
                 id: me.id.clone(),
                 host,
@@ -293,11 +294,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             // A lease renewed now, after the load (however long it took)
             // and before the scheduler starts any attempt: from here the
             // heartbeat thread's guard counts.
-            let registered = crate::cluster::now();
+            let registered = crate::cluster::nodes::now();
             store
                 .beat(&info, true)
                 .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
-            let (link, woken) = crate::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
+            let (link, woken) =
+                crate::cluster::claimer::Link::new(cfg.max_concurrency, cfg.burst_extra);
             // Other nodes' events for this node's subscribers: read on a
             // thread of their own (detached: it holds nothing to flush).
             let (commits, committed) = std::sync::mpsc::channel();
@@ -305,7 +307,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 let (store, tx, notify) = (store.another(), tx.clone(), notify_tx.clone());
                 std::thread::Builder::new()
                     .name("ax-feed".into())
-                    .spawn(move || crate::feed::run(store, committed, tx, notify))
+                    .spawn(move || crate::cluster::feed::run(store, committed, tx, notify))
                     .context("cannot start the feed thread")?;
             }
             let wake_claimer = link.waker();
@@ -335,12 +337,12 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 std::thread::Builder::new()
                     .name("ax-claimer".into())
                     .spawn(move || {
-                        crate::claimer::run(store, link, woken, tx, interval, aging, stop)
+                        crate::cluster::claimer::run(store, link, woken, tx, interval, aging, stop)
                     })
                     .context("cannot start the claimer thread")?
             };
             let thread = {
-                let beating = crate::cluster::Beating {
+                let beating = crate::cluster::nodes::Beating {
                     me: info,
                     lease: cfg.lease,
                     registered,
@@ -351,7 +353,9 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 let registry = registry.clone();
                 std::thread::Builder::new()
                     .name("ax-heartbeat".into())
-                    .spawn(move || crate::cluster::run(store, beating, registry, heartbeat_stopped))
+                    .spawn(move || {
+                        crate::cluster::nodes::run(store, beating, registry, heartbeat_stopped)
+                    })
                     .context("cannot start the heartbeat thread")?
             };
             (
@@ -364,7 +368,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         _ => (None, None, None, None),
     };
     let claimer_nudge = claimer.clone();
-    let (scan_link, scan_tx, scan_orders) = crate::watcher::scan_orders();
+    let (scan_link, scan_tx, scan_orders) = crate::jobs_folder::watcher::scan_orders();
     let mut scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
@@ -386,15 +390,21 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
     let watcher: Arc<str> = Arc::from("watcher");
-    let mut folder = crate::dags::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
+    let mut folder =
+        crate::jobs_folder::scan::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
     initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
     // Scans after this one run on their own thread; the scheduler only
     // puts their results in force (docs/operations.md, "Jobs folder: loops,
     // huge files, unreadable folders").
-    crate::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics_shared.clone())
-        .context("cannot start the jobs folder's scanner thread")?;
-    let _watch = crate::watcher::watch(&cfg.jobs_dir, move || {
-        let _ = scan_tx.send(crate::watcher::Order::Changed);
+    crate::jobs_folder::watcher::spawn_scanner(
+        folder,
+        scan_orders,
+        tx.clone(),
+        metrics_shared.clone(),
+    )
+    .context("cannot start the jobs folder's scanner thread")?;
+    let _watch = crate::jobs_folder::watcher::watch(&cfg.jobs_dir, move || {
+        let _ = scan_tx.send(crate::jobs_folder::watcher::Order::Changed);
     })
     .with_context(|| format!("cannot watch {}", cfg.jobs_dir.display()))?;
 
@@ -445,11 +455,11 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             let (handle, peer) = (handle.clone(), peer.clone());
             async move { handle.ask(&peer, Metrics).await.ok().map(|m| m.text) }
         };
-        let limits = crate::metrics_http::HttpLimits {
+        let limits = crate::metrics::http::HttpLimits {
             connections: cfg.limits.metrics_connections,
             header_timeout: cfg.limits.frame_timeout,
         };
-        tokio::spawn(crate::metrics_http::serve(
+        tokio::spawn(crate::metrics::http::serve(
             listener,
             ask,
             limits,
@@ -502,7 +512,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         claimer: claimer_thread.map(|t| (claimer_stop, claimer_nudge, t)),
         logship: ship.zip(logship_thread),
     };
-    let bound = crate::shutdown::bound(cfg.shutdown_grace);
+    let bound = crate::runtime::shutdown::bound(cfg.shutdown_grace);
     let code = serve_until_stopped(&shutdown, &tx, threads, bound).await?;
     let _ = server.await;
     let _ = std::fs::remove_file(&cfg.socket);
@@ -545,7 +555,8 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     }
     let db = cfg.state_dir.join("ax.db");
     refuse_empty_store(&db, &cfg.state_dir.join("logs"))?;
-    crate::private::sqlite_store(&db).with_context(|| format!("cannot create {}", db.display()))?;
+    crate::runtime::private::sqlite_store(&db)
+        .with_context(|| format!("cannot create {}", db.display()))?;
     let open = || {
         SqliteStore::open(&db, cfg.synchronous_full)
             .with_context(|| format!("cannot open {}", db.display()))
@@ -560,21 +571,21 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
     })
 }
 
-/// The ends journal beside `ax.db` (`crate::journal`): what it holds is
+/// The ends journal beside `ax.db` (`crate::store::journal`): what it holds is
 /// replayed into the store, then it is emptied and given its whole size.
 /// `None` on PostgreSQL (a cluster's runs are at least once), and where
 /// the size cannot be reserved (said in the log).
 fn open_journal(
     cfg: &Config,
     store: &mut dyn Store,
-) -> anyhow::Result<Option<crate::journal::Journal>> {
+) -> anyhow::Result<Option<crate::store::journal::Journal>> {
     if cfg.store.is_some() {
         return Ok(None);
     }
     let path = cfg.state_dir.join("ax.journal");
-    let (mut journal, lines) = crate::journal::Journal::open(&path)?;
+    let (mut journal, lines) = crate::store::journal::Journal::open(&path)?;
     if !lines.is_empty() {
-        let done = crate::journal::replay(store, &lines)
+        let done = crate::store::journal::replay(store, &lines)
             .with_context(|| format!("cannot replay {} into the store", path.display()))?;
         tracing::warn!(
             "{}: {} run(s) whose end the store could not take before axd stopped are recorded now{}",
@@ -600,15 +611,15 @@ fn open_journal(
     Ok(Some(journal))
 }
 
-/// The files whose identity the writer checks (`crate::state_dir`): the
+/// The files whose identity the writer checks (`crate::runtime::state_dir`): the
 /// lock and the database; with PostgreSQL, whose database is elsewhere,
 /// the lock alone, which still says whose the state dir and its logs are.
-fn state_dir_identity(cfg: &Config) -> anyhow::Result<crate::state_dir::Identity> {
+fn state_dir_identity(cfg: &Config) -> anyhow::Result<crate::runtime::state_dir::Identity> {
     let files = match &cfg.store {
-        None => crate::state_dir::watched(&cfg.state_dir),
+        None => crate::runtime::state_dir::watched(&cfg.state_dir),
         Some(_) => vec![cfg.state_dir.join("axd.lock")],
     };
-    crate::state_dir::Identity::of(&files)
+    crate::runtime::state_dir::Identity::of(&files)
         .with_context(|| format!("cannot open the files of {}", cfg.state_dir.display()))
 }
 
@@ -628,7 +639,7 @@ fn refuse_empty_store(db: &Path, log_dir: &Path) -> anyhow::Result<()> {
     let holds_logs = std::fs::read_dir(log_dir)
         .with_context(|| format!("cannot read {}", log_dir.display()))?
         .flatten()
-        .any(|e| e.file_name().to_string_lossy().contains(".log"));
+        .any(|e| crate::logs::paths::is_log_file(&e.file_name()));
     if !holds_logs {
         return Ok(());
     }
@@ -673,7 +684,7 @@ fn restore(
     db: &str,
     me: Option<&crate::store::postgres::Me>,
 ) -> anyhow::Result<Restored> {
-    let t_load = crate::time::monotonic();
+    let t_load = crate::runtime::time::monotonic();
     let loaded = store.load()?;
     tracing::debug!("store load took {:?}", t_load.elapsed());
     let swept = loaded
@@ -753,7 +764,7 @@ fn restore(
 /// The threads axd joins at exit.
 struct Threads {
     scheduler: JoinHandle<()>,
-    writer: JoinHandle<Result<(), crate::writer::Unwritten>>,
+    writer: JoinHandle<Result<(), crate::store::writer::Unwritten>>,
     pruner: JoinHandle<()>,
     /// The heartbeat thread and what stops it (dropped: it leaves the
     /// registry and ends).
@@ -761,11 +772,11 @@ struct Threads {
     /// The claimer thread and its stop flag.
     claimer: Option<(
         Arc<std::sync::atomic::AtomicBool>,
-        Option<crate::claimer::Link>,
+        Option<crate::cluster::claimer::Link>,
         JoinHandle<()>,
     )>,
     /// The log shipper and what stops it.
-    logship: Option<(crate::logship::Notices, JoinHandle<()>)>,
+    logship: Option<(crate::logs::ship::Notices, JoinHandle<()>)>,
 }
 
 /// Answers signals until the scheduler thread ends (shutdown complete, or

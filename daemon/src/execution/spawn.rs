@@ -430,7 +430,7 @@ impl Process {
             // SAFETY: waitpid on our own child, writing into a local int.
             let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, libc::WNOHANG) };
             if r == self.pid as libc::pid_t {
-                crate::reaper::forget_leader(r);
+                crate::execution::reaper::forget_leader(r);
                 return Ok(if libc::WIFEXITED(status) {
                     (Some(libc::WEXITSTATUS(status)), None)
                 } else if libc::WIFSIGNALED(status) {
@@ -531,7 +531,7 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         output: plan.output.as_raw_fd(),
         null,
         errno: 0,
-        parent: crate::reaper::own_pid() as libc::pid_t,
+        parent: crate::execution::reaper::own_pid() as libc::pid_t,
         nofile: {
             let mut lim = libc::rlimit {
                 rlim_cur: 0,
@@ -556,7 +556,7 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK_BYTES);
     // Until the child is registered as a leader, the orphan reaper must not
     // look (it would take its exit status).
-    let gate = crate::reaper::spawn_gate();
+    let gate = crate::execution::reaper::spawn_gate();
     let pidfd_by_clone = PIDFD_BY_CLONE.load(std::sync::atomic::Ordering::Relaxed);
     let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     if pidfd_by_clone {
@@ -593,7 +593,7 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         }
         return Err(SpawnError::NotStarted(clone_error));
     }
-    crate::reaper::register_leader(pid);
+    crate::execution::reaper::register_leader(pid);
     drop(gate);
     // We resume once the child has exec'ed or exited; it wrote its errno
     // into `args` if setup or execve failed.
@@ -608,7 +608,7 @@ pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         // SAFETY: waitpid on our own child (it has exited), writing into a
         // local int.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        crate::reaper::forget_leader(pid);
+        crate::execution::reaper::forget_leader(pid);
         return Err(SpawnError::NotStarted(std::io::Error::from_raw_os_error(
             errno,
         )));
@@ -658,7 +658,7 @@ fn supervised(
                 let mut status = 0;
                 libc::waitpid(pid, &mut status, 0);
             }
-            crate::reaper::forget_leader(pid);
+            crate::execution::reaper::forget_leader(pid);
             Err(SpawnError::Killed {
                 pid: pid as u32,
                 error,

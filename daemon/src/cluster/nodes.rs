@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use ax_protocol::api::{ClusterRuns, DagVersions, NodeVersion, NodeView};
 use ax_shared::time::Timestamp;
 
+use crate::bus::fault::Fault;
+use crate::runtime::fencing::{FENCED_EXIT, fence_self, fenced};
 use crate::store::StoreError;
 use crate::store::postgres::{DagVersionRow, NodeInfo, NodeRow, PgStore};
-use crate::writer::Fault;
 
 /// The last snapshot of `nodes`, shared by the heartbeat thread (writer)
 /// and the scheduler (`status`).
@@ -192,22 +193,6 @@ impl Registry {
     }
 }
 
-/// How axd exits once fenced.
-pub const FENCED_EXIT: i32 = 1;
-
-/// Another node declared this one dead and handed its DAG runs to the
-/// cluster (its epoch moved on): whatever this node still runs, another
-/// may be running too. It kills the process group of every job it runs
-/// and exits at once, non-zero, so that systemd restarts it under a new
-/// epoch.
-pub fn fenced(id: &str) -> ! {
-    let killed = crate::executor::kill_all();
-    tracing::error!(
-        "node {id} was declared dead by another node and its work handed to others: killed {killed} job(s), exiting"
-    );
-    std::process::exit(FENCED_EXIT)
-}
-
 /// Alive while what was left of its lease at the read outlasts the time
 /// since the read: a healthy node's snapshot is at most a heartbeat old
 /// and a lease several, so live nodes stay alive between reads, while a
@@ -290,22 +275,6 @@ fn guard(clock: &LeaseClock, id: &str, heartbeat: Duration, lease: Duration) {
     }
 }
 
-/// This node could not renew its lease and the lease may end for the
-/// others within a heartbeat: it kills the process group of every job it
-/// runs and exits at once, non-zero, writing nothing (the store does not
-/// answer, and what it could not commit must not be recorded later). Its
-/// runs go to other nodes once its lease has ended; systemd restarts it,
-/// and it rejoins under a new epoch once the database answers.
-fn fence_self(id: &str, since: Duration, lease: Duration) -> ! {
-    let killed = crate::executor::kill_all();
-    tracing::error!(
-        "node {id} fences itself: its lease was last renewed {:.1} s ago and ends for the other nodes {:.1} s after a renewal; killed {killed} job(s), exiting",
-        since.as_secs_f64(),
-        lease.as_secs_f64()
-    );
-    std::process::exit(FENCED_EXIT)
-}
-
 /// This node's id: kept in `state_dir/node-id`, made once as
 /// `HOST-RANDOM`. One axd per state dir (the lock), so ids are unique
 /// among live nodes and stable across restarts.
@@ -344,7 +313,7 @@ pub struct Beating {
     /// counts from there until the thread's first beat.
     pub registered: Duration,
     pub fault: Fault,
-    pub scheduler: std::sync::mpsc::Sender<crate::scheduler::Msg>,
+    pub scheduler: std::sync::mpsc::Sender<crate::bus::Msg>,
     /// The paused DAGs as loaded.
     pub loaded_paused: Vec<String>,
 }
@@ -417,13 +386,13 @@ pub fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Recei
                 let judge = rows.iter().any(|r| r.id != me.id && r.lease_left_ms < 0);
                 if beat.highest_ids > highest_ids {
                     highest_ids = beat.highest_ids;
-                    let _ = scheduler.send(crate::scheduler::Msg::IdsSeen {
+                    let _ = scheduler.send(crate::bus::Msg::IdsSeen {
                         run: highest_ids.0,
                         dag_run: highest_ids.1,
                     });
                 }
                 if paused != beat.paused {
-                    let _ = scheduler.send(crate::scheduler::Msg::Paused {
+                    let _ = scheduler.send(crate::bus::Msg::Paused {
                         before: std::mem::replace(&mut paused, beat.paused),
                         now: paused.clone(),
                     });

@@ -25,7 +25,6 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,10 +35,12 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
+use crate::logs::paths::log_path;
 use ax_engine::{Input, RunId, SpawnOrder};
 
 mod output;
-use output::{OutputBeats, read_output};
+use crate::bus::ExecEvent;
+use output::{JobLog, LazyLog, OutputBeats, read_output, sleep_until_opt};
 
 /// Threads that start and supervise job processes. A clone+exec blocks its
 /// thread until the child has exec'ed (CLONE_VFORK, ~0.3 ms for `sh`), so
@@ -50,27 +51,6 @@ const SPAWNER_THREADS: usize = 4;
 /// its own; see `supervise`.
 const STARTED_COALESCE: Duration = Duration::from_millis(10);
 
-/// What the executor reports to the scheduler: the engine's own inputs
-/// (`Started`, `SpawnFailed`, `Exited`, `Output`), each with the time it
-/// happened on the engine's clock (`time::steady_ms`) as the executor saw
-/// it: an exit carries the time its leader was reaped, not the time the
-/// scheduler got to it.
-#[derive(Debug)]
-pub struct ExecEvent {
-    pub at: ax_engine::Millis,
-    pub input: Input,
-}
-
-impl ExecEvent {
-    /// An input that happens now.
-    pub fn now(input: Input) -> ExecEvent {
-        ExecEvent {
-            at: crate::time::steady_ms(),
-            input,
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
     pub log_dir: PathBuf,
@@ -79,12 +59,8 @@ pub struct ExecConfig {
     /// for attempts that start afterwards.
     pub log_max_bytes: Arc<AtomicU64>,
     /// In a cluster: told when an attempt's log grows and when it ends,
-    /// so that its log is shipped to the store (`crate::logship`).
-    pub ship: Option<crate::logship::Notices>,
-}
-
-pub fn log_path(log_dir: &Path, run: RunId, attempt: u32) -> PathBuf {
-    log_dir.join(format!("{}.{}.log", run.0, attempt))
+    /// so that its log is shipped to the store (`crate::logs::ship`).
+    pub ship: Option<crate::logs::ship::Notices>,
 }
 
 /// One attempt on its way to a spawner thread.
@@ -215,7 +191,7 @@ async fn spawner(
 
 /// What one try to start an attempt came to.
 enum Started {
-    Running(crate::spawn::Process, OwnedFd, JobLog),
+    Running(crate::execution::spawn::Process, OwnedFd, JobLog),
     /// Nothing ran, for lack of the daemon's own resources (descriptors,
     /// processes, memory): try again once running jobs give some back.
     Short(String),
@@ -235,10 +211,10 @@ fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
     // The plan (and with it this process's copy of the pipe's write end)
     // is dropped once the child has exec'ed, so the log reader sees EOF
     // when the job's processes exit.
-    match crate::spawn::spawn(plan) {
+    match crate::execution::spawn::spawn(plan) {
         Ok(child) => Started::Running(child, read_end, log),
         Err(e) if e.is_shortage() => Started::Short(e.to_string()),
-        Err(crate::spawn::SpawnError::Killed { pid, error }) => {
+        Err(crate::execution::spawn::SpawnError::Killed { pid, error }) => {
             let _ = writeln!(
                 log.file,
                 "[ax] process {pid} could not be supervised ({error}): its group was killed"
@@ -351,8 +327,8 @@ async fn start_when_possible(
 /// The daemon's environment as every job starts from it, built once (it
 /// does not change while axd runs): with the directory of `axd` on PATH,
 /// so `ax heartbeat` works inside jobs.
-fn base_env() -> &'static crate::spawn::BaseEnv {
-    static BASE: std::sync::OnceLock<crate::spawn::BaseEnv> = std::sync::OnceLock::new();
+fn base_env() -> &'static crate::execution::spawn::BaseEnv {
+    static BASE: std::sync::OnceLock<crate::execution::spawn::BaseEnv> = std::sync::OnceLock::new();
     BASE.get_or_init(|| {
         let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
             std::env::vars_os().filter(|(k, _)| k != "PATH").collect();
@@ -367,7 +343,7 @@ fn base_env() -> &'static crate::spawn::BaseEnv {
         if let Ok(joined) = std::env::join_paths(parts) {
             env.push(("PATH".into(), joined));
         }
-        crate::spawn::BaseEnv::new(env)
+        crate::execution::spawn::BaseEnv::new(env)
     })
 }
 
@@ -382,7 +358,7 @@ enum Prepared {
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::spawn::Plan, OwnedFd, JobLog), Prepared> {
+) -> Result<(crate::execution::spawn::Plan, OwnedFd, JobLog), Prepared> {
     let job = order.job();
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
@@ -393,8 +369,10 @@ fn prepare(
     };
     // Read at each start, not at load: a rotated secret needs no reload.
     let file_env = match &job.env_file {
-        Some(path) => crate::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
-            .map_err(|e| Prepared::Failed(e.to_string()))?,
+        Some(path) => {
+            crate::execution::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
+                .map_err(|e| Prepared::Failed(e.to_string()))?
+        }
         None => Vec::new(),
     };
     let redactor = secret_redactor(job, &file_env);
@@ -423,8 +401,8 @@ fn prepare(
     // Last, so the job cannot replace it: how a kill finds the attempt's
     // processes that left its process group (`reaper`).
     set(
-        crate::reaper::COOKIE_VAR.into(),
-        crate::reaper::cookie(order.run.0, order.attempt).into(),
+        crate::execution::reaper::COOKIE_VAR.into(),
+        crate::execution::reaper::cookie(order.run.0, order.attempt).into(),
     );
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
         let why = format!("pipe: {e}");
@@ -433,14 +411,14 @@ fn prepare(
             _ => Prepared::Failed(why),
         }
     })?;
-    let plan = crate::spawn::Plan {
+    let plan = crate::execution::spawn::Plan {
         program,
         args,
         base_env: base_env(),
         env,
         cwd: job.cwd.clone(),
         output: write_end,
-        close_fds: crate::spawn::CloseFds::Range,
+        close_fds: crate::execution::spawn::CloseFds::Range,
     };
     let path = log_path(&cfg.log_dir, order.run, order.attempt);
     set_aside_stale_log(&path);
@@ -482,7 +460,7 @@ fn set_aside_stale_log(path: &Path) {
 fn secret_redactor(
     job: &ax_shared::JobSpec,
     file_env: &[(String, String)],
-) -> Option<crate::secrets::OutputRedactor> {
+) -> Option<crate::execution::secrets::OutputRedactor> {
     if job.secret_env.is_empty() && file_env.is_empty() {
         return None;
     }
@@ -503,49 +481,12 @@ fn secret_redactor(
                 .or_else(|| std::env::var(name).ok())
         })
         .collect();
-    crate::secrets::OutputRedactor::new(
+    crate::execution::secrets::OutputRedactor::new(
         file_env
             .iter()
             .map(|(_, v)| v.as_str())
             .chain(named.iter().map(String::as_str)),
     )
-}
-
-/// Where an attempt's output goes: its log file, through the redactor when
-/// the attempt has secrets.
-pub struct JobLog {
-    file: LazyLog,
-    redactor: Option<crate::secrets::OutputRedactor>,
-}
-
-/// An attempt's log file, created at the first byte of output: creating a
-/// file per attempt costs more than spawning a no-op job on ext4, and a
-/// silent job's log is simply absent (read as empty).
-pub struct LazyLog {
-    path: PathBuf,
-    file: Option<std::fs::File>,
-}
-
-impl Write for LazyLog {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.file.is_none() {
-            // `create_new`: an attempt's log is only ever its own
-            // (`set_aside_stale_log`), never truncated or extended.
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(crate::private::FILE_MODE)
-                .open(&self.path)?;
-            self.file = Some(file);
-        }
-        self.file.as_mut().expect("just created").write(buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.file {
-            Some(f) => f.flush(),
-            None => Ok(()),
-        }
-    }
 }
 
 /// The start time of a process in clock ticks since boot (field 22 of
@@ -560,7 +501,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
         &mut buf,
     )
     .ok()?;
-    crate::spawn::start_time_of_stat(&buf[..n])
+    crate::execution::spawn::start_time_of_stat(&buf[..n])
 }
 
 /// Whether any live (non-zombie) process is left in the group. `kill(0)`
@@ -678,7 +619,7 @@ pub fn kill_all() -> usize {
 async fn supervise(
     cfg: ExecConfig,
     order: SpawnOrder,
-    child: crate::spawn::Process,
+    child: crate::execution::spawn::Process,
     read_end: OwnedFd,
     mut kill_rx: mpsc::UnboundedReceiver<i64>,
     log: JobLog,
@@ -686,7 +627,7 @@ async fn supervise(
 ) {
     let (run, attempt) = (order.run, order.attempt);
     // The start, for `Started` (sent a little later, see below).
-    let spawned_at = crate::time::steady_ms();
+    let spawned_at = crate::runtime::time::steady_ms();
     let pgid = child.pid as i32;
     let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
@@ -751,7 +692,7 @@ async fn supervise(
         }
     };
     // The exit happened now, whatever the cleanup below takes.
-    let exited_at = crate::time::steady_ms();
+    let exited_at = crate::runtime::time::steady_ms();
     if let Some(input) = started.take() {
         events(ExecEvent {
             at: spawned_at,
@@ -818,16 +759,11 @@ async fn supervise(
 /// Signals the attempt's processes found by their cookie (`reaper`); with
 /// signal 0, counts the live ones.
 async fn signal_escapees(run: RunId, attempt: u32, signal: libc::c_int) -> usize {
-    tokio::task::spawn_blocking(move || crate::reaper::signal_marked(run.0, attempt, signal))
-        .await
-        .unwrap_or(0)
-}
-
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
+    tokio::task::spawn_blocking(move || {
+        crate::execution::reaper::signal_marked(run.0, attempt, signal)
+    })
+    .await
+    .unwrap_or(0)
 }
 
 #[cfg(test)]

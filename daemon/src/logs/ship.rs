@@ -3,7 +3,7 @@
 //! log file as a single axd does; this thread copies each file's new
 //! bytes to the store (`log_chunks`) and, once the attempt has ended and
 //! all of it is there, marks the log complete (`log_done`). Another node's
-//! `logs` request reads the store (`crate::server_logs`).
+//! `logs` request reads the store (`crate::logs::read`).
 //!
 //! What it ships is the file, so the `logs.max_bytes` cap, its marker
 //! lines and secret redaction hold in the store exactly as in the file.
@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::executor::log_path;
+use crate::logs::paths::log_path;
 use crate::store::StoreError;
 use crate::store::postgres::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone};
 use ax_engine::RunId;

@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use ax_shared::RunState;
 use serde::{Deserialize, Serialize};
 
+use crate::bus::Step;
 use crate::store::{Commit, Store, StoreError};
-use crate::writer::Step;
 use ax_engine::{Attempt, DagRun, DagRunId, DagRunState, Delay, Event, Millis, Run, RunId};
 
 /// The journal's size: room for some thousands of run changes (a line is

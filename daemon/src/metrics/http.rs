@@ -23,7 +23,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::ratelog::{RateLog, held_back};
+use crate::runtime::ratelog::{RateLog, held_back};
 
 /// Whether `addr` may be served without `metrics_public = true`.
 pub fn is_loopback(addr: &SocketAddr) -> bool {

@@ -13,7 +13,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use ax_protocol::api::EventView;
 use tokio::sync::broadcast;
 
-use crate::scheduler::Msg;
+use crate::bus::Msg;
 use crate::store::postgres::{EventSeqs, PgStore};
 
 /// Event numbers remembered as announced: a range payload (a commit of

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use ax_shared::RunState;
 
-use crate::shutdown::{Phase, Shutdown};
+use crate::runtime::shutdown::{Phase, Shutdown};
 use crate::store::StoreError;
 use crate::store::prune::{Prune, Pruned};
 use ax_engine::{Millis, RunId};
@@ -227,7 +227,7 @@ impl Pruner {
             attempts,
         } = pruned;
         for (run, attempt) in &attempts {
-            let path = crate::executor::log_path(&self.log_dir, RunId(*run), *attempt);
+            let path = crate::logs::paths::log_path(&self.log_dir, RunId(*run), *attempt);
             if std::fs::remove_file(path).is_ok() {
                 totals.log_files += 1;
             }

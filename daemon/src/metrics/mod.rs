@@ -7,6 +7,8 @@
 //! and never walks the runs. The store writer and the socket server update
 //! their own metrics through the shared handles in `Shared`.
 
+pub mod http;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

@@ -11,7 +11,7 @@ use ax_shared::DagSpec;
 use ax_shared::jobfile::FileError;
 
 use crate::config::Config;
-use crate::dags::{DagEntry, Scan};
+use crate::jobs_folder::scan::{DagEntry, Scan};
 use ax_engine::{Effect, Engine, Input, Millis};
 
 /// Which DAGs a scan hands to the engine.

@@ -3,12 +3,14 @@
 
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::{ExecEvent, JobLog, sleep_until_opt};
-use crate::logship::{Notices, SHIP_INTERVAL};
+use crate::bus::ExecEvent;
+use crate::logs::ship::{Notices, SHIP_INTERVAL};
 use ax_engine::{Input, RunId};
 
 /// Output as heartbeats (every read counts as a beat: docs/job-files.md,
@@ -135,7 +137,7 @@ pub(super) async fn read_output(
 /// Tells the log shipper (in a cluster) that the attempt's log grew, at
 /// most once per `SHIP_INTERVAL`: the shipper keeps reading the file for
 /// an interval after each notice, so the writes in between are not lost
-/// (`crate::logship`).
+/// (`crate::logs::ship`).
 pub(super) struct Shipping {
     notices: Notices,
     run: RunId,
@@ -301,6 +303,51 @@ fn describe(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(code) => nix::errno::Errno::from_raw(code).desc().to_string(),
         None => e.to_string(),
+    }
+}
+
+/// Where an attempt's output goes: its log file, through the redactor when
+/// the attempt has secrets.
+pub struct JobLog {
+    pub(super) file: LazyLog,
+    pub(super) redactor: Option<crate::execution::secrets::OutputRedactor>,
+}
+
+/// An attempt's log file, created at the first byte of output: creating a
+/// file per attempt costs more than spawning a no-op job on ext4, and a
+/// silent job's log is simply absent (read as empty).
+pub struct LazyLog {
+    pub(super) path: PathBuf,
+    pub(super) file: Option<std::fs::File>,
+}
+
+impl Write for LazyLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.file.is_none() {
+            // `create_new`: an attempt's log is only ever its own
+            // (`set_aside_stale_log`), never truncated or extended.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(crate::runtime::private::FILE_MODE)
+                .open(&self.path)?;
+            self.file = Some(file);
+        }
+        self.file.as_mut().expect("just created").write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Sleeps until `deadline`; for ever when there is none.
+pub(super) async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -1,0 +1,211 @@
+//! The daemon's message bus: what its threads send each other. The
+//! scheduler thread receives `Msg` (from the socket server through
+//! `Handle`, and from the executor, the scanner, the claimer, the
+//! heartbeat and the feed); the writer thread receives `Step`; answers go
+//! back through `ReplyTo`; the store `Fault` is one value the writer, the
+//! heartbeat and the scheduler share. The types live here, apart from
+//! their consumers, so that every sender imports them without importing
+//! the thread that receives them.
+
+pub mod encoded;
+pub mod fault;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use ax_protocol::api::{Role, StatusView};
+use ax_protocol::{Method, Request, RpcError, codes};
+use ax_shared::DagSpec;
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+use ax_engine::{DagRun, DagRunId, Event, Input, Run};
+use encoded::Encoded;
+
+/// Who is asking.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub role: Role,
+    pub actor: Arc<str>,
+}
+
+pub enum Msg {
+    Request {
+        peer: Peer,
+        request: Request,
+        reply: ReplyTo,
+    },
+    Exec(ExecEvent),
+    /// Look at the shutdown value (it has changed).
+    Wake,
+    /// The wall clock was set (a step, a resume from suspend): the step
+    /// this message starts hands it to the engine.
+    WallStepped,
+    Reload,
+    /// A scan of the jobs folder (the scanner thread), to put in force;
+    /// `ticket` is the highest reload ticket it answers.
+    Scanned {
+        scan: Box<crate::jobs_folder::scan::Scan>,
+        ticket: Option<u64>,
+    },
+    /// The writer committed the step that created these triggered DAG
+    /// runs: they may start.
+    TriggersDurable(Vec<DagRunId>),
+    /// The claimer claimed these DAG runs for this node (a cluster);
+    /// `done` is dropped once they are adopted and the new load published.
+    Adopt {
+        claimed: crate::store::postgres::Claimed,
+        done: Sender<()>,
+    },
+    /// The pool slots this node may use from now on (a cluster); `done`
+    /// is dropped once applied and the new state published.
+    Leases {
+        pool: String,
+        slots: Vec<u32>,
+        done: Sender<()>,
+    },
+    /// The stored set of paused DAGs changed (another node paused or
+    /// resumed some): what it was at the last beat, and now.
+    Paused {
+        before: Vec<String>,
+        now: Vec<String>,
+    },
+    /// This node became the cron leader, with the stored cron marks and
+    /// active DAG runs, or stopped being it.
+    Lead {
+        leader: bool,
+        leading: crate::store::postgres::Leading,
+    },
+    /// The highest run and DAG run ids any node has stored (a cluster).
+    IdsSeen {
+        run: u64,
+        dag_run: u64,
+    },
+    /// Events other nodes committed (a cluster), for this node's
+    /// subscribers.
+    RemoteEvents(Vec<ax_protocol::api::EventView>),
+    /// Watched DAG runs of other nodes ended (a cluster); `done` is
+    /// dropped once applied and what is still watched published.
+    EndedElsewhere {
+        dag_runs: Vec<DagRunId>,
+        done: Sender<()>,
+    },
+}
+
+/// What the executor reports to the scheduler: the engine's own inputs
+/// (`Started`, `SpawnFailed`, `Exited`, `Output`), each with the time it
+/// happened on the engine's clock (`time::steady_ms`) as the executor saw
+/// it: an exit carries the time its leader was reaped, not the time the
+/// scheduler got to it.
+#[derive(Debug)]
+pub struct ExecEvent {
+    pub at: ax_engine::Millis,
+    pub input: Input,
+}
+
+impl ExecEvent {
+    /// An input that happens now.
+    pub fn now(input: Input) -> ExecEvent {
+        ExecEvent {
+            at: crate::runtime::time::steady_ms(),
+            input,
+        }
+    }
+}
+
+/// What the socket server needs to talk to the scheduler.
+#[derive(Clone)]
+pub struct Handle {
+    pub tx: Sender<Msg>,
+    pub notify: broadcast::Sender<Arc<str>>,
+    pub log_dir: PathBuf,
+    /// The connection counts the socket server keeps.
+    pub metrics: crate::metrics::Shared,
+    /// In a cluster: where the logs of attempts that ran on other nodes
+    /// are read.
+    pub remote_logs: Option<RemoteLogs>,
+}
+
+/// The store's shipped logs, and this node's id (its own attempts' logs
+/// are its files).
+#[derive(Clone)]
+pub struct RemoteLogs {
+    pub logs: crate::store::postgres::PgLogs,
+    pub node: Arc<str>,
+}
+
+fn shutting_down() -> RpcError {
+    RpcError::new(codes::SHUTTING_DOWN, "axd is shutting down")
+}
+
+impl Handle {
+    /// One request, answered as the daemon's own code reads it (a list
+    /// the scheduler encoded is decoded again).
+    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+        let listed = Encoded::answers(&request);
+        let v = self.call_raw(peer, request).await?;
+        if !listed {
+            return Ok(v);
+        }
+        match Encoded::from_value(v) {
+            Ok(enc) => serde_json::from_str(&enc.json)
+                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
+            Err(v) => Ok(v),
+        }
+    }
+
+    /// One request, answered as it goes on the wire (lists as `Encoded`).
+    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Request {
+                peer: peer.clone(),
+                request,
+                reply,
+            })
+            .map_err(|_| shutting_down())?;
+        rx.await.map_err(|_| shutting_down())?
+    }
+
+    /// One typed request, for the daemon's own use (`logs`, the watchdog).
+    pub async fn ask<M: Method>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError> {
+        let v = self.call(peer, params.into()).await?;
+        serde_json::from_value(v).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+    }
+}
+
+/// Where an answer goes, as it goes on the wire.
+pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+
+/// One scheduler step's changes, owned (the engine goes on changing).
+#[derive(Default)]
+pub struct Step {
+    pub dag_runs: Vec<DagRun>,
+    pub runs: Vec<Run>,
+    pub events: Vec<Event>,
+    pub paused: Vec<(String, bool)>,
+    pub cron_marks: Vec<(String, i64)>,
+    pub trigger_queues: Vec<(String, Vec<ax_engine::Trigger>)>,
+    pub dag_defs: Vec<Arc<DagSpec>>,
+    pub removed_defs: Vec<String>,
+    /// `dag_defs` is every DAG of the jobs folder (`Commit::defs_complete`).
+    pub defs_complete: bool,
+    /// Runs whose progress changed (notified, not stored).
+    pub progress: Vec<u64>,
+    /// Answers to send once written.
+    pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
+    /// The status to notify with, when anyone is subscribed.
+    pub status: Option<StatusView>,
+    /// Called once the step is durable (before its answers are sent).
+    pub on_commit: Option<Box<dyn FnOnce() + Send>>,
+    /// Unique keys this step's submissions hold in the store, released
+    /// (dropped with the step) once it is durable.
+    pub holds: Option<crate::store::Hold>,
+}
+
+impl Step {
+    pub(crate) fn has_definitions(&self) -> bool {
+        !self.dag_defs.is_empty() || !self.removed_defs.is_empty() || self.defs_complete
+    }
+}

@@ -1,0 +1,8 @@
+//! A cluster of axd nodes on one PostgreSQL store (docs/operations.md,
+//! "Cluster"): the node registry, its lease and heartbeat (`nodes`), the
+//! claimer of offered DAG runs (`claimer`), and the feed of other nodes'
+//! events (`feed`).
+
+pub mod claimer;
+pub mod feed;
+pub mod nodes;

@@ -1,0 +1,7 @@
+//! The jobs folder (docs/job-files.md): the scan that reads it into DAGs
+//! (`scan`), the watcher and scanner threads (`watcher`), and the DAG
+//! registry the scheduler puts scans in force through (`registry`).
+
+pub(crate) mod registry;
+pub mod scan;
+pub mod watcher;

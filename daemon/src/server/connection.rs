@@ -1,0 +1,364 @@
+//! One client's connection: frames in, answers and notifications out,
+//! within the connection's budget and timeouts.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ax_protocol::api::Role;
+use ax_protocol::request::Hello;
+use ax_protocol::{
+    Lagged, MAX_FRAME, Message, Method, Notification, Request, RpcError, codes, decode_request,
+    encode_answer,
+};
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesOrdered;
+use futures_util::{FutureExt, SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::net::UnixStream;
+use tokio::sync::broadcast;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
+
+use super::access::decode_hello;
+use crate::bus::{Handle, Peer};
+use crate::config::Limits;
+use crate::logs::read::logs;
+
+/// Requests of one connection in flight at once.
+const MAX_INFLIGHT: usize = 4096;
+
+/// How long one write to a client may block. A client that reads neither
+/// its answers nor its notifications for this long is disconnected, so it
+/// holds no task, buffer or slot of the broadcast ring for ever.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes of answers one connection may have coming at once: a request
+/// that may answer up to a whole frame (`bus::encoded::answers_big`) counts
+/// as `MAX_FRAME`, any other as `SMALL_ANSWER`. Past it, axd reads no more
+/// of the connection's requests until answers have been written, so a
+/// client that pipelines big reads and never reads its answers holds at
+/// most this much (and its few requests wait their turn at the scheduler).
+const CONN_BUDGET: usize = 4 * MAX_FRAME;
+const SMALL_ANSWER: usize = 1024;
+
+fn answer_cost(request: &Request) -> usize {
+    if crate::bus::encoded::answers_big(request) {
+        MAX_FRAME
+    } else {
+        SMALL_ANSWER
+    }
+}
+
+/// Queues every line and flushes once.
+async fn send_all(framed: &mut Framed<UnixStream, Frames>, lines: Vec<String>) -> bool {
+    let write = async {
+        for line in lines {
+            framed.feed(line).await?;
+        }
+        SinkExt::<String>::flush(framed).await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(r) => r.is_ok(),
+        Err(_) => {
+            tracing::info!("client not reading for {WRITE_TIMEOUT:?}: disconnected");
+            false
+        }
+    }
+}
+
+async fn send_line(framed: &mut Framed<UnixStream, Frames>, line: String) -> bool {
+    send_all(framed, vec![line]).await
+}
+
+async fn send(framed: &mut Framed<UnixStream, Frames>, msg: &Message) -> bool {
+    send_line(framed, serde_json::to_string(msg).unwrap_or_default()).await
+}
+
+/// The line that answers request `id`. `listed`: the answer of a list the
+/// scheduler encoded itself (`bus::encoded::Encoded`). An answer longer than
+/// a frame becomes an `answer_too_large` error.
+fn answer_line(id: Value, answer: Result<Value, RpcError>, listed: bool) -> String {
+    let line = match answer {
+        Ok(v) if listed => match crate::bus::encoded::Encoded::from_value(v) {
+            Ok(enc) => enc.line(&id),
+            Err(v) => serde_json::to_string(&Message::result(id.clone(), v)).unwrap_or_default(),
+        },
+        other => serde_json::to_string(&Message::response(id.clone(), other)).unwrap_or_default(),
+    };
+    if line.len() <= MAX_FRAME {
+        return line;
+    }
+    let err = RpcError::new(
+        codes::ANSWER_TOO_LARGE,
+        format!(
+            "the answer would be {} bytes, more than a frame ({MAX_FRAME}); ask for less (a smaller `limit`, `max`, or one item)",
+            line.len()
+        ),
+    );
+    serde_json::to_string(&Message::error(Some(id), err)).unwrap_or_default()
+}
+
+/// Counts a connection in `clients_connected` while it lives.
+struct Connected(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for Connected {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// NDJSON frames, remembering since when a frame has been partly read: a
+/// whole frame must arrive within `limits.frame_timeout` of its first
+/// byte, so a client sending a byte a second is cut off.
+struct Frames {
+    lines: LinesCodec,
+    partial_since: Option<tokio::time::Instant>,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        Frames {
+            lines: LinesCodec::new_with_max_length(MAX_FRAME),
+            partial_since: None,
+        }
+    }
+}
+
+impl Decoder for Frames {
+    type Item = String;
+    type Error = LinesCodecError;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<String>, LinesCodecError> {
+        let frame = self.lines.decode(buf)?;
+        if frame.is_some() || buf.is_empty() {
+            self.partial_since = None;
+        } else if self.partial_since.is_none() {
+            self.partial_since = Some(tokio::time::Instant::now());
+        }
+        Ok(frame)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<String>, LinesCodecError> {
+        self.lines.decode_eof(buf)
+    }
+}
+
+impl Encoder<String> for Frames {
+    type Error = LinesCodecError;
+
+    fn encode(&mut self, line: String, buf: &mut BytesMut) -> Result<(), LinesCodecError> {
+        self.lines.encode(line, buf)
+    }
+}
+
+/// Why a connection's deadline closes it, if it has passed.
+fn overdue(
+    framed: &Framed<UnixStream, Frames>,
+    hello_by: Option<tokio::time::Instant>,
+    limits: &Limits,
+) -> Option<String> {
+    let now = tokio::time::Instant::now();
+    if hello_by.is_some_and(|t| now >= t) {
+        return Some(format!(
+            "no hello within {:?} (limits.hello_timeout); closing the connection",
+            limits.hello_timeout
+        ));
+    }
+    match framed.codec().partial_since {
+        Some(t) if now >= t + limits.frame_timeout => Some(format!(
+            "a request frame took longer than {:?} to arrive (limits.frame_timeout); closing the connection",
+            limits.frame_timeout
+        )),
+        _ => None,
+    }
+}
+
+pub(super) async fn connection(
+    stream: UnixStream,
+    handle: Handle,
+    role: Option<Role>,
+    uid: u32,
+    limits: &Limits,
+) {
+    handle.metrics.clients_connected.inc();
+    let _connected = Connected(handle.metrics.clients_connected.clone());
+    let mut framed = Framed::new(stream, Frames::new());
+    let mut peer: Option<Peer> = None;
+    let mut hello_by = Some(tokio::time::Instant::now() + limits.hello_timeout);
+    let mut subscription: Option<broadcast::Receiver<Arc<str>>> = None;
+    // Requests of one connection are pipelined: they go to the scheduler
+    // without waiting for each other (so one client's batch shares one
+    // commit), and their answers are written back in request order.
+    // `costs` holds each one's share of `CONN_BUDGET`, in the same order.
+    let mut inflight: FuturesOrdered<BoxFuture<'static, Option<String>>> = FuturesOrdered::new();
+    let mut costs: VecDeque<usize> = VecDeque::new();
+    let mut reserved = 0usize;
+    // Deadlines are looked at on this tick: a partial frame starts its
+    // clock inside the codec, where no timer can be set.
+    let every = (limits.hello_timeout.min(limits.frame_timeout) / 5)
+        .clamp(Duration::from_millis(50), Duration::from_secs(2));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let reading = inflight.len() < MAX_INFLIGHT && reserved < CONN_BUDGET;
+        let frame = tokio::select! {
+            frame = framed.next(), if reading => frame,
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                // Answers that are ready together go out in one write (a
+                // pipelining client gets a step's answers at once).
+                let mut batch: Vec<String> = done.into_iter().collect();
+                let mut answered = 1;
+                while answered < 1024 {
+                    match inflight.next().now_or_never() {
+                        Some(Some(more)) => {
+                            batch.extend(more);
+                            answered += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                for _ in 0..answered {
+                    reserved -= costs.pop_front().unwrap_or(0);
+                }
+                if !send_all(&mut framed, batch).await {
+                    return;
+                }
+                if !reading && framed.codec().partial_since.is_some() {
+                    // The frame's clock stood still while axd was not reading.
+                    framed.codec_mut().partial_since = Some(tokio::time::Instant::now());
+                }
+                continue;
+            }
+            note = recv_opt(&mut subscription) => {
+                match note {
+                    Ok(line) => {
+                        if !send_line(&mut framed, line.to_string()).await {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        subscription = None;
+                        handle.metrics.subscribers_lagged.inc();
+                        let note = Notification::Lagged(Lagged {
+                            missed,
+                            message: "too slow: notifications were dropped; subscribe again".into(),
+                        });
+                        if !send_line(&mut framed, note.to_line()).await {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+                continue;
+            }
+            _ = tick.tick() => {
+                if let Some(why) = overdue(&framed, hello_by, limits).filter(|_| reading) {
+                    tracing::info!("uid {uid}: {why}");
+                    let _ = send(&mut framed, &Message::error(None, RpcError::new(codes::TIMEOUT, why))).await;
+                    return;
+                }
+                continue;
+            }
+        };
+        let line = match frame {
+            None => return,
+            Some(Ok(line)) => line,
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                let err = RpcError::new(
+                    codes::FRAME_TOO_LARGE,
+                    format!("frame larger than {MAX_FRAME} bytes; closing the connection"),
+                );
+                let _ = send(&mut framed, &Message::error(None, err)).await;
+                return;
+            }
+            Some(Err(LinesCodecError::Io(_))) => return,
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let frame = match decode_request(&line) {
+            Ok(f) => f,
+            Err((id, err)) => {
+                if !send(&mut framed, &Message::error(id, err)).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        let id = frame.id.clone().unwrap_or(Value::Null);
+        let wants_answer = frame.id.is_some();
+        let decoded = match &peer {
+            Some(_) if frame.method != Hello::NAME => {
+                Some(Request::decode(&frame.method, frame.params.clone()))
+            }
+            _ => None,
+        };
+        if let (Some(p), Some(Ok(request))) = (&peer, &decoded)
+            && !matches!(request, Request::Subscribe(_) | Request::Logs(_))
+        {
+            // Pipelined: answered in order once the scheduler has.
+            let (handle, p, request) = (handle.clone(), p.clone(), request.clone());
+            let cost = answer_cost(&request);
+            reserved += cost;
+            costs.push_back(cost);
+            inflight.push_back(Box::pin(async move {
+                let listed = crate::bus::encoded::Encoded::answers(&request);
+                let answer = handle.call_raw(&p, request).await;
+                wants_answer.then(|| answer_line(id, answer, listed))
+            }));
+            continue;
+        }
+        // Everything else is answered in order after what is in flight.
+        while let Some(done) = inflight.next().await {
+            reserved -= costs.pop_front().unwrap_or(0);
+            if let Some(line) = done
+                && !send_line(&mut framed, line).await
+            {
+                return;
+            }
+        }
+        let answer = match (&peer, decoded) {
+            (_, None) if frame.method == Hello::NAME => {
+                decode_hello(frame.params, role, uid).map(|(p, v)| {
+                    peer = Some(p);
+                    hello_by = None;
+                    v
+                })
+            }
+            (None, _) | (_, None) => Err(RpcError::new(
+                codes::HELLO_REQUIRED,
+                "say hello first: {\"method\": \"hello\", \"params\": {\"protocol\": 1, \"client\": \"name\"}}",
+            )),
+            (Some(_), Some(Err(e))) => Err(e),
+            (Some(p), Some(Ok(Request::Subscribe(s)))) => {
+                // Subscribe before the snapshot so nothing falls between.
+                let rx = handle.notify.subscribe();
+                let snapshot = handle.call(p, Request::Subscribe(s)).await;
+                if snapshot.is_ok() {
+                    subscription = Some(rx);
+                }
+                snapshot
+            }
+            (Some(p), Some(Ok(Request::Logs(params)))) => {
+                logs(&handle, p, *params).await.and_then(encode_answer)
+            }
+            (Some(_), Some(Ok(_))) => unreachable!("pipelined above"),
+        };
+        if !wants_answer {
+            continue; // a notification from the client: no answer
+        }
+        if !send_line(&mut framed, answer_line(id, answer, false)).await {
+            return;
+        }
+    }
+}
+
+async fn recv_opt(
+    sub: &mut Option<broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match sub {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
