@@ -1,4 +1,4 @@
-//! The cluster's change feed (SPEC §9: `ax` and `ax-tui` on any node see
+//! The cluster's change feed (docs/operations.md, "Cluster": `ax` and `ax-tui` on any node see
 //! the whole cluster): a node's commit that records events notifies
 //! `ax_events` with its id and the events' numbers; every other node
 //! reads those events back and announces them to its own subscribers as
@@ -11,9 +11,9 @@
 
 use ax_protocol::api::EventView;
 
-use super::queries::{EVENT_COLUMNS, event_view};
 use super::{PgStore, on_client};
 use crate::store::StoreError;
+use crate::store::rows::{EVENT_COLUMNS, event_view};
 
 /// Notified by a cluster node's commit that recorded events.
 pub const EVENTS_CHANNEL: &str = "ax_events";

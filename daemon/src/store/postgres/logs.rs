@@ -1,4 +1,4 @@
-//! Attempt logs in the shared store (SPEC §9: `ax` and `ax-tui` connected
+//! Attempt logs in the shared store (docs/operations.md, "Cluster": `ax` and `ax-tui` connected
 //! to any node see the whole cluster, logs included). The node that runs
 //! an attempt writes its log file as a single node does and ships the
 //! file's bytes to `log_chunks` (`crate::logship`); when the attempt has

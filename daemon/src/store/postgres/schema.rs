@@ -52,7 +52,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_dag_run ON events(dag_run);
     CREATE INDEX events_at ON events(at);
     "#,
-    // 5: the node registry (SPEC §9): one row per axd, times in ms on the
+    // 5: the node registry (docs/operations.md, "Cluster"): one row per axd, times in ms on the
     // server's clock
     r#"
     CREATE TABLE nodes (

@@ -1,4 +1,4 @@
-//! `--unique` across nodes (SPEC §4.9): a node looks a key up in the store
+//! `--unique` across nodes (`--unique`, docs/cli.md): a node looks a key up in the store
 //! and then commits the DAG run it creates with it, so two nodes doing so
 //! at the same instant could both find nothing and both create one. Holds
 //! close that window: a transaction-scoped advisory lock on each key,

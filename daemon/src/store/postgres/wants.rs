@@ -1,6 +1,6 @@
 //! Each node's unmet demand for pool slots (table `pool_wants`), so that
 //! nodes holding a pool's slot leases can share them fairly with the
-//! nodes that want some (SPEC §9; the rule is `claimer::share`).
+//! nodes that want some (docs/operations.md, "Cluster"; the rule is `claimer::share`).
 
 use std::collections::HashMap;
 
