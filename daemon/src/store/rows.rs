@@ -11,13 +11,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ax_engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, Run, RunId};
+use ax_engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, Run, RunId, Trigger};
 use ax_protocol::api::{AttemptView, EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, Outcome, RunState};
 
-use super::StoreError;
 use super::specs::parse_spec;
+use super::{Loaded, StoreError, parse_trigger_queue};
 
 /// Maps keyed by our own sequential ids: no need for SipHash.
 type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<ax_engine::IdHasher>>;
@@ -163,16 +163,76 @@ impl Columns for tokio_postgres::Row {
     }
 }
 
-/// A DAG run read back: `DAG_RUN_COLUMNS` over `dag_runs d JOIN specs s`.
-pub(crate) const DAG_RUN_COLUMNS: &str =
+/// The reads of a load, in the order [`Assemble`] takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The DAG runs, read as [`DagRunRow`].
+    DagRuns,
+    /// Their attempts, read as [`AttemptRow`].
+    Attempts,
+    /// Their runs, read as [`RunRow`].
+    Runs,
+    /// The paused DAGs.
+    Paused,
+    /// Each DAG's last cron slot fired.
+    CronMarks,
+    /// Each DAG's queued triggers (JSON).
+    TriggerQueues,
+}
+
+impl Part {
+    /// DAG runs with their attempts and runs.
+    pub const DAG_RUNS: [Part; 3] = [Part::DagRuns, Part::Attempts, Part::Runs];
+    /// Everything a start-up loads.
+    pub const ALL: [Part; 6] = [
+        Part::DagRuns,
+        Part::Attempts,
+        Part::Runs,
+        Part::Paused,
+        Part::CronMarks,
+        Part::TriggerQueues,
+    ];
+
+    /// Whether `sql` holds the filter (and so takes its parameters).
+    pub fn filtered(self) -> bool {
+        Part::DAG_RUNS.contains(&self)
+    }
+
+    /// This read, of the DAG runs matching `filter` (SQL over `dag_runs
+    /// d`) if `filtered`; `node` is the SQL of an attempt's node (`a.node`,
+    /// or `NULL` where one node alone runs everything).
+    pub fn sql(self, filter: &str, node: &str) -> String {
+        match self {
+            Part::DagRuns => format!(
+                "SELECT {DAG_RUN_COLUMNS}
+                 FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE {filter} ORDER BY d.id"
+            ),
+            Part::Attempts => format!(
+                "SELECT {ATTEMPT_COLUMNS}, {node}
+                 FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
+                 WHERE {filter} ORDER BY a.run, a.n"
+            ),
+            Part::Runs => format!(
+                "SELECT {RUN_COLUMNS}
+                 FROM runs r JOIN dag_runs d ON d.id = r.dag_run WHERE {filter} ORDER BY r.id"
+            ),
+            Part::Paused => "SELECT dag FROM paused".into(),
+            Part::CronMarks => "SELECT dag, last_slot FROM cron_marks".into(),
+            Part::TriggerQueues => "SELECT dag, queue FROM trigger_queues".into(),
+        }
+    }
+}
+
+/// [`DagRunRow`]'s columns, in the order it reads them (the same holds
+/// for each column list below and its reader).
+const DAG_RUN_COLUMNS: &str =
     "d.id, d.spec_hash, s.spec, d.state, d.created_at, d.trigger, d.unique_key";
 
-/// An attempt read back: `ATTEMPT_COLUMNS` over `attempts a`, then the
-/// node that ran it (`a.node`; SQLite, one node alone, selects `NULL`).
-pub(crate) const ATTEMPT_COLUMNS: &str = "a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.log_lost";
+/// [`AttemptRow`]'s columns but the last, the node.
+const ATTEMPT_COLUMNS: &str = "a.run, a.n, a.started_at, a.finished_at, a.outcome, a.exit_code, a.signal, a.pid, a.pid_start, a.slot, a.error, a.log_lost";
 
-/// A run read back: `RUN_COLUMNS` over `runs r`.
-pub(crate) const RUN_COLUMNS: &str = "r.id, r.dag_run, r.job_index, r.state, r.counted_failures, r.created_at, r.ready_at, r.started_at,
+/// [`RunRow`]'s columns.
+const RUN_COLUMNS: &str = "r.id, r.dag_run, r.job_index, r.state, r.counted_failures, r.created_at, r.ready_at, r.started_at,
      r.finished_at, r.next_at, r.delay, r.reason, r.message, r.progress, r.upstream";
 
 /// A run as `list_runs` shows it: `RUN_VIEW_COLUMNS` over `runs`.
@@ -186,9 +246,9 @@ pub(crate) const ATTEMPT_VIEW_COLUMNS: &str =
 /// An event: `EVENT_COLUMNS` over `events`.
 pub(crate) const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
 
-/// A row of `DAG_RUN_COLUMNS`. The spec's text is borrowed from the row:
+/// A row of `Part::DagRuns`. The spec's text is borrowed from the row:
 /// it is parsed once per distinct hash, not once per row.
-pub(crate) struct DagRunRow<'r> {
+struct DagRunRow<'r> {
     pub id: u64,
     pub spec_hash: &'r str,
     pub spec: &'r str,
@@ -199,7 +259,7 @@ pub(crate) struct DagRunRow<'r> {
 }
 
 impl<'r> DagRunRow<'r> {
-    pub fn read(r: &'r impl Columns) -> Result<DagRunRow<'r>, StoreError> {
+    fn read(r: &'r impl Columns) -> Result<DagRunRow<'r>, StoreError> {
         Ok(DagRunRow {
             id: r.int(0, "dag_runs.id")?,
             spec_hash: r.str(1, "dag_runs.spec_hash")?,
@@ -212,14 +272,14 @@ impl<'r> DagRunRow<'r> {
     }
 }
 
-/// A row of `ATTEMPT_COLUMNS` and the node.
-pub(crate) struct AttemptRow {
+/// A row of `Part::Attempts`.
+struct AttemptRow {
     pub run: u64,
     pub attempt: Attempt,
 }
 
 impl AttemptRow {
-    pub fn read(r: &impl Columns) -> Result<AttemptRow, StoreError> {
+    fn read(r: &impl Columns) -> Result<AttemptRow, StoreError> {
         Ok(AttemptRow {
             run: r.int(0, "attempts.run")?,
             attempt: Attempt {
@@ -240,8 +300,8 @@ impl AttemptRow {
     }
 }
 
-/// A row of `RUN_COLUMNS`.
-pub(crate) struct RunRow {
+/// A row of `Part::Runs`.
+struct RunRow {
     pub id: u64,
     pub dag_run: u64,
     pub job_index: u32,
@@ -260,7 +320,7 @@ pub(crate) struct RunRow {
 }
 
 impl RunRow {
-    pub fn read(r: &impl Columns) -> Result<RunRow, StoreError> {
+    fn read(r: &impl Columns) -> Result<RunRow, StoreError> {
         let id = r.int(0, "runs.id")?;
         // Most runs have no upstream: skip the JSON parser for "[]".
         let text = r.str(14, "runs.upstream")?;
@@ -290,8 +350,8 @@ impl RunRow {
     }
 }
 
-/// DAG runs put together from their rows: fed the DAG runs first, then
-/// their attempts, then their runs (each run takes its attempts).
+/// DAG runs put together from their rows: fed each [`Part`] in turn (a
+/// run takes the attempts read before it).
 #[derive(Default)]
 pub(crate) struct Assemble {
     specs: HashMap<String, Arc<DagSpec>>,
@@ -300,6 +360,9 @@ pub(crate) struct Assemble {
     attempts: IdMap<u64, Vec<Attempt>>,
     orphans: Vec<(u32, Option<u64>)>,
     upstream: Vec<u64>,
+    paused: Vec<String>,
+    cron_marks: HashMap<String, i64>,
+    trigger_queues: HashMap<String, Vec<Trigger>>,
 }
 
 /// What [`Assemble`] made.
@@ -310,10 +373,55 @@ pub(crate) struct Assembled {
     pub outside: Vec<u64>,
     /// Attempts found running: (pid, pid start time) to sweep.
     pub orphans: Vec<(u32, Option<u64>)>,
+    pub paused: Vec<String>,
+    pub cron_marks: HashMap<String, i64>,
+    pub trigger_queues: HashMap<String, Vec<Trigger>>,
+}
+
+impl Assembled {
+    /// What start-up needs: these rows, the states of the runs `outside`
+    /// (`external`) and the next ids.
+    pub fn loaded(
+        self,
+        external: Vec<(RunId, RunState)>,
+        next_run: u64,
+        next_dag_run: u64,
+    ) -> Loaded {
+        Loaded {
+            dag_runs: self.dag_runs,
+            external,
+            next_run,
+            next_dag_run,
+            paused: self.paused,
+            cron_marks: self.cron_marks,
+            trigger_queues: self.trigger_queues,
+            orphans: self.orphans,
+        }
+    }
 }
 
 impl Assemble {
-    pub fn dag_run(&mut self, row: DagRunRow<'_>) -> Result<(), StoreError> {
+    /// One row of `part`.
+    pub fn add(&mut self, part: Part, r: &impl Columns) -> Result<(), StoreError> {
+        match part {
+            Part::DagRuns => self.dag_run(DagRunRow::read(r)?)?,
+            Part::Attempts => self.attempt(AttemptRow::read(r)?),
+            Part::Runs => self.run(RunRow::read(r)?),
+            Part::Paused => self.paused.push(r.string(0, "paused.dag")?),
+            Part::CronMarks => {
+                let slot = r.int(1, "cron_marks.last_slot")?;
+                self.cron_marks.insert(r.string(0, "cron_marks.dag")?, slot);
+            }
+            Part::TriggerQueues => {
+                let dag = r.string(0, "trigger_queues.dag")?;
+                let queue = parse_trigger_queue(&dag, r.str(1, "trigger_queues.queue")?)?;
+                self.trigger_queues.insert(dag, queue);
+            }
+        }
+        Ok(())
+    }
+
+    fn dag_run(&mut self, row: DagRunRow<'_>) -> Result<(), StoreError> {
         let spec = match self.specs.get(row.spec_hash) {
             Some(s) => s.clone(),
             None => {
@@ -337,7 +445,7 @@ impl Assemble {
         Ok(())
     }
 
-    pub fn attempt(&mut self, row: AttemptRow) {
+    fn attempt(&mut self, row: AttemptRow) {
         let a = row.attempt;
         if a.outcome.is_none()
             && let Some(pid) = a.pid
@@ -347,7 +455,7 @@ impl Assemble {
         self.attempts.entry(row.run).or_default().push(a);
     }
 
-    pub fn run(&mut self, row: RunRow) {
+    fn run(&mut self, row: RunRow) {
         self.upstream.extend(row.upstream.iter().map(|u| u.0));
         let Some(&i) = self.index.get(&row.dag_run) else {
             return;
@@ -388,6 +496,9 @@ impl Assemble {
             dag_runs: self.dag_runs,
             outside,
             orphans: self.orphans,
+            paused: self.paused,
+            cron_marks: self.cron_marks,
+            trigger_queues: self.trigger_queues,
         }
     }
 }

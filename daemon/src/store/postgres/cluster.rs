@@ -198,9 +198,8 @@ impl PgStore {
                 .iter()
                 .map(|r| r.try_get::<_, i64>(0))
                 .collect::<Result<_, _>>()?;
-            let DagRuns {
-                dag_runs, external, ..
-            } = dag_runs_where(&*tx, "d.id = ANY($1)", &[&ids]).await?;
+            let DagRuns { dag_runs, external } =
+                dag_runs_where(&*tx, "d.id = ANY($1)", &[&ids]).await?;
             tx.commit().await?;
             Ok(Claimed { dag_runs, external })
         })

@@ -2,17 +2,14 @@
 //! DAG runs with their runs and attempts (put together by the shared
 //! `rows::Assemble`), and what else a restart needs.
 
-use std::collections::HashMap;
-
+use ax_shared::RunState;
 use deadpool_postgres::Object;
 use tokio_postgres::types::ToSql;
 
 use super::SERVER_NOW;
-use crate::store::rows::{
-    ATTEMPT_COLUMNS, Assemble, AttemptRow, Columns, DAG_RUN_COLUMNS, DagRunRow, RUN_COLUMNS, RunRow,
-};
-use crate::store::{Loaded, StoreError, parse_trigger_queue};
-use ax_engine::{RestoredDagRun, RunId, Trigger};
+use crate::store::rows::{Assemble, Assembled, Columns, Part};
+use crate::store::{Loaded, StoreError};
+use ax_engine::{RestoredDagRun, RunId};
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
 /// attempts, plus what start-up needs besides. Values go in `params`.
@@ -30,47 +27,8 @@ pub(super) async fn load_where(
         .query_one("SELECT COALESCE(MAX(id), 0) + 1 FROM dag_runs", &[])
         .await?
         .int(0, "next DAG run id")?;
-    let DagRuns {
-        dag_runs,
-        external,
-        orphans,
-    } = dag_runs_where(&***client, filter, params).await?;
-    let paused: Vec<String> = client
-        .query("SELECT dag FROM paused", &[])
-        .await?
-        .iter()
-        .map(|r| r.string(0, "paused.dag"))
-        .collect::<Result<_, _>>()?;
-    let cron_marks: HashMap<String, i64> = client
-        .query("SELECT dag, last_slot FROM cron_marks", &[])
-        .await?
-        .iter()
-        .map(|r| {
-            Ok((
-                r.string(0, "cron_marks.dag")?,
-                r.int(1, "cron_marks.last_slot")?,
-            ))
-        })
-        .collect::<Result<_, StoreError>>()?;
-    let mut trigger_queues: HashMap<String, Vec<Trigger>> = HashMap::new();
-    for r in &client
-        .query("SELECT dag, queue FROM trigger_queues", &[])
-        .await?
-    {
-        let dag = r.string(0, "trigger_queues.dag")?;
-        let queue = parse_trigger_queue(&dag, r.str(1, "trigger_queues.queue")?)?;
-        trigger_queues.insert(dag, queue);
-    }
-    Ok(Loaded {
-        dag_runs,
-        external,
-        next_run,
-        next_dag_run,
-        paused,
-        cron_marks,
-        trigger_queues,
-        orphans,
-    })
+    let (assembled, external) = read(&***client, filter, params, &Part::ALL).await?;
+    Ok(assembled.loaded(external, next_run, next_dag_run))
 }
 
 /// Attempts `node` started that ended `interrupted` in the last day
@@ -101,9 +59,7 @@ pub(super) async fn interrupted_elsewhere(
 pub(super) struct DagRuns {
     pub dag_runs: Vec<RestoredDagRun>,
     /// Finished runs outside them that their runs depend on.
-    pub external: Vec<(RunId, ax_shared::RunState)>,
-    /// Attempts found running: (pid, pid start time).
-    pub orphans: Vec<(u32, Option<u64>)>,
+    pub external: Vec<(RunId, RunState)>,
 }
 
 /// DAG runs matching `filter` (SQL over `dag_runs d`) with their runs and
@@ -113,28 +69,27 @@ pub(super) async fn dag_runs_where(
     filter: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<DagRuns, StoreError> {
+    let (assembled, external) = read(client, filter, params, &Part::DAG_RUNS).await?;
+    Ok(DagRuns {
+        dag_runs: assembled.dag_runs,
+        external,
+    })
+}
+
+/// `parts` of the DAG runs matching `filter`, and the states of the runs
+/// outside them that their runs depend on.
+async fn read(
+    client: &impl tokio_postgres::GenericClient,
+    filter: &str,
+    params: &[&(dyn ToSql + Sync)],
+    parts: &[Part],
+) -> Result<(Assembled, Vec<(RunId, RunState)>), StoreError> {
     let mut assemble = Assemble::default();
-    let sql = format!(
-        "SELECT {DAG_RUN_COLUMNS}
-         FROM dag_runs d JOIN specs s ON s.hash = d.spec_hash WHERE {filter} ORDER BY d.id"
-    );
-    for r in &client.query(&sql, params).await? {
-        assemble.dag_run(DagRunRow::read(r)?)?;
-    }
-    let sql = format!(
-        "SELECT {ATTEMPT_COLUMNS}, a.node
-         FROM attempts a JOIN runs r ON r.id = a.run JOIN dag_runs d ON d.id = r.dag_run
-         WHERE {filter} ORDER BY a.run, a.n"
-    );
-    for r in &client.query(&sql, params).await? {
-        assemble.attempt(AttemptRow::read(r)?);
-    }
-    let sql = format!(
-        "SELECT {RUN_COLUMNS}
-         FROM runs r JOIN dag_runs d ON d.id = r.dag_run WHERE {filter} ORDER BY r.id"
-    );
-    for r in &client.query(&sql, params).await? {
-        assemble.run(RunRow::read(r)?);
+    for &part in parts {
+        let params = if part.filtered() { params } else { &[] };
+        for r in &client.query(&part.sql(filter, "a.node"), params).await? {
+            assemble.add(part, r)?;
+        }
     }
     let assembled = assemble.finish();
     let mut external = Vec::new();
@@ -150,9 +105,5 @@ pub(super) async fn dag_runs_where(
             external.push((RunId(r.int(0, "runs.id")?), r.code(1, "runs.state")?));
         }
     }
-    Ok(DagRuns {
-        dag_runs: assembled.dag_runs,
-        external,
-        orphans: assembled.orphans,
-    })
+    Ok((assembled, external))
 }

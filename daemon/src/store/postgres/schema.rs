@@ -127,7 +127,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
 const MIGRATE_LOCK: i64 = 0x6178_6d69_6772_6174;
 
 /// Brings the schema up to date in one transaction (PostgreSQL's DDL is
-/// transactional: a failed migration leaves the old schema whole). The
+/// transactional: a failed migration leaves the schema as it was). The
 /// advisory lock makes nodes that start together wait for each other
 /// instead of racing to create the same tables.
 pub(super) async fn migrate(client: &mut Object) -> Result<(), StoreError> {
