@@ -1,6 +1,8 @@
 //! The PostgreSQL schema: the SQLite store's migrations expressed for
 //! PostgreSQL (BIGINT for every integer, DOUBLE PRECISION for progress, a
 //! sequence for event numbers), versioned in a `schema_version` table.
+//! `daemon/tests/store_schema.rs` checks that both stores have the same
+//! tables and columns, apart from those only a cluster needs.
 
 use deadpool_postgres::Object;
 
