@@ -1,12 +1,14 @@
-//! Persistence behind the `Store` trait, with a SQLite and a PostgreSQL
-//! implementation (docs/operations.md, "PostgreSQL"). Everything one
+//! Persistence behind the `Store` trait, on SQLite (one node) or
+//! PostgreSQL (a cluster; docs/operations.md, "Cluster"). Everything one
 //! scheduler step decides is written by a single `commit` call, in one
-//! transaction.
+//! transaction. Both backends share one row model (`rows`): what each
+//! column holds and what rows become.
 
 pub mod journal;
 pub mod postgres;
 pub mod prune;
 pub mod retention;
+pub(crate) mod rows;
 pub mod specs;
 pub mod sqlite;
 pub mod writer;
@@ -26,6 +28,13 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store: {0}")]
     Corrupt(String),
+    /// A coded column (a state, an outcome, a delay) holds text that is
+    /// none of its type's codes.
+    #[error("store: {column} holds unknown value {value:?}")]
+    Unknown { column: &'static str, value: String },
+    /// A numeric column holds a value its Rust type cannot.
+    #[error("store: {column} holds {value}, out of range")]
+    OutOfRange { column: &'static str, value: i64 },
     #[error("store: {0}")]
     Io(#[from] std::io::Error),
     /// The message holds the error's whole chain (tokio-postgres says
@@ -78,44 +87,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-pub(crate) fn state_str(s: RunState) -> &'static str {
-    s.as_str()
-}
-
-pub(crate) fn parse_state(s: &str) -> Result<RunState, StoreError> {
-    RunState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("unknown run state {s:?}")))
-}
-
-pub(crate) fn dag_run_state_str(s: DagRunState) -> &'static str {
-    match s {
-        DagRunState::Active => "active",
-        DagRunState::Success => "success",
-        DagRunState::Failed => "failed",
-        DagRunState::Cancelled => "cancelled",
-    }
-}
-
-pub(crate) fn parse_dag_run_state(s: &str) -> DagRunState {
-    match s {
-        "success" => DagRunState::Success,
-        "failed" => DagRunState::Failed,
-        "cancelled" => DagRunState::Cancelled,
-        _ => DagRunState::Active,
-    }
-}
-
-pub(crate) fn parse_outcome(s: &str) -> Option<ax_shared::Outcome> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
-}
-
-pub(crate) fn parse_delay(s: Option<&str>) -> Option<ax_engine::Delay> {
-    match s {
-        Some("retry_budget") => Some(ax_engine::Delay::RetryBudget),
-        Some(_) => Some(ax_engine::Delay::Backoff),
-        None => None,
-    }
-}
-
 /// The attempts of `r` a commit writes: the last two, since one step can
 /// end an attempt and start the next (an interrupted one at start-up, a
 /// retry with no backoff).
@@ -130,13 +101,6 @@ pub(crate) fn attempts_to_write(r: &Run) -> impl Iterator<Item = &ax_engine::Att
 pub(crate) fn parse_trigger_queue(dag: &str, json: &str) -> Result<Vec<Trigger>, StoreError> {
     serde_json::from_str(json)
         .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))
-}
-
-pub(crate) fn delay_str(d: ax_engine::Delay) -> &'static str {
-    match d {
-        ax_engine::Delay::Backoff => "backoff",
-        ax_engine::Delay::RetryBudget => "retry_budget",
-    }
 }
 
 /// One step's worth of changes.

@@ -1,21 +1,19 @@
-//! Deleting finished DAG runs (retention: docs/config.md, "`[logs]`"), for
-//! the pruner thread's own connection (`crate::store::retention`): the `Prune`
-//! trait, and its SQLite implementation (PostgreSQL's is in
-//! `postgres/prune.rs`).
+//! Deleting finished DAG runs (retention: `keep_runs` and `retain` in
+//! axd.toml), for the pruner thread's own connection (`crate::store::retention`):
+//! the `Prune` trait, and what a pruned DAG run takes with it. Each
+//! backend writes its SQL (`sqlite/prune.rs`, `postgres/prune.rs`).
 //!
 //! Candidates are read outside any write transaction; each batch is then
-//! deleted in one short `BEGIN IMMEDIATE` transaction that checks every
-//! candidate again (still finished, finished before the cutoff), so the
-//! writer thread waits for at most one batch. The upstream runs of active
-//! DAG runs are never deleted.
+//! deleted in one short transaction that checks every candidate again
+//! (still finished, finished before the cutoff), so the writer thread
+//! waits for at most one batch. The upstream runs of active DAG runs are
+//! never deleted.
 
 use std::collections::BTreeMap;
 
 use ax_shared::RunState;
-use rusqlite::{TransactionBehavior, params};
 
 use super::StoreError;
-use super::sqlite::SqliteStore;
 
 /// What one deleted batch held.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -63,126 +61,80 @@ pub trait Prune: Send {
     fn store_bytes(&mut self) -> Option<u64>;
 }
 
-impl Prune for SqliteStore {
-    fn finished_before(
-        &mut self,
-        before: i64,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<u64>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id FROM dag_runs WHERE id > ?1 AND state != 'active' AND finished_at < ?2 ORDER BY id LIMIT ?3",
-        )?;
-        let ids = stmt
-            .query_map(params![after as i64, before, limit as i64], |r| {
-                r.get::<_, i64>(0)
-            })?
-            .map(|r| r.map(|id| id as u64))
-            .collect::<Result<_, _>>()?;
-        Ok(ids)
-    }
+/// How a table's rows belong to a DAG run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum By {
+    /// Its `run` is one of the DAG run's runs.
+    Run,
+    /// Its `dag_run` is the DAG run.
+    DagRun,
+    /// It is the DAG run (`id`).
+    Id,
+}
 
-    fn beyond_newest(
-        &mut self,
-        dag: &str,
-        keep: u32,
-        before: i64,
-        limit: usize,
-    ) -> Result<Vec<u64>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id FROM dag_runs WHERE dag = ?1 AND state != 'active' AND finished_at < ?3
-               AND id < (SELECT id FROM dag_runs WHERE dag = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1)
-             ORDER BY id LIMIT ?4",
-        )?;
-        let ids = stmt
-            .query_map(params![dag, i64::from(keep), before, limit as i64], |r| {
-                r.get::<_, i64>(0)
-            })?
-            .map(|r| r.map(|id| id as u64))
-            .collect::<Result<_, _>>()?;
-        Ok(ids)
-    }
+/// A table a pruned DAG run's rows are deleted from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deleted {
+    pub table: &'static str,
+    pub by: By,
+    /// Only a cluster's store has the table (shipped logs).
+    pub cluster_only: bool,
+}
 
-    fn delete_dag_runs(&mut self, ids: &[u64], before: i64) -> Result<Pruned, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(
-            "CREATE TEMP TABLE IF NOT EXISTS prune_dr (id INTEGER PRIMARY KEY); DELETE FROM prune_dr;",
-        )?;
-        {
-            let mut pick = tx.prepare_cached(
-                "INSERT INTO prune_dr SELECT id FROM dag_runs WHERE id = ?1 AND state != 'active' AND finished_at < ?2",
-            )?;
-            for id in ids {
-                pick.execute(params![*id as i64, before])?;
+/// What a pruned DAG run takes with it, in the order deleted: every row
+/// that refers to its runs before the runs, the runs before it.
+pub(crate) const DELETED: [Deleted; 6] = [
+    Deleted {
+        table: "attempts",
+        by: By::Run,
+        cluster_only: false,
+    },
+    // Shipped logs go with their attempts, as log files do on the node
+    // that ran them.
+    Deleted {
+        table: "log_chunks",
+        by: By::Run,
+        cluster_only: true,
+    },
+    Deleted {
+        table: "log_done",
+        by: By::Run,
+        cluster_only: true,
+    },
+    Deleted {
+        table: "events",
+        by: By::DagRun,
+        cluster_only: false,
+    },
+    Deleted {
+        table: "runs",
+        by: By::DagRun,
+        cluster_only: false,
+    },
+    Deleted {
+        table: "dag_runs",
+        by: By::Id,
+        cluster_only: false,
+    },
+];
+
+/// The statements deleting `DELETED` (without the cluster's tables unless
+/// `cluster`); `picked(column)` is the backend's SQL for "`column` is one
+/// of the picked DAG runs".
+pub(crate) fn delete_statements(cluster: bool, picked: impl Fn(&str) -> String) -> Vec<String> {
+    DELETED
+        .iter()
+        .filter(|d| cluster || !d.cluster_only)
+        .map(|d| {
+            let table = d.table;
+            match d.by {
+                By::Run => format!(
+                    "DELETE FROM {table} WHERE run IN (SELECT id FROM runs WHERE {})",
+                    picked("dag_run")
+                ),
+                By::DagRun => format!("DELETE FROM {table} WHERE {}", picked("dag_run")),
+                By::Id => format!("DELETE FROM {table} WHERE {}", picked("id")),
             }
-        }
-        // A finished run that a run of an active DAG run still waits on
-        // (`--after`) stays: a restart reads its state from the store.
-        tx.execute_batch(
-            "DELETE FROM prune_dr WHERE id IN (
-               SELECT u.dag_run FROM dag_runs d JOIN runs r ON r.dag_run = d.id, json_each(r.upstream) j
-                 JOIN runs u ON u.id = j.value
-               WHERE d.state = 'active' AND r.upstream != '[]');",
-        )?;
-        let mut pruned = Pruned {
-            dag_runs: tx.query_row("SELECT COUNT(*) FROM prune_dr", [], |r| r.get::<_, i64>(0))?
-                as u64,
-            ..Pruned::default()
-        };
-        {
-            let mut stmt = tx.prepare_cached(
-                "SELECT state, COUNT(*) FROM runs WHERE dag_run IN (SELECT id FROM prune_dr) GROUP BY state",
-            )?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (state, n) = row?;
-                let state = RunState::parse(&state)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown run state {state:?}")))?;
-                pruned.runs.insert(state, n as u64);
-            }
-            let mut stmt = tx.prepare_cached(
-                "SELECT a.run, a.n FROM attempts a JOIN runs r ON r.id = a.run WHERE r.dag_run IN (SELECT id FROM prune_dr)",
-            )?;
-            pruned.attempts = stmt
-                .query_map([], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u32))
-                })?
-                .collect::<Result<_, _>>()?;
-        }
-        tx.execute_batch(
-            "DELETE FROM attempts WHERE run IN (SELECT id FROM runs WHERE dag_run IN (SELECT id FROM prune_dr));
-             DELETE FROM events WHERE dag_run IN (SELECT id FROM prune_dr);
-             DELETE FROM runs WHERE dag_run IN (SELECT id FROM prune_dr);
-             DELETE FROM dag_runs WHERE id IN (SELECT id FROM prune_dr);",
-        )?;
-        tx.commit()?;
-        Ok(pruned)
-    }
-
-    fn delete_unused_specs(&mut self) -> Result<u64, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = tx.execute(
-            "DELETE FROM specs WHERE hash NOT IN (SELECT spec_hash FROM dag_runs) AND hash NOT IN (SELECT hash FROM dag_defs)",
-            [],
-        )?;
-        tx.commit()?;
-        Ok(n as u64)
-    }
-
-    /// The database file and its WAL.
-    fn store_bytes(&mut self) -> Option<u64> {
-        let db = self.conn.path()?.to_string();
-        let wal = format!("{db}-wal");
-        Some(
-            [db, wal]
-                .iter()
-                .filter_map(|p| std::fs::metadata(p).ok())
-                .map(|m| m.len())
-                .sum(),
-        )
-    }
+        })
+        .collect()
 }

@@ -13,9 +13,9 @@ use futures_util::StreamExt;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use super::fence::{Me, check_epoch};
 use super::load::{DagRuns, dag_runs_where};
-use super::nodes::SERVER_NOW;
-use super::{PgStore, int, on_client};
+use super::{PgStore, SERVER_NOW, int, on_client};
 use crate::store::StoreError;
 use ax_engine::{RestoredDagRun, RunId};
 
@@ -81,15 +81,6 @@ const UNLEASE: &str = "WITH u AS (
        UPDATE pool_slots SET node = NULL WHERE pool = $1 AND slot = ANY($2) AND node = $3 RETURNING 1)
      SELECT pg_notify('ax_work', '') FROM u LIMIT 1";
 
-/// This node as registered: its id, number (the offset of its ids) and
-/// the epoch its writes are checked against.
-#[derive(Clone, Debug)]
-pub struct Me {
-    pub id: String,
-    pub no: u64,
-    pub epoch: i64,
-}
-
 /// The aging rule claims order by (`[aging]` of the claiming node).
 #[derive(Clone, Copy, Debug)]
 pub struct ClaimAging {
@@ -102,31 +93,6 @@ pub struct ClaimAging {
 pub struct Claimed {
     pub dag_runs: Vec<RestoredDagRun>,
     pub external: Vec<(RunId, ax_shared::RunState)>,
-}
-
-/// Reads (and share-locks) a node's stored epoch.
-pub(super) const EPOCH: &str = "SELECT epoch FROM node_numbers WHERE id = $1 FOR SHARE";
-
-/// Fails with `Fenced` unless `me`'s epoch is still the stored one. The
-/// row is share-locked to the end of the caller's transaction, so a node
-/// declaring `me` dead (which raises the epoch) waits for that
-/// transaction, and everything `me` wrote before is handed back with the
-/// rest.
-pub(super) async fn check_epoch(
-    tx: &deadpool_postgres::Transaction<'_>,
-    me: &Me,
-) -> Result<(), StoreError> {
-    let statement = tx.prepare_cached(EPOCH).await?;
-    let rows = tx.query(&statement, &[&me.id]).await?;
-    epoch_is(&rows, me)
-}
-
-/// `check_epoch` on the rows `EPOCH` returned.
-pub(super) fn epoch_is(rows: &[tokio_postgres::Row], me: &Me) -> Result<(), StoreError> {
-    match rows.first().map(|r| r.try_get::<_, i64>(0)).transpose()? {
-        Some(epoch) if epoch == me.epoch => Ok(()),
-        _ => Err(StoreError::Fenced(me.id.clone())),
-    }
 }
 
 impl PgStore {
@@ -232,9 +198,8 @@ impl PgStore {
                 .iter()
                 .map(|r| r.try_get::<_, i64>(0))
                 .collect::<Result<_, _>>()?;
-            let DagRuns {
-                dag_runs, external, ..
-            } = dag_runs_where(&*tx, "d.id = ANY($1)", &[&ids]).await?;
+            let DagRuns { dag_runs, external } =
+                dag_runs_where(&*tx, "d.id = ANY($1)", &[&ids]).await?;
             tx.commit().await?;
             Ok(Claimed { dag_runs, external })
         })
@@ -669,7 +634,10 @@ mod tests {
             // B's beat, as `PgStore::beat` orders it: the epoch's share
             // lock first, then its row.
             client.batch_execute("BEGIN").await.unwrap();
-            client.query(super::EPOCH, &[&"b"]).await.unwrap();
+            client
+                .query(super::super::fence::EPOCH, &[&"b"])
+                .await
+                .unwrap();
             let judging = std::thread::spawn(move || judge.release_dead(Duration::from_secs(10)));
             tokio::time::sleep(Duration::from_millis(500)).await;
             client

@@ -16,10 +16,9 @@ use futures_util::future::try_join_all;
 use tokio_postgres::types::ToSql;
 
 use super::{PgStore, text};
+use crate::store::rows::Code;
 use crate::store::specs::{SpecHashes, def_text, definition_hash};
-use crate::store::{
-    Commit, StoreError, attempts_to_write, dag_run_state_str, delay_str, state_str,
-};
+use crate::store::{Commit, StoreError, attempts_to_write};
 
 const SPECS: &str = "INSERT INTO specs (hash, spec) SELECT * FROM UNNEST($1::text[], $2::text[])
      ON CONFLICT (hash) DO NOTHING";
@@ -221,7 +220,7 @@ impl Rows {
             d.id.push(r.id.0 as i64);
             d.dag.push(r.dag.to_string());
             d.spec_hash.push(specs.hash_of(&r.spec).to_string());
-            d.state.push(dag_run_state_str(r.state));
+            d.state.push(r.state.code());
             d.trigger.push(text(&r.trigger));
             d.unique_key.push(r.unique_key.as_deref().map(text));
             d.created_at.push(r.created_at);
@@ -237,7 +236,7 @@ impl Rows {
             o.dag.push(r.dag.to_string());
             o.job.push(r.job().id.clone());
             o.job_index.push(i64::from(r.job_index));
-            o.state.push(state_str(r.state));
+            o.state.push(r.state.code());
             o.priority.push(i64::from(r.priority()));
             o.pool.push(r.pool().to_string());
             o.retries.push(i64::from(r.job().retries));
@@ -251,7 +250,7 @@ impl Rows {
             o.started_at.push(r.started_at);
             o.finished_at.push(r.finished_at);
             o.next_at.push(r.next_at);
-            o.delay.push(r.delay.map(delay_str));
+            o.delay.push(r.delay.map(Code::code));
             o.reason.push(text(&r.reason));
             o.message.push(r.message.as_deref().map(text));
             o.progress.push(r.progress);
@@ -299,8 +298,8 @@ impl Rows {
             e.at.push(ev.at);
             e.run.push(ev.run.map(|r| r.0 as i64));
             e.dag_run.push(ev.dag_run.0 as i64);
-            e.from.push(ev.from.map(state_str));
-            e.to.push(ev.to.map(state_str));
+            e.from.push(ev.from.map(Code::code));
+            e.to.push(ev.to.map(Code::code));
             e.reason.push(text(&ev.reason));
             e.actor.push(text(&ev.actor));
         }
@@ -472,7 +471,7 @@ async fn transaction(
 ) -> Result<Vec<i64>, StoreError> {
     let tx = client.transaction().await?;
     if let Some(me) = me {
-        super::cluster::check_epoch(&tx, me).await?;
+        super::fence::check_epoch(&tx, me).await?;
     }
     let statements = rows.statements();
     let e = &rows.events;

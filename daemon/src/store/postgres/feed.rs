@@ -11,9 +11,9 @@
 
 use ax_protocol::api::EventView;
 
-use super::queries::{EVENT_COLUMNS, event_view};
 use super::{PgStore, on_client};
 use crate::store::StoreError;
+use crate::store::rows::{EVENT_COLUMNS, event_view};
 
 /// Notified by a cluster node's commit that recorded events.
 pub const EVENTS_CHANNEL: &str = "ax_events";

@@ -26,6 +26,7 @@
 mod cluster;
 mod commit;
 mod feed;
+mod fence;
 mod load;
 mod logs;
 mod nodes;
@@ -42,14 +43,19 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-pub use cluster::{ClaimAging, Claimed, DONE_CHANNEL, Leading, Me, STRIDE};
+pub use cluster::{ClaimAging, Claimed, DONE_CHANNEL, Leading, STRIDE};
 pub use feed::{EVENTS_CHANNEL, EventSeqs, parse_payload};
+pub use fence::Me;
 pub use logs::{CHUNK_BYTES, PgLogs, ShippedChunk, ShippedDone, StoredRange};
 pub use nodes::{Beat, DagVersionRow, NodeInfo, NodeRow};
 pub use wants::Stake;
 
 use super::specs::SpecHashes;
-use super::{StoreError, error_chain, parse_state};
+use super::{StoreError, error_chain};
+
+/// The server's clock in ms: the clock every node's lease and age is
+/// read on, so they do not depend on how well the machines' clocks agree.
+const SERVER_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// Connections one axd holds at most (scheduler reads, writer, pruner and
 /// the node heartbeat use one each; the rest is slack).
@@ -477,20 +483,9 @@ macro_rules! on_client {
 use on_client;
 
 /// Integers are BIGINT in PostgreSQL; a value that does not fit its Rust
-/// type is a corrupt row, not a panic.
-fn int<T: TryFrom<i64>>(v: i64, what: &str) -> Result<T, StoreError> {
-    T::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} out of range")))
-}
-
-/// A nullable BIGINT column as `T` (see `int`).
-fn opt_int<T: TryFrom<i64>>(
-    row: &tokio_postgres::Row,
-    column: usize,
-    what: &str,
-) -> Result<Option<T>, StoreError> {
-    row.try_get::<_, Option<i64>>(column)?
-        .map(|v| int(v, what))
-        .transpose()
+/// type is a corrupt row, not a panic (`rows::fit`).
+fn int<T: TryFrom<i64>>(v: i64, column: &'static str) -> Result<T, StoreError> {
+    super::rows::fit(column, v)
 }
 
 /// PostgreSQL text cannot hold NUL; SQLite's can. A NUL in text from a

@@ -3,11 +3,10 @@
 //! checks every candidate again (and locks it, so nothing changes it
 //! between the check and the delete).
 
-use ax_shared::RunState;
-
-use super::{PgStore, int, on_client};
+use super::{PgStore, on_client};
 use crate::store::StoreError;
-use crate::store::prune::{Prune, Pruned};
+use crate::store::prune::{Prune, Pruned, delete_statements};
+use crate::store::rows::Columns;
 
 /// The candidates still deletable: finished, finished before `$2`, and not
 /// the DAG run of a run that a run of an active DAG run waits on.
@@ -37,7 +36,7 @@ impl Prune for PgStore {
                 .query(&statement, &[&(after as i64), &before, &(limit as i64)])
                 .await?
                 .iter()
-                .map(|r| int(r.try_get(0)?, "DAG run id"))
+                .map(|r| r.int(0, "dag_runs.id"))
                 .collect()
         })
     }
@@ -64,7 +63,7 @@ impl Prune for PgStore {
                 )
                 .await?
                 .iter()
-                .map(|r| int(r.try_get(0)?, "DAG run id"))
+                .map(|r| r.int(0, "dag_runs.id"))
                 .collect()
         })
     }
@@ -94,12 +93,9 @@ impl Prune for PgStore {
                 )
                 .await?
             {
-                let state: &str = r.try_get(0)?;
-                let state = RunState::parse(state)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown run state {state:?}")))?;
                 pruned
                     .runs
-                    .insert(state, int::<u64>(r.try_get(1)?, "count")?);
+                    .insert(r.code(0, "runs.state")?, r.int(1, "count")?);
             }
             pruned.attempts = tx
                 .query(
@@ -108,31 +104,11 @@ impl Prune for PgStore {
                 )
                 .await?
                 .iter()
-                .map(|r| Ok((int(r.try_get(0)?, "run id")?, int(r.try_get(1)?, "attempt")?)))
+                .map(|r| Ok((r.int(0, "attempts.run")?, r.int(1, "attempts.n")?)))
                 .collect::<Result<_, StoreError>>()?;
-            tx.execute(
-                "DELETE FROM attempts WHERE run IN (SELECT id FROM runs WHERE dag_run = ANY($1))",
-                &[&picked],
-            )
-            .await?;
-            // Shipped logs go with their attempts (`logs.retain` and
-            // `keep_runs` alike), as log files do on the node that ran them.
-            tx.execute(
-                "DELETE FROM log_chunks WHERE run IN (SELECT id FROM runs WHERE dag_run = ANY($1))",
-                &[&picked],
-            )
-            .await?;
-            tx.execute(
-                "DELETE FROM log_done WHERE run IN (SELECT id FROM runs WHERE dag_run = ANY($1))",
-                &[&picked],
-            )
-            .await?;
-            tx.execute("DELETE FROM events WHERE dag_run = ANY($1)", &[&picked])
-                .await?;
-            tx.execute("DELETE FROM runs WHERE dag_run = ANY($1)", &[&picked])
-                .await?;
-            tx.execute("DELETE FROM dag_runs WHERE id = ANY($1)", &[&picked])
-                .await?;
+            for sql in delete_statements(true, |column| format!("{column} = ANY($1)")) {
+                tx.execute(&sql, &[&picked]).await?;
+            }
             tx.commit().await?;
             Ok(pruned)
         })

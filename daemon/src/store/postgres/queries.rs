@@ -4,23 +4,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ax_protocol::api::{AttemptView, EventView, RunView};
-use ax_shared::time::Timestamp;
-use ax_shared::{DagSpec, Outcome, RunState};
+use ax_protocol::api::{EventView, RunView};
+use ax_shared::{DagSpec, RunState};
 use deadpool_postgres::Object;
 use futures_util::future::try_join_all;
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PgStore, int, on_client, opt_int, parse_state};
+use super::{PgStore, on_client};
+use crate::store::rows::{self, ATTEMPT_VIEW_COLUMNS, Columns, EVENT_COLUMNS, RUN_VIEW_COLUMNS};
 use crate::store::specs::parse_spec;
-use crate::store::{
-    EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError, parse_dag_run_state,
-};
+use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError};
 use ax_engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
-
-const RUN_COLUMNS: &str = "id, dag, job, dag_run, state, pool, priority, retries, created_at, ready_at, started_at, finished_at, next_at, reason, message, progress";
-pub(super) const EVENT_COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
 
 /// SQL with numbered parameters, built clause by clause.
 #[derive(Default)]
@@ -43,52 +37,6 @@ impl Params {
     }
 }
 
-fn millis(r: &Row, i: usize) -> Result<Option<Timestamp>, StoreError> {
-    Ok(r.try_get::<_, Option<i64>>(i)?.map(Timestamp::from_millis))
-}
-
-fn run_view(r: &Row) -> Result<RunView, StoreError> {
-    let priority: u8 = int(r.try_get(6)?, "priority")?;
-    Ok(RunView {
-        id: int(r.try_get(0)?, "run id")?,
-        dag: r.try_get(1)?,
-        job: r.try_get(2)?,
-        dag_run: int(r.try_get(3)?, "DAG run id")?,
-        state: parse_state(r.try_get(4)?)?,
-        pool: r.try_get(5)?,
-        priority,
-        effective_priority: priority,
-        retries: int(r.try_get(7)?, "retries")?,
-        created_at: millis(r, 8)?,
-        ready_at: millis(r, 9)?,
-        started_at: millis(r, 10)?,
-        finished_at: millis(r, 11)?,
-        next_at: millis(r, 12)?,
-        reason: r.try_get(13)?,
-        message: r.try_get(14)?,
-        progress: r.try_get(15)?,
-        ..RunView::default()
-    })
-}
-
-pub(super) fn event_view(r: &Row) -> Result<EventView, StoreError> {
-    let state = |i: usize| -> Result<Option<RunState>, StoreError> {
-        r.try_get::<_, Option<&str>>(i)?
-            .map(parse_state)
-            .transpose()
-    };
-    Ok(EventView {
-        seq: r.try_get(0)?,
-        time: Timestamp::from_millis(r.try_get(1)?),
-        run: opt_int(r, 2, "run id")?,
-        dag_run: int(r.try_get(3)?, "DAG run id")?,
-        from: state(4)?,
-        to: state(5)?,
-        reason: r.try_get(6)?,
-        actor: r.try_get(7)?,
-    })
-}
-
 /// Runs with their attempts.
 async fn run_views(
     client: &Object,
@@ -100,43 +48,24 @@ async fn run_views(
         .query(&statement, params)
         .await?
         .iter()
-        .map(run_view)
+        .map(rows::run_view)
         .collect::<Result<Vec<_>, _>>()?;
     if views.is_empty() {
         return Ok(views);
     }
     let ids: Vec<i64> = views.iter().map(|v| v.id as i64).collect();
     let statement = client
-        .prepare_cached(
-            "SELECT run, n, started_at, finished_at, outcome, exit_code, signal, node, log_lost FROM attempts WHERE run = ANY($1) ORDER BY run, n",
-        )
+        .prepare_cached(&format!(
+            "SELECT {ATTEMPT_VIEW_COLUMNS}, node FROM attempts WHERE run = ANY($1) ORDER BY run, n"
+        ))
         .await?;
-    let mut attempts: HashMap<u64, Vec<AttemptView>> = HashMap::new();
-    for r in client.query(&statement, &[&ids]).await? {
-        let outcome = r
-            .try_get::<_, Option<&str>>(4)?
-            .map(|o| {
-                Outcome::parse(o)
-                    .ok_or_else(|| StoreError::Corrupt(format!("unknown outcome {o:?}")))
-            })
-            .transpose()?;
-        attempts
-            .entry(int(r.try_get(0)?, "run id")?)
-            .or_default()
-            .push(AttemptView {
-                n: int(r.try_get(1)?, "attempt number")?,
-                started_at: millis(&r, 2)?,
-                finished_at: millis(&r, 3)?,
-                outcome,
-                exit_code: opt_int(&r, 5, "exit code")?,
-                signal: opt_int(&r, 6, "signal")?,
-                node: r.try_get(7)?,
-                log_lost: int(r.try_get(8)?, "lost log bytes")?,
-            });
-    }
-    for v in &mut views {
-        v.attempts = attempts.remove(&v.id).unwrap_or_default();
-    }
+    let attempts = client
+        .query(&statement, &[&ids])
+        .await?
+        .iter()
+        .map(rows::attempt_view)
+        .collect::<Result<Vec<_>, _>>()?;
+    rows::attach_attempts(&mut views, attempts);
     Ok(views)
 }
 
@@ -144,7 +73,7 @@ async fn list_runs(client: &Object, q: &RunQuery) -> Result<Vec<RunView>, StoreE
     let mut p = Params::default();
     let before = q.before.map(|b| b as i64).unwrap_or(i64::MAX);
     let mut sql = format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE id < {}",
+        "SELECT {RUN_VIEW_COLUMNS} FROM runs WHERE id < {}",
         p.add(before)
     );
     if !q.states.is_empty() {
@@ -205,7 +134,7 @@ async fn events(client: &Object, q: &EventQuery) -> Result<Vec<EventView>, Store
         .query(&statement, &p.refs())
         .await?
         .iter()
-        .map(event_view)
+        .map(rows::event_view)
         .collect::<Result<Vec<_>, _>>()?;
     if q.newest {
         events.reverse();
@@ -218,7 +147,7 @@ async fn run_state(client: &Object, id: u64) -> Result<Option<RunState>, StoreEr
         .prepare_cached("SELECT state FROM runs WHERE id = $1")
         .await?;
     match client.query_opt(&statement, &[&(id as i64)]).await? {
-        Some(r) => Ok(Some(parse_state(r.try_get(0)?)?)),
+        Some(r) => Ok(Some(r.code(0, "runs.state")?)),
         None => Ok(None),
     }
 }
@@ -231,11 +160,11 @@ async fn state_counts(client: &Object) -> Result<BTreeMap<String, u64>, StoreErr
     let counts = try_join_all(RunState::ALL.into_iter().map(|s| {
         let statement = &statement;
         async move {
-            let n: i64 = client
+            let n: u64 = client
                 .query_one(statement, &[&s.as_str()])
                 .await?
-                .try_get(0)?;
-            Ok::<_, tokio_postgres::Error>((s.as_str().to_string(), n as u64))
+                .int(0, "count")?;
+            Ok::<_, StoreError>((s.as_str().to_string(), n))
         }
     }))
     .await?;
@@ -255,7 +184,7 @@ async fn newest_with_unique_key(
     let Some(head) = client.query_opt(&statement, &[&key]).await? else {
         return Ok(None);
     };
-    let id: i64 = head.try_get(0)?;
+    let id: i64 = head.int(0, "dag_runs.id")?;
     let statement = client
         .prepare_cached("SELECT id FROM runs WHERE dag_run = $1 ORDER BY job_index")
         .await?;
@@ -263,11 +192,11 @@ async fn newest_with_unique_key(
         .query(&statement, &[&id])
         .await?
         .iter()
-        .map(|r| Ok(RunId(int(r.try_get(0)?, "run id")?)))
+        .map(|r| Ok(RunId(r.int(0, "runs.id")?)))
         .collect::<Result<_, StoreError>>()?;
     Ok(Some(UniqueHolder {
-        dag_run: DagRunId(int(id, "DAG run id")?),
-        created_at: head.try_get(1)?,
+        dag_run: DagRunId(rows::fit("dag_runs.id", id)?),
+        created_at: head.int(1, "dag_runs.created_at")?,
         runs,
     }))
 }
@@ -317,7 +246,7 @@ impl Store for PgStore {
     }
 
     fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+        let sql = format!("SELECT {RUN_VIEW_COLUMNS} FROM runs WHERE id = $1");
         let views = on_client!(self, |client| run_views(&client, &sql, &[&(id as i64)]))?;
         Ok(views.into_iter().next())
     }
@@ -333,7 +262,7 @@ impl Store for PgStore {
                 .query(&statement, &[&(run as i64), &(limit as i64)])
                 .await?
                 .iter()
-                .map(event_view)
+                .map(rows::event_view)
                 .collect()
         })
     }
@@ -362,14 +291,7 @@ impl Store for PgStore {
                 .query(&statement, &[])
                 .await?
                 .iter()
-                .map(|r| {
-                    let state: &str = r.try_get(1)?;
-                    let last = LastDagRun {
-                        state: parse_dag_run_state(state),
-                        at: r.try_get(2)?,
-                    };
-                    Ok((r.try_get(0)?, last))
-                })
+                .map(rows::last_dag_run)
                 .collect::<Result<_, StoreError>>()
         })
     }
@@ -388,13 +310,7 @@ impl Store for PgStore {
                 .query(&statement, &[])
                 .await?
                 .iter()
-                .map(|r| {
-                    let history = crate::metrics::DagHistory {
-                        last_success: r.try_get(1)?,
-                        last_failure: r.try_get(2)?,
-                    };
-                    Ok((r.try_get(0)?, history))
-                })
+                .map(rows::dag_history)
                 .collect::<Result<_, StoreError>>()
         })
     }
@@ -422,7 +338,7 @@ impl Store for PgStore {
                 )
                 .await?;
             rows.iter()
-                .map(|r| parse_spec(r.try_get(0)?, "stored DAG definition"))
+                .map(|r| parse_spec(r.str(0, "specs.spec")?, "stored DAG definition"))
                 .collect()
         })
     }
@@ -435,7 +351,10 @@ impl Store for PgStore {
                 )
                 .await?;
             match client.query_opt(&statement, &[&(dag_run as i64)]).await? {
-                Some(r) => Ok(Some(Arc::new(parse_spec(r.try_get(0)?, "stored spec")?))),
+                Some(r) => Ok(Some(Arc::new(parse_spec(
+                    r.str(0, "specs.spec")?,
+                    "stored spec",
+                )?))),
                 None => Ok(None),
             }
         })

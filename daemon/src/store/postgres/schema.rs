@@ -1,6 +1,8 @@
 //! The PostgreSQL schema: the SQLite store's migrations expressed for
 //! PostgreSQL (BIGINT for every integer, DOUBLE PRECISION for progress, a
 //! sequence for event numbers), versioned in a `schema_version` table.
+//! `daemon/tests/store_schema.rs` checks that both stores have the same
+//! tables and columns, apart from those only a cluster needs.
 
 use deadpool_postgres::Object;
 
@@ -127,7 +129,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
 const MIGRATE_LOCK: i64 = 0x6178_6d69_6772_6174;
 
 /// Brings the schema up to date in one transaction (PostgreSQL's DDL is
-/// transactional: a failed migration leaves the old schema whole). The
+/// transactional: a failed migration leaves the schema as it was). The
 /// advisory lock makes nodes that start together wait for each other
 /// instead of racing to create the same tables.
 pub(super) async fn migrate(client: &mut Object) -> Result<(), StoreError> {

@@ -7,10 +7,9 @@ use ax_protocol::api::EventView;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use super::event_view;
+use super::all;
+use crate::store::rows::{EVENT_COLUMNS, event_view};
 use crate::store::{EventQuery, StoreError};
-
-const COLUMNS: &str = "seq, at, run, dag_run, from_state, to_state, reason, actor";
 
 /// The events matching `q`, oldest first.
 pub(super) fn query(conn: &Connection, q: &EventQuery) -> Result<Vec<EventView>, StoreError> {
@@ -37,12 +36,11 @@ pub(super) fn query(conn: &Connection, q: &EventQuery) -> Result<Vec<EventView>,
     let order = if q.newest { "DESC" } else { "ASC" };
     values.push(Value::Integer(q.limit as i64));
     let sql = format!(
-        "SELECT {COLUMNS} FROM events WHERE {} ORDER BY seq {order} LIMIT ?",
+        "SELECT {EVENT_COLUMNS} FROM events WHERE {} ORDER BY seq {order} LIMIT ?",
         conditions.join(" AND ")
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(values), event_view)?;
-    let mut events: Vec<EventView> = rows.collect::<Result<_, _>>()?;
+    let mut events = all(&mut stmt, rusqlite::params_from_iter(values), event_view)?;
     if q.newest {
         events.reverse();
     }
