@@ -1,11 +1,14 @@
-//! The body of each view: the five lists (runs, DAGs, pools, events,
-//! nodes) and the two sub-screens (DAG drawing, full log).
+//! The views: the five lists (runs, DAGs, pools, events, nodes) and the
+//! two full-body sub-screens (the DAG drawing, the followed log). Each
+//! view module owns its state (selection, filter, data), what its actions
+//! do to it and its render; this module holds what they share.
 
-pub mod dags;
-pub mod events;
-pub mod graph;
-pub mod nodes;
-pub mod pools;
+pub(crate) mod dags;
+pub(crate) mod events;
+pub(crate) mod graph;
+pub(crate) mod log;
+pub(crate) mod nodes;
+pub(crate) mod pools;
 pub mod runs;
 
 use ratatui::Frame;
@@ -13,25 +16,97 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
 
+use ax_protocol::api::StatusView;
+use chrono::{DateTime, Utc};
+
 use super::columns::{Column, fit, widths};
-use super::state::App;
-use super::ui::fg;
+use super::theme::Theme;
+
+/// What every view's render reads besides its own state.
+pub(crate) struct Context<'a> {
+    pub(crate) theme: Theme,
+    pub(crate) now: DateTime<Utc>,
+    /// The daemon's last status (pools and nodes come with it).
+    pub(crate) status: Option<&'a StatusView>,
+}
+
+/// A list's selected row and text filter.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) selected: usize,
+    pub(crate) filter: String,
+}
+
+impl Listing {
+    /// Moves the selection by `step` within `len` rows.
+    pub(crate) fn step(&mut self, step: i64, len: usize) {
+        self.selected = if len == 0 {
+            0
+        } else {
+            (self.selected as i64 + step).clamp(0, len as i64 - 1) as usize
+        };
+    }
+
+    /// Keeps the selection within `len` rows.
+    pub(crate) fn clamp(&mut self, len: usize) {
+        self.selected = self.selected.min(len.saturating_sub(1));
+    }
+
+    /// The selected row, when the list has any.
+    pub(crate) fn shown(&self, len: usize) -> Option<usize> {
+        (len > 0).then_some(self.selected)
+    }
+
+    /// Whether `text` contains the filter (case-insensitive).
+    pub(crate) fn passes(&self, text: &[&str]) -> bool {
+        let f = self.filter.to_lowercase();
+        f.is_empty() || text.iter().any(|t| t.to_lowercase().contains(&f))
+    }
+}
+
+/// The farthest a pane scrolls, either way.
+const MAX_SCROLL: i64 = 60_000;
+
+/// A scroll position moved by `step` lines (or columns), within
+/// `0..=MAX_SCROLL`.
+pub(crate) fn scrolled(at: u16, step: i64) -> u16 {
+    (i64::from(at).min(MAX_SCROLL) + step).clamp(0, MAX_SCROLL) as u16
+}
 
 /// One table cell: its text and style.
-pub type Styled = (String, Style);
+pub(crate) type Styled = (String, Style);
 
 /// What a list shows.
-pub struct List<'a> {
-    pub title: String,
-    pub cols: &'a [Column],
-    pub rows: Vec<Vec<Styled>>,
-    pub selected: Option<usize>,
-    pub focused: bool,
+pub(crate) struct List<'a> {
+    pub(crate) title: String,
+    pub(crate) cols: &'a [Column],
+    pub(crate) rows: Vec<Vec<Styled>>,
+    pub(crate) selected: Option<usize>,
+    pub(crate) focused: bool,
+}
+
+impl<'a> List<'a> {
+    /// A list that has the keyboard (every list but the runs, whose
+    /// detail pane can take it).
+    pub(crate) fn focused(
+        title: String,
+        cols: &'a [Column],
+        rows: Vec<Vec<Styled>>,
+        selected: Option<usize>,
+    ) -> List<'a> {
+        List {
+            title,
+            cols,
+            rows,
+            selected,
+            focused: true,
+        }
+    }
 }
 
 /// A list as a table whose column widths come from its content
 /// (`columns::widths`); the selected row is reversed and kept in sight.
-pub fn list_table(f: &mut Frame, app: &App, area: Rect, list: List) {
+pub(crate) fn list_table(f: &mut Frame, cx: &Context, area: Rect, list: List) {
     let List {
         title,
         cols,
@@ -80,7 +155,7 @@ pub fn list_table(f: &mut Frame, app: &App, area: Rect, list: List) {
                 .borders(Borders::ALL)
                 .title(title)
                 .border_style(if focused {
-                    fg(app, Color::Cyan)
+                    cx.theme.fg(Color::Cyan)
                 } else {
                     Style::default()
                 }),
@@ -91,6 +166,6 @@ pub fn list_table(f: &mut Frame, app: &App, area: Rect, list: List) {
 }
 
 /// A plain cell.
-pub fn plain(text: impl Into<String>) -> Styled {
+pub(crate) fn plain(text: impl Into<String>) -> Styled {
     (text.into(), Style::default())
 }
