@@ -20,8 +20,8 @@ const RETRY: Duration = Duration::from_millis(500);
 const TAIL_BYTES: u64 = 4096;
 /// The most a followed log reads at once; a full read means the console
 /// is behind, and it jumps to the last `FOLLOW_TAIL` bytes instead.
-pub const FOLLOW_MAX: u64 = 256 * 1024;
-pub const FOLLOW_TAIL: u64 = 64 * 1024;
+const FOLLOW_MAX: u64 = 256 * 1024;
+const FOLLOW_TAIL: u64 = 64 * 1024;
 /// How long the daemon holds a follow request open without new output.
 const FOLLOW_WAIT_MS: u64 = 500;
 

@@ -46,7 +46,7 @@ const QUEUED: [RunState; 4] = [
 const HISTORY: usize = 180;
 
 /// One sample of queue depth: waiting, delayed, ready, running.
-pub(crate) type Depth = [u64; 4];
+type Depth = [u64; 4];
 
 /// The daemon as the console knows it: the connection, its last status
 /// and the queue depth over the last minutes.

@@ -66,7 +66,7 @@ impl Grid {
 }
 
 /// Nodes of a DAG's definition (a `get_dag` answer), in file order.
-pub fn nodes_of_dag(v: &ax_protocol::api::DagView) -> Vec<DagNode> {
+pub(crate) fn nodes_of_dag(v: &ax_protocol::api::DagView) -> Vec<DagNode> {
     v.jobs
         .iter()
         .map(|j| DagNode {
@@ -77,7 +77,9 @@ pub fn nodes_of_dag(v: &ax_protocol::api::DagView) -> Vec<DagNode> {
 }
 
 /// Nodes and run states from a `get_dag_run` answer.
-pub fn nodes_of_dag_run(v: &ax_protocol::api::DagRunView) -> (Vec<DagNode>, Vec<Option<RunState>>) {
+pub(crate) fn nodes_of_dag_run(
+    v: &ax_protocol::api::DagRunView,
+) -> (Vec<DagNode>, Vec<Option<RunState>>) {
     let nodes = v
         .jobs
         .iter()
@@ -106,7 +108,7 @@ pub fn state_mark(state: Option<RunState>) -> char {
 }
 
 /// Legend of the marks, one line.
-pub const LEGEND: &str =
+pub(crate) const LEGEND: &str =
     "○ waiting  ◷ delayed  ◌ ready  ▶ running  ✓ success  ✗ failed  ⊗ timed out  ⊘ cancelled";
 
 /// Lays out `nodes`; `mark(i)` is the state mark shown in node `i`.
@@ -191,7 +193,7 @@ pub fn layout(nodes: &[DagNode], mark: &dyn Fn(usize) -> char) -> Grid {
 
 /// The grid as text; with `colour`, node boxes get the ANSI colour that
 /// `colour(i)` returns (e.g. `"32"` for green).
-pub fn render_text(grid: &Grid, colour: Option<&dyn Fn(usize) -> &'static str>) -> String {
+pub(crate) fn render_text(grid: &Grid, colour: Option<&dyn Fn(usize) -> &'static str>) -> String {
     let mut out = String::new();
     for y in 0..grid.height {
         let mut line = String::new();
@@ -221,7 +223,7 @@ pub fn render_text(grid: &Grid, colour: Option<&dyn Fn(usize) -> &'static str>) 
 }
 
 /// ANSI colour of a state (for `render_text`).
-pub fn state_ansi(state: Option<RunState>) -> &'static str {
+pub(crate) fn state_ansi(state: Option<RunState>) -> &'static str {
     match state {
         Some(RunState::Success) => "32",
         Some(RunState::Failed | RunState::TimedOut) => "31",

@@ -16,7 +16,7 @@ use crate::console::columns::{Kind, col};
 use crate::console::theme::parse;
 
 /// A DAG run state as a mark and its name.
-pub(crate) fn dag_run_text(s: DagRunState) -> String {
+fn dag_run_text(s: DagRunState) -> String {
     let mark = match s {
         DagRunState::Active => '▶',
         DagRunState::Success => '✓',
@@ -37,7 +37,7 @@ fn dag_run_colour(s: DagRunState) -> Color {
 }
 
 /// The error of a DAG's file, located (`line 3:5: …`).
-pub(crate) fn located(d: &DagView) -> Option<String> {
+fn located(d: &DagView) -> Option<String> {
     let e = d.error.as_ref()?;
     Some(match (e.line, e.column) {
         (Some(l), Some(c)) => format!("line {l}:{c}: {}", e.message),
@@ -221,7 +221,7 @@ fn render(view: &DagsView, f: &mut Frame, cx: &Context, area: Rect) {
 }
 
 /// Whether the alive nodes of a cluster hold different versions of `d`.
-pub(crate) fn differs(d: &DagView) -> bool {
+fn differs(d: &DagView) -> bool {
     d.versions.as_ref().is_some_and(|v| !v.agrees())
 }
 

@@ -206,7 +206,7 @@ pub fn state_text(state: RunState) -> String {
     format!("{} {}", state_mark(Some(state)), state.as_str())
 }
 
-pub(crate) fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
+fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
     if let Some(why) = &r.why {
         return why.clone();
     }
