@@ -17,7 +17,7 @@ pub use super::event::{Command, DaemonEvent, Event, EventQuery};
 use super::logbuf::LogBuf;
 use super::prompt::{CommandLine, StatusLine};
 use super::theme::Theme;
-use super::views::Context;
+use super::views::context::Context;
 use super::views::dags::DagsView;
 use super::views::events::EventsView;
 use super::views::graph::GraphView;
@@ -360,7 +360,7 @@ impl App {
         self.listing_mut(view).filter = text.to_string();
     }
 
-    pub(crate) fn listing(&self, view: View) -> &super::views::Listing {
+    pub(crate) fn listing(&self, view: View) -> &super::views::list::Listing {
         match view {
             View::Runs => &self.runs.list,
             View::Dags => &self.dags.list,
@@ -370,7 +370,7 @@ impl App {
         }
     }
 
-    pub(crate) fn listing_mut(&mut self, view: View) -> &mut super::views::Listing {
+    pub(crate) fn listing_mut(&mut self, view: View) -> &mut super::views::list::Listing {
         match view {
             View::Runs => &mut self.runs.list,
             View::Dags => &mut self.dags.list,

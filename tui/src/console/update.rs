@@ -7,7 +7,7 @@
 
 use super::prompt::Named;
 use super::state::{Action, App, CancelTarget, Command, Mode, View};
-use super::views::scrolled;
+use super::views::context::scrolled;
 
 impl App {
     /// Applies a user action; returns the requests it needs.

@@ -11,7 +11,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
-use super::{Context, List, Listing, Styled, list_table, plain};
+use super::context::Context;
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
 use crate::console::theme::parse;
 

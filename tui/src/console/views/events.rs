@@ -7,7 +7,8 @@ use ax_protocol::api::EventView;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::{Context, List, Listing, Styled, list_table, plain};
+use super::context::Context;
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
 use crate::console::event::EventQuery;
 use crate::console::theme::{parse, state_colour};

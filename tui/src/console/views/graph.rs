@@ -9,7 +9,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::{Context, scrolled};
+use super::context::{Context, scrolled};
 use crate::console::event::Command;
 use crate::console::theme::state_colour;
 

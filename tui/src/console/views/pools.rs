@@ -7,7 +7,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::widgets::Paragraph;
 
-use super::{Context, List, Listing, Styled, list_table, plain};
+use super::context::Context;
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
 use crate::console::theme::gauge;
 

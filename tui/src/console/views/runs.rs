@@ -13,7 +13,8 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::{Context, List, Listing, Styled, list_table, plain, scrolled};
+use super::context::{Context, scrolled};
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
 use crate::console::event::Command;
 use crate::console::theme::{outcome_colour, parse, state_colour};
