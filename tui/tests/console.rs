@@ -281,7 +281,7 @@ fn timeline_shows_attempts_gaps_and_countdown() {
     assert!(legend.contains("next retry in 8s"), "{legend}");
 }
 
-/// Issue 13: `C` asks y/n, then cancels the selected run's whole DAG run,
+/// `C` asks y/n, then cancels the selected run's whole DAG run,
 /// and the daemon's answer reaches the status line.
 #[test]
 fn capital_c_cancels_the_whole_dag_run_after_asking() {

@@ -203,7 +203,7 @@ fn console_in_a_real_terminal() {
     );
 }
 
-/// Issue 14 in a real terminal: the DAGs view shows a broken file's
+/// In a real terminal: the DAGs view shows a broken file's
 /// error, triggers a DAG that never ran, pauses and resumes a DAG from its
 /// real state, and `C` cancels a whole DAG run.
 #[test]
