@@ -5,7 +5,7 @@ mod common;
 
 use ax_protocol::api::DagRunView;
 use ax_shared::RunState;
-use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane};
+use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane, View};
 use ax_tui::console::ui;
 use common::*;
 use serde_json::json;
@@ -89,27 +89,27 @@ fn dag_view_of_fifty_nodes_scrolls() {
 #[test]
 fn update_moves_and_switches() {
     let mut a = app();
-    assert_eq!(a.selected, 0);
+    assert_eq!(a.selected_row(View::Runs), 0);
     assert_eq!(a.update(Action::Down), vec![Command::FetchDetail(6)]);
-    assert_eq!(a.selected, 1);
+    assert_eq!(a.selected_row(View::Runs), 1);
     a.update(Action::PageDown);
-    assert_eq!(a.selected, 4, "clamped to the last run");
+    assert_eq!(a.selected_row(View::Runs), 4, "clamped to the last run");
     a.update(Action::Up);
-    assert_eq!(a.selected, 3);
+    assert_eq!(a.selected_row(View::Runs), 3);
     a.update(Action::PageUp);
-    assert_eq!(a.selected, 0);
+    assert_eq!(a.selected_row(View::Runs), 0);
     assert!(
         a.update(Action::Up).is_empty(),
         "at the top nothing happens"
     );
     a.update(Action::NextPane);
-    assert_eq!(a.focus, Pane::Detail);
+    assert_eq!(a.focus(), Pane::Detail);
     a.update(Action::Down);
-    assert_eq!(a.scroll.0, 1, "the focused detail pane scrolls");
+    assert_eq!(a.scroll().0, 1, "the focused detail pane scrolls");
     a.update(Action::NextPane);
-    assert_eq!(a.focus, Pane::Runs);
+    assert_eq!(a.focus(), Pane::Runs);
     assert_eq!(a.update(Action::Detail), vec![Command::FetchDetail(7)]);
-    assert_eq!(a.focus, Pane::Detail);
+    assert_eq!(a.focus(), Pane::Detail);
     match a.update(Action::SelectTab(3)).as_slice() {
         [Command::FetchWindow { states, .. }] => {
             assert_eq!(
@@ -119,31 +119,31 @@ fn update_moves_and_switches() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(a.tab, 3);
+    assert_eq!(a.tab(), 3);
 }
 
 #[test]
 fn update_filter() {
     let mut a = app();
     a.update(Action::StartFilter);
-    assert_eq!(a.mode, Mode::Filter);
+    assert_eq!(*a.mode(), Mode::Filter);
     a.update(Action::FilterInput('e'));
     match a.update(Action::FilterInput('t')).as_slice() {
         [Command::FetchWindow { filter, .. }] => assert_eq!(filter, "et"),
         other => panic!("{other:?}"),
     }
     a.update(Action::FilterBackspace);
-    assert_eq!(a.filters[0], "e");
+    assert_eq!(a.filter(View::Runs), "e");
     a.update(Action::FilterDone);
-    assert_eq!(a.mode, Mode::Main);
-    assert_eq!(a.filters[0], "e");
+    assert_eq!(*a.mode(), Mode::Main);
+    assert_eq!(a.filter(View::Runs), "e");
     a.update(Action::Back);
-    assert_eq!(a.filters[0], "", "Esc clears the filter");
+    assert_eq!(a.filter(View::Runs), "", "Esc clears the filter");
     a.update(Action::StartFilter);
     a.update(Action::FilterInput('x'));
     a.update(Action::FilterCancel);
     assert_eq!(
-        (a.mode.clone(), a.filters[0].clone()),
+        (a.mode().clone(), a.filter(View::Runs).to_string()),
         (Mode::Main, String::new())
     );
 }
@@ -153,26 +153,26 @@ fn update_cancel_asks_first() {
     let mut a = app();
     a.update(Action::AskCancel);
     assert_eq!(
-        a.mode,
+        *a.mode(),
         Mode::ConfirmCancel(ax_tui::console::state::CancelTarget::Run(7))
     );
-    assert!(a.status_line.as_ref().unwrap().0.contains("cancel run 7"));
+    assert!(a.status_line().unwrap().0.contains("cancel run 7"));
     assert!(a.update(Action::Confirm(false)).is_empty());
-    assert_eq!(a.mode, Mode::Main);
+    assert_eq!(*a.mode(), Mode::Main);
     a.update(Action::AskCancel);
     assert_eq!(a.update(Action::Confirm(true)), vec![Command::Cancel(7)]);
     // an ended run cannot be cancelled
     a.update(Action::Down);
     assert!(a.update(Action::AskCancel).is_empty());
-    assert!(a.status_line.as_ref().unwrap().1, "shown as an error");
+    assert!(a.status_line().unwrap().1, "shown as an error");
     // the daemon's answer goes to the status line
     a.on_daemon(DaemonEvent::ActionResult {
         ok: false,
         message: "cancel 7: run 7 already ended".into(),
     });
     assert_eq!(
-        a.status_line,
-        Some(("cancel 7: run 7 already ended".into(), true))
+        a.status_line(),
+        Some(&("cancel 7: run 7 already ended".into(), true))
     );
 }
 
@@ -195,19 +195,19 @@ fn update_retry_trigger_pause() {
 fn update_views_and_quit() {
     let mut a = app();
     assert_eq!(a.update(Action::OpenDag), vec![Command::FetchDagRun(1)]);
-    assert_eq!(a.mode, Mode::Dag);
+    assert_eq!(*a.mode(), Mode::Dag);
     a.update(Action::Right);
     a.update(Action::Down);
-    assert_eq!(a.scroll, (1, 4));
+    assert_eq!(a.scroll(), (1, 4));
     a.update(Action::Left);
-    assert_eq!(a.scroll, (1, 0));
+    assert_eq!(a.scroll(), (1, 0));
     assert!(
         a.update(Action::Quit).is_empty(),
         "q leaves a sub-view first"
     );
-    assert_eq!(a.mode, Mode::Main);
+    assert_eq!(*a.mode(), Mode::Main);
     assert_eq!(a.update(Action::OpenLog), vec![Command::FollowLog(7)]);
-    assert_eq!(a.mode, Mode::Log);
+    assert_eq!(*a.mode(), Mode::Log);
     a.on_daemon(DaemonEvent::Log {
         run: 7,
         data: "hello\n".into(),
@@ -215,26 +215,26 @@ fn update_views_and_quit() {
         restart: false,
         eof: false,
     });
-    assert_eq!(a.log.newest(5), vec!["hello"]);
+    assert_eq!(a.log().newest(5), vec!["hello"]);
     a.update(Action::ToggleFollow);
-    assert!(!a.follow);
+    assert!(!a.following());
     assert_eq!(a.update(Action::Back), vec![Command::StopLog]);
     a.update(Action::Help);
-    assert_eq!(a.mode, Mode::Help);
+    assert_eq!(*a.mode(), Mode::Help);
     a.update(Action::Help);
-    assert_eq!(a.mode, Mode::Main);
+    assert_eq!(*a.mode(), Mode::Main);
     assert_eq!(
         a.update(Action::Quit),
         vec![Command::StopLog, Command::Quit]
     );
-    assert!(a.quit);
+    assert!(a.quitting());
 }
 
 #[test]
 fn daemon_events_keep_the_selection_and_refetch() {
     let mut a = app();
     a.update(Action::Down); // run 6
-    let mut runs = a.runs.clone();
+    let mut runs = a.runs().to_vec();
     runs.insert(0, run(8, "new", "job", "ready"));
     a.on_daemon(DaemonEvent::Window(runs));
     assert_eq!(
@@ -248,7 +248,7 @@ fn daemon_events_keep_the_selection_and_refetch() {
     });
     assert!(cmds.contains(&Command::FetchDetail(6)));
     a.on_daemon(DaemonEvent::Disconnected { reason: "x".into() });
-    assert!(matches!(a.conn, Conn::Disconnected { .. }));
+    assert!(matches!(a.conn(), Conn::Disconnected { .. }));
     let cmds = a.on_daemon(DaemonEvent::Connected {
         version: "0.1.0".into(),
     });
@@ -292,13 +292,16 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
     let mut a = app();
     let dag_run = a.selected_run().unwrap().dag_run;
     let key = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT);
-    let ask = action_for(&a.mode, a.view, key('C')).expect("C is bound");
+    let ask = action_for(a.mode(), a.view(), key('C')).expect("C is bound");
     assert_eq!(ask, Action::AskCancelDagRun);
     assert!(
         a.update(ask).is_empty(),
         "nothing is sent before the answer"
     );
-    assert_eq!(a.mode, Mode::ConfirmCancel(CancelTarget::DagRun(dag_run)));
+    assert_eq!(
+        *a.mode(),
+        Mode::ConfirmCancel(CancelTarget::DagRun(dag_run))
+    );
     let asking = screen_text(&draw(&a, 120, 32));
     assert!(
         asking.contains(&format!("cancel DAG run {dag_run} (etl-nightly)")),
@@ -307,18 +310,18 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
 
     // n: nothing happens.
     let no = action_for(
-        &a.mode,
-        a.view,
+        a.mode(),
+        a.view(),
         KeyEvent::new(KeyCode::Char('n'), KeyModifiers::NONE),
     );
     assert!(a.update(no.unwrap()).is_empty());
-    assert_eq!(a.mode, Mode::Main);
+    assert_eq!(*a.mode(), Mode::Main);
 
     // y: the whole DAG run is cancelled.
     a.update(Action::AskCancelDagRun);
     let yes = action_for(
-        &a.mode,
-        a.view,
+        a.mode(),
+        a.view(),
         KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE),
     );
     assert_eq!(a.update(yes.unwrap()), vec![Command::CancelDagRun(dag_run)]);
@@ -336,7 +339,7 @@ fn capital_c_cancels_the_whole_dag_run_after_asking() {
 #[test]
 fn footer_and_help_list_capital_c_from_the_keymap() {
     let mut a = app();
-    a.status_line = None;
+    a.clear_status_line();
     let footer = screen_text(&draw(&a, 200, 32));
     assert!(footer.contains("C cancel DAG run"), "{footer}");
     a.update(Action::Help);

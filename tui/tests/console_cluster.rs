@@ -13,7 +13,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn press(a: &mut App, code: KeyCode) -> Vec<Command> {
     let k = KeyEvent::new(code, KeyModifiers::NONE);
-    match action_for(&a.mode, a.view, k) {
+    match action_for(a.mode(), a.view(), k) {
         Some(action) => a.update(action),
         None => vec![],
     }
@@ -63,7 +63,7 @@ fn cluster_app() -> App {
 fn the_nodes_view_shows_alive_and_dead_nodes_at_80x24_and_200x50() {
     let mut a = cluster_app();
     a.update(Action::Show(View::Nodes));
-    a.status_line = None;
+    a.clear_status_line();
     for (w, h) in [(80, 24), (200, 50)] {
         let term = draw(&a, w, h);
         let screen = screen_text(&term);
@@ -87,8 +87,8 @@ fn the_nodes_view_shows_alive_and_dead_nodes_at_80x24_and_200x50() {
     press(&mut a, KeyCode::Down);
     press(&mut a, KeyCode::Down);
     press(&mut a, KeyCode::Down);
-    assert_eq!(a.node_selected, 2);
-    a.filters[View::Nodes.index()] = "web2".into();
+    assert_eq!(a.selected_row(View::Nodes), 2);
+    a.set_filter(View::Nodes, "web2");
     assert_eq!(a.shown_nodes().len(), 1);
 }
 
@@ -98,14 +98,14 @@ fn nodes_is_reachable_by_its_command_and_keeps_its_ages_fresh() {
     press(&mut a, KeyCode::Char(':'));
     press(&mut a, KeyCode::Char('n'));
     press(&mut a, KeyCode::Tab);
-    assert_eq!(a.command, "nodes", "Tab completes a unique prefix");
+    assert_eq!(a.command_line(), "nodes", "Tab completes a unique prefix");
     let asked = press(&mut a, KeyCode::Enter);
-    assert_eq!((a.view, a.mode.clone()), (View::Nodes, Mode::Main));
+    assert_eq!((a.view(), a.mode().clone()), (View::Nodes, Mode::Main));
     assert_eq!(asked, vec![Command::FetchStatus]);
     // Heartbeats age with nothing changing: each tick asks again.
     assert_eq!(a.on_tick(now()), vec![Command::FetchStatus]);
     press(&mut a, KeyCode::Char('q'));
-    assert_eq!(a.view, View::Runs);
+    assert_eq!(a.view(), View::Runs);
     assert!(a.on_tick(now()).is_empty(), "only the nodes view polls");
 }
 
@@ -166,7 +166,7 @@ fn a_dag_whose_nodes_differ_is_flagged_in_the_dags_view() {
     let mut a = app();
     a.on_daemon(DaemonEvent::Dags(cluster_dags()));
     a.update(Action::Show(View::Dags));
-    a.status_line = None;
+    a.clear_status_line();
     for (w, h) in [(80, 24), (200, 50)] {
         let term = draw(&a, w, h);
         let screen = screen_text(&term);

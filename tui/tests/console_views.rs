@@ -137,7 +137,7 @@ fn full_app() -> App {
     let mut s = status();
     s.errors = dags().into_iter().filter_map(|d| d.error).collect();
     a.on_daemon(DaemonEvent::Status(Box::new(s)));
-    let mut runs = a.runs.clone();
+    let mut runs = a.runs().to_vec();
     let mut long = run(8, RUN_DAG, LONG_JOB, "failed");
     long.reason = Some("attempt 1 failed (exit 1)".into());
     assert_eq!(format!("{RUN_DAG}/{LONG_JOB}").len(), 30);
@@ -155,7 +155,7 @@ fn key(c: char) -> KeyEvent {
 
 fn press(a: &mut App, code: KeyCode) -> Vec<Command> {
     let k = KeyEvent::new(code, KeyModifiers::NONE);
-    match action_for(&a.mode, a.view, k) {
+    match action_for(a.mode(), a.view(), k) {
         Some(action) => a.update(action),
         None => vec![],
     }
@@ -166,7 +166,7 @@ fn every_view_at_80x24_and_200x50() {
     for view in View::ALL {
         let mut a = full_app();
         a.update(Action::Show(view));
-        a.status_line = None;
+        a.clear_status_line();
         for (w, h) in [(80, 24), (200, 50)] {
             insta::assert_snapshot!(format!("{}_{w}x{h}", view.name()), draw(&a, w, h).backend());
         }
@@ -236,7 +236,7 @@ fn widths_give_names_room_before_the_rest_column() {
 fn dags_view_triggers_pauses_resumes_and_draws() {
     let mut a = full_app();
     assert_eq!(press(&mut a, KeyCode::Char('d')), vec![Command::FetchDags]);
-    assert_eq!(a.view, View::Dags);
+    assert_eq!(a.view(), View::Dags);
     // rows: broken, etl-nightly, never-ran, LONG_DAG (paused)
     press(&mut a, KeyCode::Down);
     press(&mut a, KeyCode::Down);
@@ -268,7 +268,7 @@ fn dags_view_triggers_pauses_resumes_and_draws() {
         press(&mut a, KeyCode::Char('g')),
         vec![Command::FetchLatestDagRun("never-ran".into())]
     );
-    assert_eq!(a.mode, Mode::Dag);
+    assert_eq!(*a.mode(), Mode::Dag);
     let drawn = screen_text(&draw(&a, 100, 30));
     assert!(drawn.contains("definition (no run yet)"), "{drawn}");
     assert!(
@@ -284,14 +284,14 @@ fn dags_view_triggers_pauses_resumes_and_draws() {
         "a change may be its first DAG run: {cmds:?}"
     );
     press(&mut a, KeyCode::Char('q'));
-    assert_eq!(a.mode, Mode::Main);
-    assert_eq!(a.view, View::Dags, "q leaves the drawing for the list");
+    assert_eq!(*a.mode(), Mode::Main);
+    assert_eq!(a.view(), View::Dags, "q leaves the drawing for the list");
     // Enter: that DAG's runs.
     match press(&mut a, KeyCode::Enter).as_slice() {
         [Command::FetchWindow { dag, .. }] => assert_eq!(dag.as_deref(), Some("never-ran")),
         other => panic!("{other:?}"),
     }
-    assert_eq!(a.view, View::Runs);
+    assert_eq!(a.view(), View::Runs);
     let screen = screen_text(&draw(&a, 120, 30));
     assert!(screen.contains("DAG never-ran (Esc: all)"), "{screen}");
     match press(&mut a, KeyCode::Esc).as_slice() {
@@ -362,14 +362,14 @@ fn an_unreadable_jobs_folder_shows_in_the_banner_and_the_dags_view() {
 fn command_line_switches_views_with_completion() {
     let mut a = full_app();
     press(&mut a, KeyCode::Char(':'));
-    assert_eq!(a.mode, Mode::Command);
+    assert_eq!(*a.mode(), Mode::Command);
     press(&mut a, KeyCode::Char('p'));
     press(&mut a, KeyCode::Tab);
-    assert_eq!(a.command, "pools", "Tab completes a unique prefix");
+    assert_eq!(a.command_line(), "pools", "Tab completes a unique prefix");
     let shown = screen_text(&draw(&a, 80, 24));
     assert!(shown.contains(":pools▏"), "{shown}");
     press(&mut a, KeyCode::Enter);
-    assert_eq!((a.view, a.mode.clone()), (View::Pools, Mode::Main));
+    assert_eq!((a.view(), a.mode().clone()), (View::Pools, Mode::Main));
     for (typed, view) in [
         ("events", View::Events),
         ("dag", View::Dags),
@@ -380,21 +380,21 @@ fn command_line_switches_views_with_completion() {
             press(&mut a, KeyCode::Char(c));
         }
         press(&mut a, KeyCode::Enter);
-        assert_eq!(a.view, view, ":{typed}");
+        assert_eq!(a.view(), view, ":{typed}");
     }
     press(&mut a, KeyCode::Char(':'));
     press(&mut a, KeyCode::Char('x'));
     press(&mut a, KeyCode::Enter);
-    let (msg, error) = a.status_line.clone().unwrap();
+    let (msg, error) = a.status_line().cloned().unwrap();
     assert!(error && msg.contains("unknown command :x"), "{msg}");
     // e and d from any list
     press(&mut a, KeyCode::Char('e'));
-    assert_eq!(a.view, View::Events);
+    assert_eq!(a.view(), View::Events);
     press(&mut a, KeyCode::Char('d'));
-    assert_eq!(a.view, View::Dags);
+    assert_eq!(a.view(), View::Dags);
     press(&mut a, KeyCode::Char('q'));
-    assert_eq!(a.view, View::Runs, "q goes back to the runs first");
-    assert!(!a.quit);
+    assert_eq!(a.view(), View::Runs, "q goes back to the runs first");
+    assert!(!a.quitting());
 }
 
 #[test]
@@ -428,9 +428,9 @@ fn uptime_ages_and_countdowns_tick() {
         message: "trigger etl: started DAG run 2".into(),
     });
     a.on_tick(now() + chrono::Duration::seconds(5));
-    assert!(a.status_line.is_some(), "an answer stays a while");
+    assert!(a.status_line().is_some(), "an answer stays a while");
     a.on_tick(now() + chrono::Duration::seconds(65));
-    assert!(a.status_line.is_none(), "and then clears itself");
+    assert!(a.status_line().is_none(), "and then clears itself");
     let after = screen_text(&draw(&a, 120, 32));
     assert!(after.contains("up 1h03m"), "the uptime counts on: {after}");
     assert!(after.contains("next retry due now"), "{after}");
@@ -445,7 +445,7 @@ fn no_color_is_honoured() {
     assert!(ax_tui::console::colour_allowed(None));
     for view in View::ALL {
         let mut a = full_app();
-        a.colour = false;
+        a.set_colour(false);
         a.update(Action::Show(view));
         let term = draw(&a, 120, 32);
         for cell in &term.backend().buffer().content {
@@ -459,7 +459,7 @@ fn no_color_is_honoured() {
     let coloured = draw(
         &{
             let mut a = full_app();
-            a.colour = true;
+            a.set_colour(true);
             a
         },
         120,
@@ -501,12 +501,12 @@ fn the_log_view_holds_the_newest_lines() {
             eof: false,
         });
     }
-    assert_eq!(a.log.len(), ax_tui::console::logbuf::KEEP_LINES);
+    assert_eq!(a.log().len(), ax_tui::console::logbuf::KEEP_LINES);
     let screen = screen_text(&draw(&a, 80, 24));
     assert!(screen.contains("line 39999"), "{screen}");
     // Scrolled back, new output does not move the lines shown.
     a.update(Action::PageUp);
-    assert!(!a.follow);
+    assert!(!a.following());
     let held = screen_text(&draw(&a, 80, 24));
     a.on_daemon(DaemonEvent::Log {
         run: 7,

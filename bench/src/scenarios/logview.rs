@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ax_protocol::client::{Client, SocketChoice};
 use ax_protocol::request::{Logs, Submit};
 use ax_tui::console::net::follow_log;
-use ax_tui::console::state::{App, Event, Mode};
+use ax_tui::console::state::{App, Event};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -57,8 +57,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         let follower = tokio::spawn(follow_log(SocketChoice::given(socket.clone()), run, tx));
         let mut app = App::new(chrono::Utc::now(), false);
-        app.mode = Mode::Log;
-        app.log_run = Some(run);
+        app.follow_log(run);
         let mut term = Terminal::new(TestBackend::new(120, 40))?;
         let (mut frames, mut lags, mut written) = (Vec::new(), Vec::new(), Vec::new());
         let start = Instant::now();
@@ -87,8 +86,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     .await?;
                 // The newest complete line (a partial one may be cut
                 // mid-number).
-                let held = app.log.newest(2);
-                let complete = &held[..held.len() - usize::from(!app.log.partial().is_empty())];
+                let held = app.log().newest(2);
+                let complete = &held[..held.len() - usize::from(!app.log().partial().is_empty())];
                 let shown = complete
                     .iter()
                     .rev()
@@ -124,9 +123,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             frames.len(),
             percentile(&mut frames, 0.5),
             percentile(&mut frames, 0.99),
-            app.log.len(),
-            app.log.received,
-            app.log.skipped
+            app.log().len(),
+            app.log().received,
+            app.log().skipped
         );
         let _ = c
             .request(ax_protocol::request::Cancel {

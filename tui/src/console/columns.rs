@@ -41,7 +41,7 @@ impl Column {
 
 /// Display width of a cell (one column per char: names, states and
 /// numbers are narrow characters).
-pub fn width_of(s: &str) -> usize {
+fn width_of(s: &str) -> usize {
     s.chars().count()
 }
 

@@ -7,7 +7,7 @@ use super::action::{Action, Mode, View};
 
 /// Where a binding applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The runs list.
     Runs,
     /// The DAGs list.
@@ -24,7 +24,7 @@ pub enum Scope {
 
 impl Scope {
     /// How the help screen names where the binding applies.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Scope::Runs => "runs",
             Scope::Dags => "DAGs",
@@ -36,20 +36,20 @@ impl Scope {
     }
 }
 
-pub struct Binding {
-    pub keys: &'static [KeyCode],
-    pub label: &'static str,
-    pub action: Action,
-    pub scope: Scope,
-    pub help: &'static str,
+pub(crate) struct Binding {
+    pub(crate) keys: &'static [KeyCode],
+    pub(crate) label: &'static str,
+    pub(crate) action: Action,
+    pub(crate) scope: Scope,
+    pub(crate) help: &'static str,
     /// The word after the label in the main screen's footer ("" = not
     /// shown there).
-    pub footer: &'static str,
+    pub(crate) footer: &'static str,
 }
 
 use KeyCode::*;
 
-pub const KEYMAP: &[Binding] = &[
+pub(crate) const KEYMAP: &[Binding] = &[
     Binding {
         keys: &[Up, Char('k')],
         label: "↑/k",
@@ -310,7 +310,7 @@ pub const KEYMAP: &[Binding] = &[
 
 /// The scopes whose bindings apply in `mode` with `view` in front, most
 /// specific first.
-pub fn scopes(mode: &Mode, view: View) -> &'static [Scope] {
+pub(crate) fn scopes(mode: &Mode, view: View) -> &'static [Scope] {
     match (mode, view) {
         (Mode::Dag, _) => &[Scope::Dag, Scope::Global],
         (Mode::Log, _) => &[Scope::Log, Scope::Global],
@@ -323,7 +323,7 @@ pub fn scopes(mode: &Mode, view: View) -> &'static [Scope] {
 
 /// The footer: the bindings with a footer word that apply to the screen in
 /// front, the most specific first.
-pub fn footer(mode: &Mode, view: View) -> String {
+pub(crate) fn footer(mode: &Mode, view: View) -> String {
     scopes(mode, view)
         .iter()
         .flat_map(|scope| KEYMAP.iter().filter(move |b| b.scope == *scope))

@@ -20,12 +20,12 @@ pub struct LogBuf {
 }
 
 impl LogBuf {
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         *self = LogBuf::default();
     }
 
     /// Appends output; a chunk may end mid-line.
-    pub fn push(&mut self, data: &str) {
+    pub(crate) fn push(&mut self, data: &str) {
         let mut rest = data;
         while let Some(i) = rest.find('\n') {
             let mut line = std::mem::take(&mut self.partial);
@@ -38,7 +38,7 @@ impl LogBuf {
 
     /// Output was jumped over (the console was `bytes` behind): one marker
     /// line says so, and the cut line is dropped.
-    pub fn gap(&mut self, bytes: u64) {
+    pub(crate) fn gap(&mut self, bytes: u64) {
         self.skipped += bytes;
         self.partial.clear();
         self.push_line(format!(
@@ -64,7 +64,7 @@ impl LogBuf {
     }
 
     /// `count` lines from `start` (0 = the oldest held).
-    pub fn window(&self, start: usize, count: usize) -> Vec<&str> {
+    pub(crate) fn window(&self, start: usize, count: usize) -> Vec<&str> {
         let held = self.lines.len();
         self.lines
             .range(start.min(held)..)

@@ -20,8 +20,8 @@ const RETRY: Duration = Duration::from_millis(500);
 const TAIL_BYTES: u64 = 4096;
 /// The most a followed log reads at once; a full read means the console
 /// is behind, and it jumps to the last `FOLLOW_TAIL` bytes instead.
-pub const FOLLOW_MAX: u64 = 256 * 1024;
-pub const FOLLOW_TAIL: u64 = 64 * 1024;
+const FOLLOW_MAX: u64 = 256 * 1024;
+const FOLLOW_TAIL: u64 = 64 * 1024;
 /// How long the daemon holds a follow request open without new output.
 const FOLLOW_WAIT_MS: u64 = 500;
 
@@ -221,6 +221,19 @@ async fn execute(
     cmd: &Command,
     events: &UnboundedSender<Event>,
 ) -> Result<(), ClientError> {
+    if is_action(cmd) {
+        act(c, cmd, events).await
+    } else {
+        fetch(c, cmd, events).await
+    }
+}
+
+/// Asks the daemon for data and reports the answer.
+async fn fetch(
+    c: &mut Client,
+    cmd: &Command,
+    events: &UnboundedSender<Event>,
+) -> Result<(), ClientError> {
     match cmd {
         Command::FetchWindow {
             states,
@@ -304,6 +317,19 @@ async fn execute(
                 .await?;
             send(events, DaemonEvent::Events(list));
         }
+        // Actions and the log's follow requests are not fetches.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Sends an action and says on the status line that it was accepted.
+async fn act(
+    c: &mut Client,
+    cmd: &Command,
+    events: &UnboundedSender<Event>,
+) -> Result<(), ClientError> {
+    match cmd {
         Command::TogglePause(dag) => {
             let now = c.request(GetDag { name: dag.clone() }).await?;
             let target = DagTarget {
@@ -359,7 +385,7 @@ async fn execute(
                 format!("{} {dag}: ok", if *pause { "pause" } else { "resume" }),
             );
         }
-        Command::Quit | Command::FollowLog(_) | Command::StopLog => {}
+        _ => {}
     }
     Ok(())
 }

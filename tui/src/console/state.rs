@@ -1,147 +1,31 @@
-//! The console's state and how daemon events change it: every change goes
-//! through `App::on_daemon`, `App::on_tick` or `App::update` (in
-//! `update.rs`), which return the requests to send to the daemon.
-//! Rendering (`ui.rs`, `views/`) only reads the state.
+//! The console's state and how daemon events and the clock change it:
+//! every change goes through `App::on_daemon`, `App::on_tick` or
+//! `App::update` (in `update.rs`), which return the requests to send to
+//! the daemon. Rendering (`ui.rs`, `views/`) only reads the state.
+//!
+//! The `App` holds the connection state, the mode and the views; each
+//! view owns its list, filter and data (`views/`).
 
 use std::collections::VecDeque;
 
-use ax_protocol::api::{DagRunView, DagView, EventView, NodeView, RunView, StatusView};
+use ax_protocol::api::{DagView, EventView, NodeView, RunView, StatusView};
 use ax_shared::RunState;
 use chrono::{DateTime, FixedOffset, Utc};
 
 pub use super::action::{Action, CancelTarget, Mode, View};
+pub use super::event::{Command, DaemonEvent, Event, EventQuery};
 use super::logbuf::LogBuf;
-
-/// What happens to the console.
-#[derive(Clone, Debug)]
-pub enum Event {
-    Key(crossterm::event::KeyEvent),
-    Resize,
-    /// Clock tick (1 s): clocks, countdowns, queue-depth samples.
-    Tick(DateTime<Utc>),
-    Daemon(DaemonEvent),
-}
-
-/// What the daemon tasks report.
-#[derive(Clone, Debug)]
-pub enum DaemonEvent {
-    Connected {
-        version: String,
-    },
-    Disconnected {
-        reason: String,
-    },
-    /// A change notification (with the daemon's status).
-    Changed {
-        status: Option<Box<StatusView>>,
-        runs_changed: Vec<u64>,
-    },
-    Status(Box<StatusView>),
-    Window(Vec<RunView>),
-    Detail(Box<RunView>),
-    Dags(Vec<DagView>),
-    Events(Vec<EventView>),
-    LogTail {
-        run: u64,
-        text: String,
-    },
-    /// New output of the followed log. `gap`: bytes jumped over first;
-    /// `restart`: a new attempt began, its log replaces the old one.
-    Log {
-        run: u64,
-        data: String,
-        gap: u64,
-        restart: bool,
-        eof: bool,
-    },
-    DagRun(DagRunView),
-    /// The daemon's answer to an action.
-    ActionResult {
-        ok: bool,
-        message: String,
-    },
-}
-
-/// Requests for the daemon tasks.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Command {
-    FetchWindow {
-        states: Vec<RunState>,
-        dag: Option<String>,
-        filter: String,
-        limit: u32,
-    },
-    FetchDetail(u64),
-    /// The last few KiB of a run's newest attempt (the detail pane).
-    FetchLogTail(u64),
-    /// Follow a run's log (newest attempt) until `StopLog`.
-    FollowLog(u64),
-    StopLog,
-    FetchDagRun(u64),
-    /// The newest DAG run of a DAG, if it has one.
-    FetchLatestDagRun(String),
-    FetchDags,
-    FetchEvents(EventQuery),
-    /// The daemon's status now (the nodes view's heartbeat ages).
-    FetchStatus,
-    Cancel(u64),
-    CancelDagRun(u64),
-    Retry(u64),
-    Trigger(String),
-    Pause {
-        dag: String,
-        pause: bool,
-    },
-    /// Pause or resume from the DAG's state as the daemon has it now.
-    TogglePause(String),
-    Quit,
-}
-
-/// The events view's question: `dag:NAME`, `run:ID` and `actor:TEXT`
-/// words go to the daemon, other words must all appear in the event.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct EventQuery {
-    pub dag: Option<String>,
-    pub run: Option<u64>,
-    pub actor: Option<String>,
-    pub words: Vec<String>,
-    pub limit: u32,
-}
-
-impl EventQuery {
-    pub fn parse(filter: &str, limit: u32) -> EventQuery {
-        let mut q = EventQuery {
-            limit,
-            ..EventQuery::default()
-        };
-        for word in filter.split_whitespace() {
-            match word.split_once(':') {
-                Some(("dag", v)) if !v.is_empty() => q.dag = Some(v.into()),
-                Some(("run", v)) if v.parse::<u64>().is_ok() => q.run = v.parse().ok(),
-                Some(("actor", v)) if !v.is_empty() => q.actor = Some(v.into()),
-                _ => q.words.push(word.to_lowercase()),
-            }
-        }
-        q
-    }
-
-    /// Whether an event has every plain word (in its reason, actor or
-    /// states).
-    pub fn matches(&self, e: &EventView) -> bool {
-        if self.words.is_empty() {
-            return true;
-        }
-        let text = format!(
-            "{} {} {} {}",
-            e.reason,
-            e.actor,
-            e.from.map_or("", |s| s.as_str()),
-            e.to.map_or("", |s| s.as_str())
-        )
-        .to_lowercase();
-        self.words.iter().all(|w| text.contains(w.as_str()))
-    }
-}
+use super::prompt::{CommandLine, StatusLine};
+use super::theme::Theme;
+use super::views::context::Context;
+use super::views::dags::DagsView;
+use super::views::events::EventsView;
+use super::views::graph::GraphView;
+use super::views::log::LogView;
+use super::views::nodes::NodesView;
+use super::views::pools::PoolsView;
+pub use super::views::runs::Pane;
+use super::views::runs::RunsView;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Conn {
@@ -150,211 +34,142 @@ pub enum Conn {
     Disconnected { reason: String },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pane {
-    Runs,
-    Detail,
-}
-
-/// The state tabs: title and the run states they show.
-pub const TABS: [(&str, &[RunState]); 5] = [
-    ("All", &[]),
-    ("Running", &[RunState::Running]),
-    (
-        "Queued",
-        &[RunState::Waiting, RunState::Delayed, RunState::Ready],
-    ),
-    (
-        "Failed",
-        &[RunState::Failed, RunState::TimedOut, RunState::Cancelled],
-    ),
-    ("Succeeded", &[RunState::Success]),
-];
-
 /// The states the queue chart counts, bottom to top.
-pub const QUEUED: [RunState; 4] = [
+const QUEUED: [RunState; 4] = [
     RunState::Waiting,
     RunState::Delayed,
     RunState::Ready,
     RunState::Running,
 ];
 
-/// How long an action's result stays on the status line.
-pub const SAY_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
-
 /// How many queue-depth samples the chart keeps (one per second).
-pub const HISTORY: usize = 180;
+const HISTORY: usize = 180;
 
 /// One sample of queue depth: waiting, delayed, ready, running.
-pub type Depth = [u64; 4];
+type Depth = [u64; 4];
 
-pub struct App {
-    pub conn: Conn,
-    pub status: Option<StatusView>,
+/// The daemon as the console knows it: the connection, its last status
+/// and the queue depth over the last minutes.
+#[derive(Debug)]
+pub(crate) struct Daemon {
+    pub(crate) conn: Conn,
+    pub(crate) status: Option<StatusView>,
     /// When `status` arrived (its uptime counts on from there).
-    pub status_at: DateTime<Utc>,
-    pub history: VecDeque<Depth>,
-    pub view: View,
-    pub tab: usize,
-    /// The text filter of each view, by `View::index`.
-    pub filters: [String; View::ALL.len()],
-    /// The runs view shows one DAG's runs only (Enter in the DAGs view).
-    pub runs_dag: Option<String>,
-    pub runs: Vec<RunView>,
-    pub selected: usize,
-    pub dags: Vec<DagView>,
-    pub dag_selected: usize,
-    pub pool_selected: usize,
-    pub node_selected: usize,
-    pub events: Vec<EventView>,
-    pub event_selected: usize,
-    /// The DAG lists or the events are out of date (refetched on the next
-    /// tick, at most once a second).
-    pub stale: bool,
-    pub detail: Option<RunView>,
-    pub log_tail: String,
-    pub mode: Mode,
-    /// What `:` has typed so far.
-    pub command: String,
-    pub focus: Pane,
-    pub dag_run: Option<DagRunView>,
-    /// The DAG drawn from its definition (it has no DAG run).
-    pub dag_def: Option<DagView>,
-    pub scroll: (u16, u16),
-    pub log: LogBuf,
-    pub log_run: Option<u64>,
-    pub log_eof: bool,
-    pub follow: bool,
-    pub status_line: Option<(String, bool)>,
-    /// When the status line was set: it clears itself after `SAY_FOR`.
-    pub said_at: DateTime<Utc>,
-    pub now: DateTime<Utc>,
-    /// The local time zone's offset for shown times (`None`: the
-    /// machine's, looked up per instant).
-    pub local: Option<FixedOffset>,
-    pub colour: bool,
-    pub quit: bool,
-    /// Rows the runs table can show (set by the renderer's caller).
-    pub window: u32,
+    status_at: DateTime<Utc>,
+    pub(crate) history: VecDeque<Depth>,
 }
 
-impl App {
-    pub fn new(now: DateTime<Utc>, colour: bool) -> App {
-        App {
-            conn: Conn::Connecting,
-            status: None,
-            status_at: now,
-            history: VecDeque::with_capacity(HISTORY),
-            view: View::Runs,
-            tab: 0,
-            filters: Default::default(),
-            runs_dag: None,
-            runs: Vec::new(),
-            selected: 0,
-            dags: Vec::new(),
-            dag_selected: 0,
-            pool_selected: 0,
-            node_selected: 0,
-            events: Vec::new(),
-            event_selected: 0,
-            stale: false,
-            detail: None,
-            log_tail: String::new(),
-            mode: Mode::Main,
-            command: String::new(),
-            focus: Pane::Runs,
-            dag_run: None,
-            dag_def: None,
-            scroll: (0, 0),
-            log: LogBuf::default(),
-            log_run: None,
-            log_eof: false,
-            follow: true,
-            status_line: None,
-            said_at: now,
-            now,
-            local: None,
-            colour,
-            quit: false,
-            window: 100,
+impl Daemon {
+    fn set_status(&mut self, s: StatusView, now: DateTime<Utc>) {
+        self.status = Some(s);
+        self.status_at = now;
+    }
+
+    /// One queue-depth sample from the last status.
+    fn sample(&mut self) {
+        if let Some(s) = &self.status {
+            let n = |state: RunState| s.runs.get(state.as_str()).copied().unwrap_or(0);
+            if self.history.len() == HISTORY {
+                self.history.pop_front();
+            }
+            self.history.push_back(QUEUED.map(n));
         }
     }
 
-    pub fn selected_run(&self) -> Option<&RunView> {
-        self.runs.get(self.selected)
-    }
-
-    /// The DAGs the DAGs view lists (its filter applied).
-    pub fn shown_dags(&self) -> Vec<&DagView> {
-        let f = self.filters[View::Dags.index()].to_lowercase();
-        self.dags
-            .iter()
-            .filter(|d| f.is_empty() || d.name.to_lowercase().contains(&f))
-            .collect()
-    }
-
-    pub fn selected_dag(&self) -> Option<&DagView> {
-        self.shown_dags().get(self.dag_selected).copied()
-    }
-
-    /// The nodes the nodes view lists (its filter applied to id and
-    /// host); empty without a cluster.
-    pub fn shown_nodes(&self) -> Vec<&NodeView> {
-        let f = self.filters[View::Nodes.index()].to_lowercase();
-        let Some(cluster) = self.status.as_ref().and_then(|s| s.cluster.as_ref()) else {
-            return vec![];
-        };
-        cluster
-            .nodes
-            .iter()
-            .filter(|n| {
-                f.is_empty()
-                    || n.id.to_lowercase().contains(&f)
-                    || n.host.to_lowercase().contains(&f)
-            })
-            .collect()
-    }
-
-    /// The events the events view lists (newest first).
-    pub fn shown_events(&self) -> Vec<&EventView> {
-        let q = self.event_query();
-        self.events.iter().rev().filter(|e| q.matches(e)).collect()
-    }
-
-    pub fn event_query(&self) -> EventQuery {
-        EventQuery::parse(
-            &self.filters[View::Events.index()],
-            self.window.clamp(50, 1000),
-        )
-    }
-
-    /// The daemon's uptime now: as last reported, plus the time since.
-    pub fn uptime_s(&self) -> Option<i64> {
+    /// The daemon's uptime at `now`: as last reported, plus the time since.
+    pub(crate) fn uptime_s(&self, now: DateTime<Utc>) -> Option<i64> {
         let s = self.status.as_ref()?;
-        Some(s.uptime_s as i64 + (self.now - self.status_at).num_seconds().max(0))
+        Some(s.uptime_s as i64 + (now - self.status_at).num_seconds().max(0))
     }
 
     /// Job-file errors and store faults the daemon reports now.
-    pub fn fault_count(&self) -> (usize, bool) {
+    pub(crate) fn fault_count(&self) -> (usize, bool) {
         match &self.status {
             Some(s) => (s.errors.len(), s.store_error.is_some()),
             None => (0, false),
         }
     }
+}
 
-    pub(super) fn window_command(&self) -> Command {
-        Command::FetchWindow {
-            states: TABS[self.tab].1.to_vec(),
-            dag: self.runs_dag.clone(),
-            filter: self.filters[View::Runs.index()].clone(),
-            limit: self.window.clamp(10, 1000),
+pub struct App {
+    pub(crate) daemon: Daemon,
+    pub(crate) mode: Mode,
+    /// The list in front.
+    pub(crate) view: View,
+    pub(crate) runs: RunsView,
+    pub(crate) dags: DagsView,
+    pub(crate) pools: PoolsView,
+    pub(crate) events: EventsView,
+    pub(crate) nodes: NodesView,
+    pub(crate) graph: GraphView,
+    pub(crate) log: LogView,
+    /// Lines the help is scrolled down.
+    pub(crate) help_scroll: u16,
+    pub(crate) command: CommandLine,
+    pub(crate) status_line: StatusLine,
+    /// The DAG list or the events are out of date (refetched on the next
+    /// tick, at most once a second).
+    stale: bool,
+    pub(crate) theme: Theme,
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) quit: bool,
+    /// Rows the runs table can show (set by the run loop).
+    pub(crate) window: u32,
+}
+
+impl App {
+    pub fn new(now: DateTime<Utc>, colour: bool) -> App {
+        App {
+            daemon: Daemon {
+                conn: Conn::Connecting,
+                status: None,
+                status_at: now,
+                history: VecDeque::with_capacity(HISTORY),
+            },
+            mode: Mode::Main,
+            view: View::Runs,
+            runs: RunsView::default(),
+            dags: DagsView::default(),
+            pools: PoolsView::default(),
+            events: EventsView::default(),
+            nodes: NodesView::default(),
+            graph: GraphView::default(),
+            log: LogView::default(),
+            help_scroll: 0,
+            command: CommandLine::default(),
+            status_line: StatusLine::new(now),
+            stale: false,
+            theme: Theme {
+                colour,
+                local: None,
+            },
+            now,
+            quit: false,
+            window: 100,
         }
+    }
+
+    /// What the views' render reads besides their own state.
+    pub(crate) fn context(&self) -> Context<'_> {
+        Context {
+            theme: self.theme,
+            now: self.now,
+            status: self.daemon.status.as_ref(),
+        }
+    }
+
+    pub(crate) fn window_command(&self) -> Command {
+        self.runs.window_command(self.window.clamp(10, 1000))
+    }
+
+    fn event_query(&self) -> EventQuery {
+        self.events.query(self.window.clamp(50, 1000))
     }
 
     /// What the list in front needs from the daemon (pools come with
     /// every status; nodes too, but heartbeats age while nothing changes,
     /// so the nodes view asks for the status itself).
-    pub(super) fn view_commands(&self) -> Vec<Command> {
+    pub(crate) fn view_commands(&self) -> Vec<Command> {
         match self.view {
             View::Runs => vec![self.window_command()],
             View::Dags => vec![Command::FetchDags],
@@ -364,118 +179,48 @@ impl App {
         }
     }
 
-    pub(super) fn detail_commands(&self) -> Vec<Command> {
-        match self.selected_run() {
-            Some(r) => vec![Command::FetchDetail(r.id)],
-            None => vec![],
-        }
-    }
-
-    pub(super) fn say(&mut self, text: impl Into<String>, error: bool) {
-        self.status_line = Some((text.into(), error));
-        self.said_at = self.now;
-    }
-
-    fn set_status(&mut self, s: StatusView) {
-        self.status = Some(s);
-        self.status_at = self.now;
+    pub(crate) fn say(&mut self, text: impl Into<String>, error: bool) {
+        self.status_line.say(text.into(), error, self.now);
     }
 
     /// Applies a daemon event; returns follow-up requests.
     pub fn on_daemon(&mut self, ev: DaemonEvent) -> Vec<Command> {
         match ev {
             DaemonEvent::Connected { version } => {
-                self.conn = Conn::Connected { version };
+                self.daemon.conn = Conn::Connected { version };
                 let mut c = vec![self.window_command(), Command::FetchDags];
                 if self.view == View::Events {
                     c.extend(self.view_commands());
                 }
-                c.extend(self.detail_commands());
+                c.extend(self.runs.detail_commands());
                 c
             }
             DaemonEvent::Disconnected { reason } => {
-                self.conn = Conn::Disconnected { reason };
+                self.daemon.conn = Conn::Disconnected { reason };
                 vec![]
             }
             DaemonEvent::Changed {
                 status,
                 runs_changed,
-            } => {
-                if let Some(s) = status {
-                    self.set_status(*s);
-                }
-                self.stale = true;
-                let mut c = vec![self.window_command()];
-                if let Some(r) = self.selected_run()
-                    && (runs_changed.is_empty() || runs_changed.contains(&r.id))
-                {
-                    c.push(Command::FetchDetail(r.id));
-                }
-                if self.mode == Mode::Dag {
-                    match (&self.dag_run, &self.dag_def) {
-                        (Some(dr), _) => c.push(Command::FetchDagRun(dr.id)),
-                        // Drawn from its definition: a first DAG run may
-                        // have begun.
-                        (None, Some(d)) => c.push(Command::FetchLatestDagRun(d.name.clone())),
-                        (None, None) => {}
-                    }
-                }
-                c
-            }
+            } => self.on_changed(status.map(|s| *s), &runs_changed),
             DaemonEvent::Status(s) => {
-                self.set_status(*s);
-                self.node_selected = self
-                    .node_selected
-                    .min(self.shown_nodes().len().saturating_sub(1));
+                self.daemon.set_status(*s, self.now);
+                let n = self.nodes.shown(self.daemon.status.as_ref()).len();
+                self.nodes.list.clamp(n);
                 vec![]
             }
-            DaemonEvent::Window(runs) => {
-                let keep = self.selected_run().map(|r| r.id);
-                self.runs = runs;
-                if let Some(id) = keep
-                    && let Some(i) = self.runs.iter().position(|r| r.id == id)
-                {
-                    self.selected = i;
-                }
-                self.selected = self.selected.min(self.runs.len().saturating_sub(1));
-                if self.detail.as_ref().map(|d| d.id) != self.selected_run().map(|r| r.id) {
-                    return self.detail_commands();
-                }
-                vec![]
-            }
-            DaemonEvent::Detail(r) => {
-                let run = r.id;
-                let attempts = r.attempts.len();
-                self.detail = Some(*r);
-                if attempts > 0 {
-                    vec![Command::FetchLogTail(run)]
-                } else {
-                    self.log_tail.clear();
-                    vec![]
-                }
-            }
+            DaemonEvent::Window(runs) => self.runs.set_runs(runs),
+            DaemonEvent::Detail(r) => self.runs.set_detail(*r),
             DaemonEvent::Dags(dags) => {
-                let keep = self.selected_dag().map(|d| d.name.clone());
-                self.dags = dags;
-                let names: Vec<String> = self.shown_dags().iter().map(|d| d.name.clone()).collect();
-                if let Some(name) = keep
-                    && let Some(i) = names.iter().position(|d| *d == name)
-                {
-                    self.dag_selected = i;
-                }
-                self.dag_selected = self.dag_selected.min(names.len().saturating_sub(1));
+                self.dags.set(dags);
                 vec![]
             }
             DaemonEvent::Events(events) => {
-                self.events = events;
-                let n = self.shown_events().len();
-                self.event_selected = self.event_selected.min(n.saturating_sub(1));
+                self.events.set(events);
                 vec![]
             }
             DaemonEvent::LogTail { run, text } => {
-                if self.detail.as_ref().map(|d| d.id) == Some(run) {
-                    self.log_tail = text;
-                }
+                self.runs.set_log_tail(run, text);
                 vec![]
             }
             DaemonEvent::Log {
@@ -485,27 +230,11 @@ impl App {
                 restart,
                 eof,
             } => {
-                if self.log_run == Some(run) {
-                    if restart {
-                        self.log.clear();
-                    }
-                    let before = self.log.received;
-                    if gap > 0 {
-                        self.log.gap(gap);
-                    }
-                    self.log.push(&data);
-                    self.log_eof = eof;
-                    if !self.follow {
-                        // Paused: the lines shown stay where they are.
-                        let added = (self.log.received - before).min(u64::from(u16::MAX)) as u16;
-                        let held = self.log.len().min(usize::from(u16::MAX)) as u16;
-                        self.scroll.0 = self.scroll.0.saturating_add(added).min(held);
-                    }
-                }
+                self.log.push(run, &data, gap, restart, eof);
                 vec![]
             }
             DaemonEvent::DagRun(v) => {
-                self.dag_run = Some(v);
+                self.graph.set_dag_run(v);
                 vec![]
             }
             DaemonEvent::ActionResult { ok, message } => {
@@ -519,22 +248,35 @@ impl App {
         }
     }
 
+    /// Something changed in the daemon: the window again, the selected
+    /// run's detail when it is among the changed runs, the DAG drawn;
+    /// the DAG list and the events on the next tick.
+    fn on_changed(&mut self, status: Option<StatusView>, runs_changed: &[u64]) -> Vec<Command> {
+        if let Some(s) = status {
+            self.daemon.set_status(s, self.now);
+        }
+        self.stale = true;
+        let mut c = vec![self.window_command()];
+        if let Some(r) = self.runs.selected()
+            && (runs_changed.is_empty() || runs_changed.contains(&r.id))
+        {
+            c.push(Command::FetchDetail(r.id));
+        }
+        if self.mode == Mode::Dag {
+            c.extend(self.graph.refresh());
+        }
+        c
+    }
+
     /// A clock tick: time moves (ages, uptime and countdowns are computed
     /// from `now` when drawn), the queue chart gets a sample, and a stale
     /// DAG or event list is fetched again.
     pub fn on_tick(&mut self, now: DateTime<Utc>) -> Vec<Command> {
         self.now = now;
-        // An answer stays while it is asked (y/n), else for SAY_FOR.
-        if !matches!(self.mode, Mode::ConfirmCancel(_)) && now - self.said_at > SAY_FOR {
-            self.status_line = None;
-        }
-        if let Some(s) = &self.status {
-            let n = |state: RunState| s.runs.get(state.as_str()).copied().unwrap_or(0);
-            if self.history.len() == HISTORY {
-                self.history.pop_front();
-            }
-            self.history.push_back(QUEUED.map(n));
-        }
+        // An answer stays while it is asked (y/n).
+        let asking = matches!(self.mode, Mode::ConfirmCancel(_));
+        self.status_line.expire(now, asking);
+        self.daemon.sample();
         if self.stale && matches!(self.view, View::Dags | View::Events) {
             self.stale = false;
             return self.view_commands();
@@ -558,5 +300,142 @@ impl App {
             Event::Tick(now) => self.on_tick(now),
             Event::Daemon(d) => self.on_daemon(d),
         }
+    }
+}
+
+/// What tests, benchmarks and the binary read and set from outside.
+impl App {
+    pub fn mode(&self) -> &Mode {
+        &self.mode
+    }
+
+    /// The list in front.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    pub fn conn(&self) -> &Conn {
+        &self.daemon.conn
+    }
+
+    /// The last action's answer and whether it is an error.
+    pub fn status_line(&self) -> Option<&(String, bool)> {
+        self.status_line.said.as_ref()
+    }
+
+    pub fn clear_status_line(&mut self) {
+        self.status_line.said = None;
+    }
+
+    /// The `:` command typed so far.
+    pub fn command_line(&self) -> &str {
+        &self.command.text
+    }
+
+    /// Whether the user asked to quit.
+    pub fn quitting(&self) -> bool {
+        self.quit
+    }
+
+    pub fn set_colour(&mut self, colour: bool) {
+        self.theme.colour = colour;
+    }
+
+    /// The offset of shown times (`None`: the machine's time zone).
+    pub fn set_time_zone(&mut self, offset: Option<FixedOffset>) {
+        self.theme.local = offset;
+    }
+
+    /// The selected row of a list.
+    pub fn selected_row(&self, view: View) -> usize {
+        self.listing(view).selected
+    }
+
+    /// The text filter of a list.
+    pub fn filter(&self, view: View) -> &str {
+        &self.listing(view).filter
+    }
+
+    pub fn set_filter(&mut self, view: View, text: &str) {
+        self.listing_mut(view).filter = text.to_string();
+    }
+
+    pub(crate) fn listing(&self, view: View) -> &super::views::list::Listing {
+        match view {
+            View::Runs => &self.runs.list,
+            View::Dags => &self.dags.list,
+            View::Pools => &self.pools.list,
+            View::Events => &self.events.list,
+            View::Nodes => &self.nodes.list,
+        }
+    }
+
+    pub(crate) fn listing_mut(&mut self, view: View) -> &mut super::views::list::Listing {
+        match view {
+            View::Runs => &mut self.runs.list,
+            View::Dags => &mut self.dags.list,
+            View::Pools => &mut self.pools.list,
+            View::Events => &mut self.events.list,
+            View::Nodes => &mut self.nodes.list,
+        }
+    }
+
+    /// The runs of the runs view's window.
+    pub fn runs(&self) -> &[RunView] {
+        self.runs.runs()
+    }
+
+    pub fn selected_run(&self) -> Option<&RunView> {
+        self.runs.selected()
+    }
+
+    /// The state tab of the runs view.
+    pub fn tab(&self) -> usize {
+        self.runs.tab
+    }
+
+    /// Which pane of the runs view takes the arrow keys.
+    pub fn focus(&self) -> Pane {
+        self.runs.focus
+    }
+
+    /// The scroll (down, right) of the screen in front.
+    pub fn scroll(&self) -> (u16, u16) {
+        match self.mode {
+            Mode::Dag => self.graph.scroll,
+            Mode::Log => (self.log.back, 0),
+            Mode::Help => (self.help_scroll, 0),
+            _ => (self.runs.scroll, 0),
+        }
+    }
+
+    pub fn selected_dag(&self) -> Option<&DagView> {
+        self.dags.selected()
+    }
+
+    /// The events the events view lists (newest first).
+    pub fn shown_events(&self) -> Vec<&EventView> {
+        self.events.shown()
+    }
+
+    /// The nodes the nodes view lists; empty without a cluster.
+    pub fn shown_nodes(&self) -> Vec<&NodeView> {
+        self.nodes.shown(self.daemon.status.as_ref())
+    }
+
+    /// The followed log's text.
+    pub fn log(&self) -> &LogBuf {
+        &self.log.buf
+    }
+
+    /// Whether the log follows the newest output.
+    pub fn following(&self) -> bool {
+        self.log.follow
+    }
+
+    /// Opens the full-screen log of `run`.
+    pub fn follow_log(&mut self, run: u64) -> Vec<Command> {
+        self.mode = Mode::Log;
+        self.log.open(run)
     }
 }

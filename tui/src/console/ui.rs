@@ -2,9 +2,9 @@
 //! (header, fault banner, pool gauges, queue chart, view bar, footer,
 //! pop-ups) is drawn here; each view's body in `views/`.
 
-use ax_shared::time::{Timestamp, elapsed};
-use ax_shared::{Outcome, RunState};
-use chrono::{DateTime, Utc};
+use ax_protocol::api::RunView;
+use ax_shared::RunState;
+use ax_shared::time::elapsed;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -13,60 +13,19 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::columns::fit;
 use super::keymap::{KEYMAP, Scope, footer, scopes};
-use super::state::{App, Conn, Mode, TABS, View};
-use super::views;
+use super::state::{App, Conn, Mode, View};
+use super::theme::gauge;
+use super::views::runs::TABS;
 
-pub use super::views::runs::timeline;
-
-/// `c` as the foreground, unless colour is off (`NO_COLOR`).
-pub fn fg(app: &App, c: Color) -> Style {
-    if app.colour {
-        Style::default().fg(c)
-    } else {
-        Style::default()
-    }
-}
-
-pub fn state_colour(state: RunState) -> Color {
-    match state {
-        RunState::Success => Color::Green,
-        RunState::Failed | RunState::TimedOut => Color::Red,
-        RunState::Running => Color::Cyan,
-        RunState::Delayed => Color::Yellow,
-        RunState::Cancelled => Color::DarkGray,
-        RunState::Ready => Color::Blue,
-        RunState::Waiting => Color::Gray,
-    }
-}
-
-/// `None`: the attempt runs.
-pub fn outcome_colour(outcome: Option<Outcome>) -> Color {
-    match outcome {
-        Some(Outcome::Success) => Color::Green,
-        Some(Outcome::Failed | Outcome::SpawnError) => Color::Red,
-        Some(Outcome::TimedOut | Outcome::Stalled) => Color::Magenta,
-        Some(Outcome::Cancelled) => Color::DarkGray,
-        Some(Outcome::Preempted | Outcome::Interrupted) => Color::Yellow,
-        None => Color::Cyan,
-    }
-}
-
-pub fn parse(t: Option<Timestamp>) -> Option<DateTime<Utc>> {
-    t.and_then(Timestamp::to_datetime)
-}
-
-/// An instant in the console's local time zone, formatted.
-pub fn local(app: &App, t: DateTime<Utc>, format: &str) -> String {
-    match app.local {
-        Some(offset) => t.with_timezone(&offset).format(format).to_string(),
-        None => t.with_timezone(&chrono::Local).format(format).to_string(),
-    }
+/// The retry timeline of `r` as the runs view draws it (`width` cells).
+pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
+    super::views::runs::timeline(&app.context(), r, width)
 }
 
 /// Draws the whole screen.
 pub fn render(f: &mut Frame, app: &App) {
     let area = f.area();
-    let (errors, store_fault) = app.fault_count();
+    let (errors, store_fault) = app.daemon.fault_count();
     let banner = errors > 0 || store_fault;
     let [header, banner_row, pools, chart, bar, body, status] = Layout::vertical([
         Constraint::Length(1),
@@ -85,22 +44,23 @@ pub fn render(f: &mut Frame, app: &App) {
     render_pools(f, app, pools);
     render_chart(f, app, chart);
     render_bar(f, app, bar);
+    let cx = app.context();
     match app.mode {
-        Mode::Dag => views::graph::render_dag(f, app, body),
-        Mode::Log => views::graph::render_log(f, app, body),
+        Mode::Dag => app.graph.render(f, &cx, body),
+        Mode::Log => app.log.render(f, body),
         _ => match app.view {
-            View::Runs => views::runs::render(f, app, body),
-            View::Dags => views::dags::render(f, app, body),
-            View::Pools => views::pools::render(f, app, body),
-            View::Events => views::events::render(f, app, body),
-            View::Nodes => views::nodes::render(f, app, body),
+            View::Runs => app.runs.render(f, &cx, body),
+            View::Dags => app.dags.render(f, &cx, body),
+            View::Pools => app.pools.render(f, &cx, body),
+            View::Events => app.events.render(f, &cx, body),
+            View::Nodes => app.nodes.render(f, &cx, body),
         },
     }
     render_status(f, app, status);
     if app.mode == Mode::Help {
         render_help(f, app, area);
     }
-    if let Conn::Disconnected { reason } = &app.conn {
+    if let Conn::Disconnected { reason } = &app.daemon.conn {
         let w = 60.min(area.width);
         let popup = Rect {
             x: area.x + (area.width - w) / 2,
@@ -118,7 +78,7 @@ pub fn render(f: &mut Frame, app: &App) {
             .block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .border_style(fg(app, Color::Red)),
+                    .border_style(app.theme.fg(Color::Red)),
             ),
             popup,
         );
@@ -126,12 +86,18 @@ pub fn render(f: &mut Frame, app: &App) {
 }
 
 fn render_header(f: &mut Frame, app: &App, area: Rect) {
-    let conn = match &app.conn {
-        Conn::Connecting => Span::styled("connecting…", fg(app, Color::Yellow)),
-        Conn::Connected { .. } => Span::styled("connected", fg(app, Color::Green)),
-        Conn::Disconnected { .. } => Span::styled("disconnected — retrying", fg(app, Color::Red)),
+    let conn = match &app.daemon.conn {
+        Conn::Connecting => Span::styled("connecting…", app.theme.fg(Color::Yellow)),
+        Conn::Connected { .. } => Span::styled("connected", app.theme.fg(Color::Green)),
+        Conn::Disconnected { .. } => {
+            Span::styled("disconnected — retrying", app.theme.fg(Color::Red))
+        }
     };
-    let version = match (&app.conn, &app.status, app.uptime_s()) {
+    let version = match (
+        &app.daemon.conn,
+        &app.daemon.status,
+        app.daemon.uptime_s(app.now),
+    ) {
         (_, Some(s), Some(up)) => format!("axd {} · up {}", s.version, elapsed(up)),
         (Conn::Connected { version }, _, _) => format!("axd {version}"),
         _ => "axd".into(),
@@ -139,8 +105,9 @@ fn render_header(f: &mut Frame, app: &App, area: Rect) {
     let line = Line::from(vec![
         Span::styled(
             " ax ",
-            fg(app, Color::Black)
-                .bg(if app.colour {
+            app.theme
+                .fg(Color::Black)
+                .bg(if app.theme.colour {
                     Color::Cyan
                 } else {
                     Color::Reset
@@ -149,7 +116,7 @@ fn render_header(f: &mut Frame, app: &App, area: Rect) {
         ),
         Span::raw(format!(" {version} · ")),
         conn,
-        Span::raw(format!(" · {}", local(app, app.now, "%H:%M:%S"))),
+        Span::raw(format!(" · {}", app.theme.local(app.now, "%H:%M:%S"))),
     ]);
     f.render_widget(Paragraph::new(line), area);
 }
@@ -164,11 +131,16 @@ fn render_banner(f: &mut Frame, app: &App, area: Rect, errors: usize) {
             if errors == 1 { "" } else { "s" }
         ));
     }
-    if let Some(e) = app.status.as_ref().and_then(|s| s.store_error.as_ref()) {
+    if let Some(e) = app
+        .daemon
+        .status
+        .as_ref()
+        .and_then(|s| s.store_error.as_ref())
+    {
         parts.push(format!("store fault: {e}"));
     }
     let text = format!(" ⚠ {} — d: DAGs view ", parts.join(" · "));
-    let style = if app.colour {
+    let style = if app.theme.colour {
         Style::default().fg(Color::White).bg(Color::Red)
     } else {
         Style::default().add_modifier(Modifier::REVERSED)
@@ -179,43 +151,28 @@ fn render_banner(f: &mut Frame, app: &App, area: Rect, errors: usize) {
     );
 }
 
-pub fn gauge(used: u32, total: u32, width: usize) -> String {
-    let filled = if total == 0 {
-        0
-    } else {
-        ((used as usize * width) / total as usize).min(width)
-    };
-    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
-}
-
 fn render_pools(f: &mut Frame, app: &App, area: Rect) {
     let mut spans = Vec::new();
-    if let Some(s) = &app.status {
+    if let Some(s) = &app.daemon.status {
         for p in &s.pools {
             spans.push(Span::raw(format!("{} ", p.name)));
             spans.push(Span::styled(
                 gauge(p.running, p.slots, 8),
-                fg(
-                    app,
-                    if p.running >= p.slots {
-                        Color::Red
-                    } else {
-                        Color::Green
-                    },
-                ),
+                app.theme.fg(if p.running >= p.slots {
+                    Color::Red
+                } else {
+                    Color::Green
+                }),
             ));
             spans.push(Span::raw(format!(" {}/{}  ", p.running, p.slots)));
         }
         spans.push(Span::styled(
             format!("burst {}/{}", s.burst_in_use, s.burst_extra),
-            fg(
-                app,
-                if s.burst_in_use > 0 {
-                    Color::Yellow
-                } else {
-                    Color::DarkGray
-                },
-            ),
+            app.theme.fg(if s.burst_in_use > 0 {
+                Color::Yellow
+            } else {
+                Color::DarkGray
+            }),
         ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
@@ -223,27 +180,27 @@ fn render_pools(f: &mut Frame, app: &App, area: Rect) {
 
 fn render_chart(f: &mut Frame, app: &App, area: Rect) {
     let colours = [Color::Gray, Color::Yellow, Color::Blue, Color::Cyan];
-    let last = app.history.back().copied().unwrap_or_default();
+    let last = app.daemon.history.back().copied().unwrap_or_default();
     let label_w = 14u16;
     let [labels, sparks] =
         Layout::horizontal([Constraint::Length(label_w * 2), Constraint::Min(10)]).areas(area);
     let mut lines = vec![Line::from(Span::styled(
-        format!("queue, last {}s", app.history.len()),
-        fg(app, Color::DarkGray),
+        format!("queue, last {}s", app.daemon.history.len()),
+        app.theme.fg(Color::DarkGray),
     ))];
     lines.push(Line::from(vec![
-        Span::styled(format!("wait {:<6}", last[0]), fg(app, colours[0])),
-        Span::styled(format!("delay {:<6}", last[1]), fg(app, colours[1])),
+        Span::styled(format!("wait {:<6}", last[0]), app.theme.fg(colours[0])),
+        Span::styled(format!("delay {:<6}", last[1]), app.theme.fg(colours[1])),
     ]));
     lines.push(Line::from(vec![
-        Span::styled(format!("ready {:<5}", last[2]), fg(app, colours[2])),
-        Span::styled(format!(" run {:<7}", last[3]), fg(app, colours[3])),
+        Span::styled(format!("ready {:<5}", last[2]), app.theme.fg(colours[2])),
+        Span::styled(format!(" run {:<7}", last[3]), app.theme.fg(colours[3])),
     ]));
     f.render_widget(Paragraph::new(lines), labels);
     // Total queued (waiting+delayed+ready) on top, running below.
     let width = sparks.width as usize;
     let take = |k: &dyn Fn(&[u64; 4]) -> u64| -> Vec<u64> {
-        let v: Vec<u64> = app.history.iter().map(k).collect();
+        let v: Vec<u64> = app.daemon.history.iter().map(k).collect();
         v[v.len().saturating_sub(width)..].to_vec()
     };
     let queued = take(&|d| d[0] + d[1] + d[2]);
@@ -252,13 +209,13 @@ fn render_chart(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         Sparkline::default()
             .data(&queued)
-            .style(fg(app, Color::Blue)),
+            .style(app.theme.fg(Color::Blue)),
         a,
     );
     f.render_widget(
         Sparkline::default()
             .data(&running)
-            .style(fg(app, Color::Cyan)),
+            .style(app.theme.fg(Color::Cyan)),
         b,
     );
 }
@@ -266,15 +223,18 @@ fn render_chart(f: &mut Frame, app: &App, area: Rect) {
 /// The line above the body: the state tabs in the runs view, the view
 /// names elsewhere; then the filter.
 fn render_bar(f: &mut Frame, app: &App, area: Rect) {
-    let highlight = fg(app, Color::Yellow).add_modifier(Modifier::BOLD | Modifier::REVERSED);
-    let filter_text = &app.filters[app.view.index()];
+    let highlight = app
+        .theme
+        .fg(Color::Yellow)
+        .add_modifier(Modifier::BOLD | Modifier::REVERSED);
+    let filter_text = app.filter(app.view);
     let mut filter = match (&app.mode, filter_text.is_empty()) {
         (Mode::Filter, _) => format!("  /{filter_text}▏"),
         (_, false) => format!("  /{filter_text}"),
         _ => String::new(),
     };
     if app.view == View::Runs
-        && let Some(d) = &app.runs_dag
+        && let Some(d) = &app.runs.dag
     {
         filter = format!("  DAG {d} (Esc: all){filter}");
     }
@@ -285,7 +245,7 @@ fn render_bar(f: &mut Frame, app: &App, area: Rect) {
     .areas(area);
     let tabs = if app.view == View::Runs {
         let counts = |states: &[RunState]| -> Option<u64> {
-            let s = app.status.as_ref()?;
+            let s = app.daemon.status.as_ref()?;
             Some(if states.is_empty() {
                 s.runs.values().sum()
             } else {
@@ -306,7 +266,7 @@ fn render_bar(f: &mut Frame, app: &App, area: Rect) {
                 ))
             })
             .collect();
-        Tabs::new(titles).select(app.tab)
+        Tabs::new(titles).select(app.runs.tab)
     } else {
         let titles: Vec<Line> = View::ALL
             .iter()
@@ -315,15 +275,21 @@ fn render_bar(f: &mut Frame, app: &App, area: Rect) {
         Tabs::new(titles).select(app.view.index())
     };
     f.render_widget(tabs.highlight_style(highlight).divider("│"), t);
-    f.render_widget(Paragraph::new(filter).style(fg(app, Color::Yellow)), fl);
+    f.render_widget(
+        Paragraph::new(filter).style(app.theme.fg(Color::Yellow)),
+        fl,
+    );
 }
 
 fn render_status(f: &mut Frame, app: &App, area: Rect) {
     let width = area.width as usize;
     let line = if app.mode == Mode::Command {
-        let options = app.completions();
+        let options = app.command.completions();
         Line::from(vec![
-            Span::styled(format!(":{}▏", app.command), fg(app, Color::Yellow)),
+            Span::styled(
+                format!(":{}▏", app.command.text),
+                app.theme.fg(Color::Yellow),
+            ),
             Span::styled(
                 format!(
                     "  {}",
@@ -333,19 +299,19 @@ fn render_status(f: &mut Frame, app: &App, area: Rect) {
                         options.join(" ")
                     }
                 ),
-                fg(app, Color::DarkGray),
+                app.theme.fg(Color::DarkGray),
             ),
         ])
     } else {
-        match &app.status_line {
+        match &app.status_line.said {
             // The mark tells ok from error without colour.
             Some((text, error)) => Line::from(Span::styled(
                 fit(&format!("{} {text}", if *error { "✗" } else { "✓" }), width),
-                fg(app, if *error { Color::Red } else { Color::Green }),
+                app.theme.fg(if *error { Color::Red } else { Color::Green }),
             )),
             None => Line::from(Span::styled(
                 fit(&footer(&app.mode, app.view), width),
-                fg(app, Color::DarkGray),
+                app.theme.fg(Color::DarkGray),
             )),
         }
     };
@@ -370,28 +336,28 @@ fn render_help(f: &mut Frame, app: &App, area: Rect) {
             s => format!(" ({})", s.label()),
         };
         Line::from(vec![
-            Span::styled(format!("{:>7}  ", b.label), fg(app, Color::Yellow)),
+            Span::styled(format!("{:>7}  ", b.label), app.theme.fg(Color::Yellow)),
             Span::raw(format!("{}{scope}", b.help)),
         ])
     };
     let mut lines: Vec<Line> = vec![Line::from(Span::styled(
         format!("── the {} view ──", app.view.name()),
-        fg(app, Color::DarkGray),
+        app.theme.fg(Color::DarkGray),
     ))];
     lines.extend(KEYMAP.iter().filter(|b| here.contains(&b.scope)).map(line));
     lines.push(Line::from(Span::styled(
         "── elsewhere ──",
-        fg(app, Color::DarkGray),
+        app.theme.fg(Color::DarkGray),
     )));
     lines.extend(KEYMAP.iter().filter(|b| !here.contains(&b.scope)).map(line));
     lines.push(Line::from(Span::styled(
         "  y/n answers the cancel question; Esc closes this help",
-        fg(app, Color::DarkGray),
+        app.theme.fg(Color::DarkGray),
     )));
     f.render_widget(Clear, popup);
     f.render_widget(
         Paragraph::new(lines)
-            .scroll((app.scroll.0.min(KEYMAP.len() as u16), 0))
+            .scroll((app.help_scroll.min(KEYMAP.len() as u16), 0))
             .block(
                 Block::default()
                     .borders(Borders::ALL)

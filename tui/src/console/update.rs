@@ -1,21 +1,79 @@
 //! `App::update`: what each user action does to the state, and the
-//! requests it needs. The view in front decides what an action applies to
-//! (`t` triggers the selected run's DAG in the runs view, the selected DAG
-//! in the DAGs view).
+//! requests it needs. Actions on a list go to the view in front, which
+//! decides what they apply to (`t` triggers the selected run's DAG in the
+//! runs view, the selected DAG in the DAGs view); the console's own
+//! actions (modes, the filter, the `:` line, the cancel question) are
+//! handled here.
 
-use super::state::{Action, App, CancelTarget, Command, Mode, Pane, TABS, View};
-
-/// What `:` accepts besides the view names.
-const COMMANDS: [&str; 2] = ["help", "quit"];
+use super::prompt::Named;
+use super::state::{Action, App, CancelTarget, Command, Mode, View};
+use super::views::context::scrolled;
 
 impl App {
+    /// Applies a user action; returns the requests it needs.
+    pub fn update(&mut self, action: Action) -> Vec<Command> {
+        match action {
+            Action::Quit => self.quit_or_back(),
+            Action::Back => self.back(),
+            Action::Help => self.toggle_help(),
+            Action::Up => self.navigate(-1),
+            Action::Down => self.navigate(1),
+            Action::PageUp => self.navigate(-10),
+            Action::PageDown => self.navigate(10),
+            Action::Left => self.scroll_sideways(-4),
+            Action::Right => self.scroll_sideways(4),
+            Action::Detail => self.detail(),
+            Action::NextPane => {
+                self.runs.next_pane();
+                vec![]
+            }
+            Action::SelectTab(i) => {
+                self.runs.select_tab(i);
+                vec![self.window_command()]
+            }
+            Action::Show(v) => self.show(v),
+            Action::StartFilter
+            | Action::FilterInput(_)
+            | Action::FilterBackspace
+            | Action::FilterDone
+            | Action::FilterCancel => self.filter_action(action),
+            Action::StartCommand
+            | Action::CommandInput(_)
+            | Action::CommandBackspace
+            | Action::CommandComplete
+            | Action::CommandDone
+            | Action::CommandCancel => self.command_action(action),
+            Action::AskCancel => self.ask_cancel(),
+            Action::AskCancelDagRun => self.ask_cancel_dag_run(),
+            Action::Confirm(yes) => self.confirm(yes),
+            Action::Retry => match self.runs.selected() {
+                Some(r) => {
+                    let id = r.id;
+                    self.say(format!("retrying run {id}…"), false);
+                    vec![Command::Retry(id)]
+                }
+                None => vec![],
+            },
+            Action::Trigger => self.trigger(),
+            Action::TogglePause => self.toggle_pause(),
+            Action::OpenDag => self.open_dag(),
+            Action::OpenLog => match self.runs.selected().map(|r| r.id) {
+                Some(id) => self.follow_log(id),
+                None => vec![],
+            },
+            Action::ToggleFollow => {
+                self.log.toggle_follow();
+                vec![]
+            }
+        }
+    }
+
     /// Leaves a sub-view (stopping a followed log) for the lists.
     fn leave_mode(&mut self) -> Vec<Command> {
         let was_log = self.mode == Mode::Log;
         self.mode = Mode::Main;
         if was_log {
-            self.log_run = None;
-            return vec![Command::StopLog];
+            return self.log.close();
         }
         vec![]
     }
@@ -28,392 +86,282 @@ impl App {
         c
     }
 
-    /// The names `:` completes to.
-    pub fn completions(&self) -> Vec<&'static str> {
-        View::ALL
-            .iter()
-            .map(|v| v.name())
-            .chain(COMMANDS)
-            .filter(|n| n.starts_with(self.command.trim()))
-            .collect()
+    /// `q`: leaves a sub-view, then goes back to the runs, then quits.
+    fn quit_or_back(&mut self) -> Vec<Command> {
+        match self.mode {
+            Mode::Main if self.view != View::Runs => self.show(View::Runs),
+            Mode::Main => {
+                self.quit = true;
+                vec![Command::StopLog, Command::Quit]
+            }
+            _ => self.leave_mode(),
+        }
+    }
+
+    /// Esc: leaves a sub-view, else clears the filter, else shows all
+    /// DAGs' runs again, else goes back to the runs.
+    fn back(&mut self) -> Vec<Command> {
+        if self.mode != Mode::Main {
+            return self.leave_mode();
+        }
+        let view = self.view;
+        if !self.filter(view).is_empty() {
+            self.listing_mut(view).filter.clear();
+            return self.filter_changed();
+        }
+        if view == View::Runs && self.runs.dag.take().is_some() {
+            return self.filter_changed();
+        }
+        if view != View::Runs {
+            return self.show(View::Runs);
+        }
+        vec![]
+    }
+
+    fn toggle_help(&mut self) -> Vec<Command> {
+        if self.mode == Mode::Help {
+            self.mode = Mode::Main;
+            return vec![];
+        }
+        let c = self.leave_mode();
+        self.mode = Mode::Help;
+        self.help_scroll = 0;
+        c
+    }
+
+    /// ↑↓ and the page keys: scroll a sub-screen or the focused detail
+    /// pane, else move the selection of the list in front.
+    fn navigate(&mut self, step: i64) -> Vec<Command> {
+        match self.mode {
+            Mode::Log => self.log.scroll_down(step),
+            Mode::Dag => self.graph.scroll_down(step),
+            Mode::Help => self.help_scroll = scrolled(self.help_scroll, step),
+            _ => {
+                return match self.view {
+                    View::Runs => self.runs.navigate(step),
+                    View::Dags => {
+                        self.dags.step(step);
+                        vec![]
+                    }
+                    View::Pools => {
+                        self.pools.step(step, self.daemon.status.as_ref());
+                        vec![]
+                    }
+                    View::Events => {
+                        self.events.step(step);
+                        vec![]
+                    }
+                    View::Nodes => {
+                        self.nodes.step(step, self.daemon.status.as_ref());
+                        vec![]
+                    }
+                };
+            }
+        }
+        vec![]
+    }
+
+    /// ←→: only the DAG drawing is wider than the screen.
+    fn scroll_sideways(&mut self, step: i64) -> Vec<Command> {
+        if self.mode == Mode::Dag {
+            self.graph.scroll_right(step);
+        }
+        vec![]
+    }
+
+    /// Enter: a DAG's runs in the DAGs view, else the selected run's
+    /// detail pane.
+    fn detail(&mut self) -> Vec<Command> {
+        if self.view != View::Dags {
+            return self.runs.focus_detail();
+        }
+        match self.dags.selected().map(|d| d.name.clone()) {
+            Some(name) => {
+                self.runs.show_dag(name);
+                self.show(View::Runs)
+            }
+            None => vec![],
+        }
+    }
+
+    /// The filter changed: the list starts at its top again.
+    fn filter_changed(&mut self) -> Vec<Command> {
+        self.listing_mut(self.view).selected = 0;
+        self.view_commands()
+    }
+
+    fn filter_action(&mut self, action: Action) -> Vec<Command> {
+        let view = self.view;
+        match action {
+            Action::StartFilter => self.mode = Mode::Filter,
+            Action::FilterInput(c) => {
+                self.listing_mut(view).filter.push(c);
+                return self.filter_changed();
+            }
+            Action::FilterBackspace => {
+                self.listing_mut(view).filter.pop();
+                return self.filter_changed();
+            }
+            Action::FilterCancel => {
+                self.mode = Mode::Main;
+                self.listing_mut(view).filter.clear();
+                return self.filter_changed();
+            }
+            _ => self.mode = Mode::Main,
+        }
+        vec![]
+    }
+
+    fn command_action(&mut self, action: Action) -> Vec<Command> {
+        match action {
+            Action::StartCommand => {
+                self.mode = Mode::Command;
+                self.command.text.clear();
+            }
+            Action::CommandInput(c) => self.command.text.push(c),
+            Action::CommandBackspace => {
+                if self.command.text.pop().is_none() {
+                    self.mode = Mode::Main;
+                }
+            }
+            Action::CommandComplete => self.command.complete(),
+            Action::CommandDone => return self.run_command(),
+            _ => {
+                self.mode = Mode::Main;
+                self.command.text.clear();
+            }
+        }
+        vec![]
     }
 
     fn run_command(&mut self) -> Vec<Command> {
         self.mode = Mode::Main;
-        let typed = self.command.trim().to_string();
-        self.command.clear();
-        let found = {
-            let mut all: Vec<&str> = View::ALL.iter().map(|v| v.name()).chain(COMMANDS).collect();
-            // `:dag` and `:run` (singular) name their views too.
-            all.retain(|n| n.starts_with(&typed) || n.trim_end_matches('s') == typed);
-            all
-        };
-        match found.as_slice() {
-            _ if typed.is_empty() => vec![],
-            [name] => match View::ALL.iter().find(|v| v.name() == *name) {
-                Some(v) => self.show(*v),
-                None if *name == "quit" => {
-                    self.quit = true;
-                    vec![Command::Quit]
-                }
-                None => {
-                    self.mode = Mode::Help;
-                    vec![]
-                }
-            },
-            [] => {
-                self.say(
-                    format!("unknown command :{typed} (try :runs :dags :pools :events :nodes)"),
-                    true,
-                );
-                vec![]
-            }
-            many => {
-                self.say(format!(":{typed} is ambiguous: {}", many.join(" ")), true);
-                vec![]
-            }
-        }
-    }
-
-    /// Moves the selection of the list in front by `step`.
-    fn move_in_list(&mut self, step: i64) -> Vec<Command> {
-        let clamp = |at: usize, len: usize| -> usize {
-            if len == 0 {
-                0
-            } else {
-                (at as i64 + step).clamp(0, len as i64 - 1) as usize
-            }
-        };
-        match self.view {
-            View::Runs => {
-                let next = clamp(self.selected, self.runs.len());
-                if next == self.selected {
-                    return vec![];
-                }
-                self.selected = next;
-                self.log_tail.clear();
-                self.detail_commands()
-            }
-            View::Dags => {
-                self.dag_selected = clamp(self.dag_selected, self.shown_dags().len());
-                vec![]
-            }
-            View::Pools => {
-                let n = self.status.as_ref().map_or(0, |s| s.pools.len());
-                self.pool_selected = clamp(self.pool_selected, n);
-                vec![]
-            }
-            View::Events => {
-                self.event_selected = clamp(self.event_selected, self.shown_events().len());
-                vec![]
-            }
-            View::Nodes => {
-                self.node_selected = clamp(self.node_selected, self.shown_nodes().len());
-                vec![]
-            }
-        }
-    }
-
-    fn filter_changed(&mut self) -> Vec<Command> {
-        match self.view {
-            View::Runs => self.selected = 0,
-            View::Dags => self.dag_selected = 0,
-            View::Pools => self.pool_selected = 0,
-            View::Events => self.event_selected = 0,
-            View::Nodes => self.node_selected = 0,
-        }
-        self.view_commands()
-    }
-
-    /// Applies a user action; returns the requests it needs.
-    pub fn update(&mut self, action: Action) -> Vec<Command> {
-        match action {
-            Action::Quit => match self.mode {
-                Mode::Main if self.view != View::Runs => self.show(View::Runs),
-                Mode::Main => {
-                    self.quit = true;
-                    vec![Command::StopLog, Command::Quit]
-                }
-                _ => self.leave_mode(),
-            },
-            Action::Back => {
-                if self.mode != Mode::Main {
-                    return self.leave_mode();
-                }
-                let f = self.view.index();
-                if !self.filters[f].is_empty() {
-                    self.filters[f].clear();
-                    return self.filter_changed();
-                }
-                if self.view == View::Runs && self.runs_dag.take().is_some() {
-                    return self.filter_changed();
-                }
-                if self.view != View::Runs {
-                    return self.show(View::Runs);
-                }
-                vec![]
-            }
-            Action::Help => {
-                if self.mode == Mode::Help {
-                    self.mode = Mode::Main;
-                    return vec![];
-                }
-                let c = self.leave_mode();
+        match self.command.take() {
+            Named::Nothing => vec![],
+            Named::Show(v) => self.show(v),
+            Named::Help => {
                 self.mode = Mode::Help;
-                self.scroll = (0, 0);
+                vec![]
+            }
+            Named::Quit => {
+                self.quit = true;
+                vec![Command::Quit]
+            }
+            Named::Error(text) => {
+                self.say(text, true);
+                vec![]
+            }
+        }
+    }
+
+    fn ask_cancel(&mut self) -> Vec<Command> {
+        match self.runs.selected().cloned() {
+            Some(r) if !r.state.is_terminal() => {
+                let id = r.id;
+                self.mode = Mode::ConfirmCancel(CancelTarget::Run(id));
+                self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
+            }
+            Some(r) => {
+                let msg = format!("run {} already ended ({})", r.id, r.state);
+                self.say(msg, true);
+            }
+            None => {}
+        }
+        vec![]
+    }
+
+    /// The daemon decides whether the DAG run has anything left to
+    /// cancel: the selected run may have ended while others have not.
+    fn ask_cancel_dag_run(&mut self) -> Vec<Command> {
+        if let Some(r) = self.runs.selected() {
+            let (dag_run, dag) = (r.dag_run, r.dag.clone());
+            self.mode = Mode::ConfirmCancel(CancelTarget::DagRun(dag_run));
+            self.say(
+                format!("cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"),
+                false,
+            );
+        }
+        vec![]
+    }
+
+    fn confirm(&mut self, yes: bool) -> Vec<Command> {
+        let Mode::ConfirmCancel(target) = self.mode else {
+            return vec![];
+        };
+        self.mode = Mode::Main;
+        match (yes, target) {
+            (false, _) => {
+                self.say("not cancelled", false);
+                vec![]
+            }
+            (true, CancelTarget::Run(id)) => {
+                self.say(format!("cancelling run {id}…"), false);
+                vec![Command::Cancel(id)]
+            }
+            (true, CancelTarget::DagRun(id)) => {
+                self.say(format!("cancelling DAG run {id}…"), false);
+                vec![Command::CancelDagRun(id)]
+            }
+        }
+    }
+
+    fn trigger(&mut self) -> Vec<Command> {
+        let dag = match self.view {
+            View::Dags => self.dags.selected().map(|d| d.name.clone()),
+            _ => self.runs.selected().map(|r| r.dag.clone()),
+        };
+        match dag {
+            Some(dag) => {
+                self.say(format!("triggering {dag}…"), false);
+                vec![Command::Trigger(dag)]
+            }
+            None => vec![],
+        }
+    }
+
+    /// The DAGs view knows the DAG's paused state; from a run the request
+    /// task asks the daemon first (a run's text says nothing reliable
+    /// about its DAG).
+    fn toggle_pause(&mut self) -> Vec<Command> {
+        if self.view != View::Dags {
+            return match self.runs.selected() {
+                Some(r) => vec![Command::TogglePause(r.dag.clone())],
+                None => vec![],
+            };
+        }
+        match self.dags.selected() {
+            Some(d) => {
+                let (dag, pause) = (d.name.clone(), !d.paused);
+                let verb = if pause { "pausing" } else { "resuming" };
+                self.say(format!("{verb} {dag}…"), false);
+                vec![Command::Pause { dag, pause }]
+            }
+            None => vec![],
+        }
+    }
+
+    /// The DAG drawing: the selected DAG in the DAGs view (its newest run,
+    /// or its definition), else the selected run's DAG run.
+    fn open_dag(&mut self) -> Vec<Command> {
+        let opened = match self.view {
+            View::Dags => self
+                .dags
+                .selected()
+                .cloned()
+                .map(|d| self.graph.open_dag(d)),
+            _ => self
+                .runs
+                .selected()
+                .map(|r| r.dag_run)
+                .map(|id| self.graph.open_dag_run(id)),
+        };
+        match opened {
+            Some(c) => {
+                self.mode = Mode::Dag;
                 c
             }
-            Action::Up | Action::Down | Action::PageUp | Action::PageDown => {
-                let step: i64 = match action {
-                    Action::Up => -1,
-                    Action::Down => 1,
-                    Action::PageUp => -10,
-                    _ => 10,
-                };
-                match self.mode {
-                    Mode::Log => {
-                        // scroll.0 counts lines up from the newest.
-                        let held = self.log.len() as i64;
-                        let back = (i64::from(self.scroll.0) - step).clamp(0, held);
-                        self.scroll.0 = back as u16;
-                        self.follow = back == 0;
-                        vec![]
-                    }
-                    Mode::Dag | Mode::Help => {
-                        let y = (i64::from(self.scroll.0.min(60_000)) + step).clamp(0, 60_000);
-                        self.scroll.0 = y as u16;
-                        vec![]
-                    }
-                    _ if self.view == View::Runs && self.focus == Pane::Detail => {
-                        let y = (i64::from(self.scroll.0.min(60_000)) + step).clamp(0, 60_000);
-                        self.scroll.0 = y as u16;
-                        vec![]
-                    }
-                    _ => self.move_in_list(step),
-                }
-            }
-            Action::Left | Action::Right => {
-                let dx: i32 = if action == Action::Left { -4 } else { 4 };
-                self.scroll.1 = (i32::from(self.scroll.1) + dx).clamp(0, 60_000) as u16;
-                vec![]
-            }
-            Action::Detail => match self.view {
-                View::Dags => match self.selected_dag().map(|d| d.name.clone()) {
-                    Some(name) => {
-                        self.runs_dag = Some(name);
-                        self.tab = 0;
-                        self.selected = 0;
-                        self.filters[View::Runs.index()].clear();
-                        self.show(View::Runs)
-                    }
-                    None => vec![],
-                },
-                _ => {
-                    self.focus = Pane::Detail;
-                    self.scroll = (0, 0);
-                    self.detail_commands()
-                }
-            },
-            Action::NextPane => {
-                self.focus = if self.focus == Pane::Runs {
-                    Pane::Detail
-                } else {
-                    Pane::Runs
-                };
-                self.scroll = (0, 0);
-                vec![]
-            }
-            Action::SelectTab(i) => {
-                self.tab = i.min(TABS.len() - 1);
-                self.selected = 0;
-                vec![self.window_command()]
-            }
-            Action::Show(v) => self.show(v),
-            Action::StartFilter => {
-                self.mode = Mode::Filter;
-                vec![]
-            }
-            Action::FilterInput(c) => {
-                self.filters[self.view.index()].push(c);
-                self.filter_changed()
-            }
-            Action::FilterBackspace => {
-                self.filters[self.view.index()].pop();
-                self.filter_changed()
-            }
-            Action::FilterDone => {
-                self.mode = Mode::Main;
-                vec![]
-            }
-            Action::FilterCancel => {
-                self.mode = Mode::Main;
-                self.filters[self.view.index()].clear();
-                self.filter_changed()
-            }
-            Action::StartCommand => {
-                self.mode = Mode::Command;
-                self.command.clear();
-                vec![]
-            }
-            Action::CommandInput(c) => {
-                self.command.push(c);
-                vec![]
-            }
-            Action::CommandBackspace => {
-                if self.command.pop().is_none() {
-                    self.mode = Mode::Main;
-                }
-                vec![]
-            }
-            Action::CommandComplete => {
-                let options = self.completions();
-                if let Some(first) = options.first() {
-                    // The longest prefix all candidates share.
-                    let mut common = first.to_string();
-                    for o in &options[1..] {
-                        while !o.starts_with(&common) {
-                            common.pop();
-                        }
-                    }
-                    if common.len() > self.command.trim().len() {
-                        self.command = common;
-                    }
-                }
-                vec![]
-            }
-            Action::CommandDone => self.run_command(),
-            Action::CommandCancel => {
-                self.mode = Mode::Main;
-                self.command.clear();
-                vec![]
-            }
-            Action::AskCancel => match self.selected_run().cloned() {
-                Some(r) if !r.state.is_terminal() => {
-                    let id = r.id;
-                    self.mode = Mode::ConfirmCancel(CancelTarget::Run(id));
-                    self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
-                    vec![]
-                }
-                Some(r) => {
-                    let msg = format!("run {} already ended ({})", r.id, r.state);
-                    self.say(msg, true);
-                    vec![]
-                }
-                None => vec![],
-            },
-            // The daemon decides whether the DAG run has anything left to
-            // cancel: the selected run may have ended while others have not.
-            Action::AskCancelDagRun => match self.selected_run() {
-                Some(r) => {
-                    let (dag_run, dag) = (r.dag_run, r.dag.clone());
-                    self.mode = Mode::ConfirmCancel(CancelTarget::DagRun(dag_run));
-                    self.say(
-                        format!("cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"),
-                        false,
-                    );
-                    vec![]
-                }
-                None => vec![],
-            },
-            Action::Confirm(yes) => {
-                let Mode::ConfirmCancel(target) = self.mode else {
-                    return vec![];
-                };
-                self.mode = Mode::Main;
-                match (yes, target) {
-                    (false, _) => {
-                        self.say("not cancelled", false);
-                        vec![]
-                    }
-                    (true, CancelTarget::Run(id)) => {
-                        self.say(format!("cancelling run {id}…"), false);
-                        vec![Command::Cancel(id)]
-                    }
-                    (true, CancelTarget::DagRun(id)) => {
-                        self.say(format!("cancelling DAG run {id}…"), false);
-                        vec![Command::CancelDagRun(id)]
-                    }
-                }
-            }
-            Action::Retry => match self.selected_run() {
-                Some(r) => {
-                    let id = r.id;
-                    self.say(format!("retrying run {id}…"), false);
-                    vec![Command::Retry(id)]
-                }
-                None => vec![],
-            },
-            Action::Trigger => {
-                let dag = match self.view {
-                    View::Dags => self.selected_dag().map(|d| d.name.clone()),
-                    _ => self.selected_run().map(|r| r.dag.clone()),
-                };
-                match dag {
-                    Some(dag) => {
-                        self.say(format!("triggering {dag}…"), false);
-                        vec![Command::Trigger(dag)]
-                    }
-                    None => vec![],
-                }
-            }
-            // The DAGs view knows the DAG's paused state; from a run the
-            // request task asks the daemon first (a run's text says
-            // nothing reliable about its DAG).
-            Action::TogglePause => match self.view {
-                View::Dags => match self.selected_dag() {
-                    Some(d) => {
-                        let (dag, pause) = (d.name.clone(), !d.paused);
-                        let verb = if pause { "pausing" } else { "resuming" };
-                        self.say(format!("{verb} {dag}…"), false);
-                        vec![Command::Pause { dag, pause }]
-                    }
-                    None => vec![],
-                },
-                _ => match self.selected_run() {
-                    Some(r) => vec![Command::TogglePause(r.dag.clone())],
-                    None => vec![],
-                },
-            },
-            Action::OpenDag => {
-                self.scroll = (0, 0);
-                self.dag_run = None;
-                self.dag_def = None;
-                match self.view {
-                    View::Dags => match self.selected_dag().cloned() {
-                        Some(d) => {
-                            self.mode = Mode::Dag;
-                            let name = d.name.clone();
-                            self.dag_def = Some(d);
-                            vec![Command::FetchLatestDagRun(name)]
-                        }
-                        None => vec![],
-                    },
-                    _ => match self.selected_run().map(|r| r.dag_run) {
-                        Some(dag_run) => {
-                            self.mode = Mode::Dag;
-                            vec![Command::FetchDagRun(dag_run)]
-                        }
-                        None => vec![],
-                    },
-                }
-            }
-            Action::OpenLog => match self.selected_run().map(|r| r.id) {
-                Some(id) => {
-                    self.mode = Mode::Log;
-                    self.log.clear();
-                    self.log_eof = false;
-                    self.log_run = Some(id);
-                    self.follow = true;
-                    self.scroll = (0, 0);
-                    vec![Command::FollowLog(id)]
-                }
-                None => vec![],
-            },
-            Action::ToggleFollow => {
-                self.follow = !self.follow;
-                if self.follow {
-                    self.scroll.0 = 0;
-                }
+            None => {
+                self.graph = Default::default();
                 vec![]
             }
         }

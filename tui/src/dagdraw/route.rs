@@ -24,6 +24,9 @@ pub(super) struct Gap {
     pub crossings: usize,
 }
 
+/// An edge between two layers: (upper vertex, lower vertex).
+type Edge = (usize, usize);
+
 struct Net {
     lo: usize,
     hi: usize,
@@ -33,6 +36,26 @@ struct Net {
 
 /// Routes the edges of one gap; `center(v)` is vertex `v`'s column.
 pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usize) -> Gap {
+    let (nets, net_of_edge, straight) = group(edges, center);
+    let (above, forced) = constraints(&nets, &straight, center);
+    let (order, broken) = stack_order(&nets, &above);
+    let (track, tracks) = tracks(&nets, &above, &order);
+    Gap {
+        track: net_of_edge
+            .into_iter()
+            .map(|(e, i)| (e, track[i]))
+            .collect(),
+        tracks,
+        crossings: forced + broken,
+    }
+}
+
+/// The bent edges grouped into nets, each edge with its net, and the
+/// straight edges.
+fn group(
+    edges: &[(usize, usize)],
+    center: &dyn Fn(usize) -> usize,
+) -> (Vec<Net>, Vec<(Edge, usize)>, Vec<Edge>) {
     let mut indeg: HashMap<usize, usize> = HashMap::new();
     for &(_, b) in edges {
         *indeg.entry(b).or_default() += 1;
@@ -40,8 +63,8 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
     // Nets: keyed by (is_source_net, vertex).
     let mut nets: Vec<Net> = Vec::new();
     let mut key_of: HashMap<(bool, usize), usize> = HashMap::new();
-    let mut net_of_edge: Vec<((usize, usize), usize)> = Vec::new();
-    let mut straight: Vec<(usize, usize)> = Vec::new();
+    let mut net_of_edge: Vec<(Edge, usize)> = Vec::new();
+    let mut straight: Vec<Edge> = Vec::new();
     for &(a, b) in edges {
         if center(a) == center(b) {
             straight.push((a, b));
@@ -68,8 +91,18 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
         n.targets.insert(b);
         net_of_edge.push(((a, b), i));
     }
+    (nets, net_of_edge, straight)
+}
+
+/// `above[n]`: the nets that must sit below net `n`, with mutual
+/// constraints dropped; and the crossings no order avoids (a mutual
+/// constraint, a straight edge through another net's line).
+fn constraints(
+    nets: &[Net],
+    straight: &[(usize, usize)],
+    center: &dyn Fn(usize) -> usize,
+) -> (Vec<BTreeSet<usize>>, usize) {
     let within = |x: usize, m: &Net| x >= m.lo && x <= m.hi;
-    // above[n] holds the nets that must sit below net n.
     let k = nets.len();
     let mut above: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); k];
     let mut crossings = 0;
@@ -92,7 +125,7 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
             }
         }
     }
-    for &(a, b) in &straight {
+    for &(a, b) in straight {
         crossings += nets
             .iter()
             .filter(|m| within(center(a), m) && !m.sources.contains(&a) && !m.targets.contains(&b))
@@ -110,10 +143,17 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
             crossings += 1;
         }
     }
-    // Topological order (leftmost first among the free), breaking any
-    // remaining cycle at the net with the fewest constraints from above.
+    (above, crossings)
+}
+
+/// The nets top to bottom: a topological order of `above` (leftmost
+/// first among the free), breaking any remaining cycle at the net with
+/// the fewest constraints from above; with the cycles broken.
+fn stack_order(nets: &[Net], above: &[BTreeSet<usize>]) -> (Vec<usize>, usize) {
+    let k = nets.len();
+    let mut crossings = 0;
     let mut indeg_c = vec![0usize; k];
-    for s in &above {
+    for s in above {
         for &j in s {
             indeg_c[j] += 1;
         }
@@ -140,12 +180,18 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
             indeg_c[j] = indeg_c[j].saturating_sub(1);
         }
     }
-    // Tracks: below every net that must be above, on the first track
-    // whose lines leave a column free on both sides.
+    (order, crossings)
+}
+
+/// Each net's track, in `order`: below every net that must be above, on
+/// the first track whose lines leave a column free on both sides; and
+/// how many tracks there are.
+fn tracks(nets: &[Net], above: &[BTreeSet<usize>], order: &[usize]) -> (Vec<usize>, usize) {
+    let k = nets.len();
     let mut track = vec![0usize; k];
     let mut lines: Vec<Vec<(usize, usize)>> = Vec::new();
     let mut placed = vec![false; k];
-    for &i in &order {
+    for &i in order {
         let min = (0..k)
             .filter(|p| placed[*p] && above[*p].contains(&i))
             .map(|p| track[p] + 1)
@@ -166,12 +212,5 @@ pub(super) fn route_gap(edges: &[(usize, usize)], center: &dyn Fn(usize) -> usiz
         track[i] = t;
         placed[i] = true;
     }
-    Gap {
-        track: net_of_edge
-            .into_iter()
-            .map(|(e, i)| (e, track[i]))
-            .collect(),
-        tracks: lines.len(),
-        crossings,
-    }
+    (track, lines.len())
 }

@@ -112,7 +112,7 @@ pub fn status() -> StatusView {
 
 pub fn app() -> App {
     let mut app = App::new(now(), false);
-    app.local = Some(chrono::FixedOffset::east_opt(0).unwrap());
+    app.set_time_zone(Some(chrono::FixedOffset::east_opt(0).unwrap()));
     app.on_daemon(DaemonEvent::Connected {
         version: "0.1.0".into(),
     });
@@ -121,10 +121,10 @@ pub fn app() -> App {
         let mut s = status();
         s.runs.insert("waiting".into(), (i * 7) % 13);
         s.runs.insert("running".into(), i % 5);
-        app.status = Some(s);
+        app.on_daemon(DaemonEvent::Status(Box::new(s)));
         app.on_tick(now());
     }
-    app.status = Some(status());
+    app.on_daemon(DaemonEvent::Status(Box::new(status())));
     let mut runs = vec![flaky()];
     let mut r = run(6, "etl-nightly", "extract", "success");
     r.started_at = t("11:58:00");

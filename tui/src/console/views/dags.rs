@@ -11,13 +11,13 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
-use super::{List, Styled, list_table, plain};
+use super::context::Context;
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
-use crate::console::state::App;
-use crate::console::ui::{fg, local, parse};
+use crate::console::theme::parse;
 
 /// A DAG run state as a mark and its name.
-pub fn dag_run_text(s: DagRunViewState) -> String {
+fn dag_run_text(s: DagRunViewState) -> String {
     let mark = match s {
         DagRunViewState::Active => '▶',
         DagRunViewState::Success => '✓',
@@ -38,7 +38,7 @@ fn dag_run_colour(s: DagRunViewState) -> Color {
 }
 
 /// The error of a DAG's file, located (`line 3:5: …`).
-pub fn located(d: &DagView) -> Option<String> {
+fn located(d: &DagView) -> Option<String> {
     let e = d.error.as_ref()?;
     Some(match (e.line, e.column) {
         (Some(l), Some(c)) => format!("line {l}:{c}: {}", e.message),
@@ -47,25 +47,25 @@ pub fn located(d: &DagView) -> Option<String> {
     })
 }
 
-fn next_fire(app: &App, d: &DagView) -> String {
+fn next_fire(cx: &Context, d: &DagView) -> String {
     match parse(d.next_fire) {
         Some(t) => format!(
             "{} (in {})",
-            local(app, t, "%a %H:%M"),
-            elapsed_coarse((t - app.now).num_seconds())
+            cx.theme.local(t, "%a %H:%M"),
+            elapsed_coarse((t - cx.now).num_seconds())
         ),
         None => "—".into(),
     }
 }
 
-fn last_run(app: &App, d: &DagView) -> String {
+fn last_run(cx: &Context, d: &DagView) -> String {
     match d.last_run_state {
         None => "never ran".into(),
         Some(s) => match parse(d.last_run_at) {
             Some(t) => format!(
                 "{} {} ago",
                 dag_run_text(s),
-                elapsed_coarse((app.now - t).num_seconds())
+                elapsed_coarse((cx.now - t).num_seconds())
             ),
             None => dag_run_text(s),
         },
@@ -74,8 +74,8 @@ fn last_run(app: &App, d: &DagView) -> String {
 
 /// Faults that belong to no listed DAG: the store's, and job-file errors
 /// of files the list does not show.
-fn other_faults(app: &App) -> Vec<String> {
-    let Some(s) = &app.status else {
+fn other_faults(cx: &Context, dags: &[DagView]) -> Vec<String> {
+    let Some(s) = cx.status else {
         return vec![];
     };
     let mut out: Vec<String> = s
@@ -86,14 +86,56 @@ fn other_faults(app: &App) -> Vec<String> {
     out.extend(
         s.errors
             .iter()
-            .filter(|e| !app.dags.iter().any(|d| d.file == e.file))
+            .filter(|e| !dags.iter().any(|d| d.file == e.file))
             .map(|e| format!("✗ {e}")),
     );
     out
 }
 
-pub fn render(f: &mut Frame, app: &App, area: Rect) {
-    let faults = other_faults(app);
+/// Every DAG of the jobs folder, as the daemon last listed them.
+#[derive(Debug, Default)]
+pub(crate) struct DagsView {
+    pub(crate) list: Listing,
+    dags: Vec<DagView>,
+}
+
+impl DagsView {
+    /// The DAGs the view lists (its filter applied).
+    pub(crate) fn shown(&self) -> Vec<&DagView> {
+        self.dags
+            .iter()
+            .filter(|d| self.list.passes(&[&d.name]))
+            .collect()
+    }
+
+    pub(crate) fn selected(&self) -> Option<&DagView> {
+        self.shown().get(self.list.selected).copied()
+    }
+
+    /// A new list: the selection stays on the same DAG.
+    pub(crate) fn set(&mut self, dags: Vec<DagView>) {
+        let keep = self.selected().map(|d| d.name.clone());
+        self.dags = dags;
+        let names: Vec<String> = self.shown().iter().map(|d| d.name.clone()).collect();
+        if let Some(name) = keep
+            && let Some(i) = names.iter().position(|d| *d == name)
+        {
+            self.list.selected = i;
+        }
+        self.list.clamp(names.len());
+    }
+
+    pub(crate) fn step(&mut self, step: i64) {
+        self.list.step(step, self.shown().len());
+    }
+
+    pub(crate) fn render(&self, f: &mut Frame, cx: &Context, area: Rect) {
+        render(self, f, cx, area);
+    }
+}
+
+fn render(view: &DagsView, f: &mut Frame, cx: &Context, area: Rect) {
+    let faults = other_faults(cx, &view.dags);
     let [top, middle, bottom] = Layout::vertical([
         Constraint::Min(3),
         Constraint::Length((faults.len() as u16).min(4)),
@@ -104,13 +146,13 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(
             faults
                 .into_iter()
-                .map(|t| Line::from(Span::styled(t, fg(app, Color::Red))))
+                .map(|t| Line::from(Span::styled(t, cx.theme.fg(Color::Red))))
                 .collect::<Vec<_>>(),
         ),
         middle,
     );
     // In a cluster, a column says whether the alive nodes agree.
-    let cluster = app.dags.iter().any(|d| d.versions.is_some());
+    let cluster = view.dags.iter().any(|d| d.versions.is_some());
     let mut cols = vec![
         col("NAME", Kind::Name),
         col("SCHEDULE", Kind::Optional(2)),
@@ -123,8 +165,8 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
     if cluster {
         cols.insert(5, col("NODES", Kind::Fixed));
     }
-    let shown = app.shown_dags();
-    let red = fg(app, Color::Red);
+    let shown = view.shown();
+    let red = cx.theme.fg(Color::Red);
     let rows: Vec<Vec<Styled>> = shown
         .iter()
         .map(|d| {
@@ -138,15 +180,15 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
                     },
                 ),
                 plain(d.schedule.clone().unwrap_or_else(|| "—".into())),
-                plain(next_fire(app, d)),
+                plain(next_fire(cx, d)),
                 if d.paused {
-                    ("⏸ paused".into(), fg(app, Color::Yellow))
+                    ("⏸ paused".into(), cx.theme.fg(Color::Yellow))
                 } else {
                     plain("no")
                 },
                 match d.last_run_state {
-                    Some(s) => (last_run(app, d), fg(app, dag_run_colour(s))),
-                    None => plain(last_run(app, d)),
+                    Some(s) => (last_run(cx, d), cx.theme.fg(dag_run_colour(s))),
+                    None => plain(last_run(cx, d)),
                 },
                 plain(d.jobs.len().to_string()),
                 match located(d) {
@@ -155,13 +197,13 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
                 },
             ];
             if cluster {
-                row.insert(5, nodes_cell(app, d));
+                row.insert(5, nodes_cell(cx, d));
             }
             row
         })
         .collect();
-    let errors = app.dags.iter().filter(|d| d.error.is_some()).count();
-    let differing = app.dags.iter().filter(|d| differs(d)).count();
+    let errors = view.dags.iter().filter(|d| d.error.is_some()).count();
+    let differing = view.dags.iter().filter(|d| differs(d)).count();
     let mut notes = Vec::new();
     if errors > 0 {
         notes.push(format!("{errors} with errors"));
@@ -170,44 +212,33 @@ pub fn render(f: &mut Frame, app: &App, area: Rect) {
         notes.push(format!("{differing} differ across nodes"));
     }
     let title = if notes.is_empty() {
-        format!(" DAGs ({}) ", app.dags.len())
+        format!(" DAGs ({}) ", view.dags.len())
     } else {
-        format!(" DAGs ({}, {}) ", app.dags.len(), notes.join(", "))
+        format!(" DAGs ({}, {}) ", view.dags.len(), notes.join(", "))
     };
-    let selected = (!shown.is_empty()).then_some(app.dag_selected);
-    list_table(
-        f,
-        app,
-        top,
-        List {
-            title,
-            cols: &cols,
-            rows,
-            selected,
-            focused: true,
-        },
-    );
-    render_selected(f, app, bottom);
+    let selected = view.list.shown(shown.len());
+    list_table(f, cx, top, List::focused(title, &cols, rows, selected));
+    render_selected(f, cx, view.selected(), bottom);
 }
 
 /// Whether the alive nodes of a cluster hold different versions of `d`.
-pub fn differs(d: &DagView) -> bool {
+fn differs(d: &DagView) -> bool {
     d.versions.as_ref().is_some_and(|v| !v.agrees())
 }
 
 /// `✓ 3 nodes agree`, or `≠ DIFFERS` in red.
-fn nodes_cell(app: &App, d: &DagView) -> Styled {
+fn nodes_cell(cx: &Context, d: &DagView) -> Styled {
     match &d.versions {
         Some(v) if v.agrees() => (format!("✓ {}", v.summary()), Style::default()),
-        Some(v) => (format!("≠ {}", v.summary()), fg(app, Color::Red)),
+        Some(v) => (format!("≠ {}", v.summary()), cx.theme.fg(Color::Red)),
         None => plain("—"),
     }
 }
 
 /// The selected DAG: its file, schedule and the whole error.
-fn render_selected(f: &mut Frame, app: &App, area: Rect) {
+fn render_selected(f: &mut Frame, cx: &Context, selected: Option<&DagView>, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(" DAG ");
-    let Some(d) = app.selected_dag() else {
+    let Some(d) = selected else {
         f.render_widget(
             Paragraph::new("no DAGs in the jobs folder").block(block),
             area,
@@ -225,21 +256,21 @@ fn render_selected(f: &mut Frame, app: &App, area: Rect) {
     if let Some(v) = d.versions.as_ref().filter(|v| !v.agrees()) {
         lines.push(Line::from(Span::styled(
             format!("≠ nodes differ: {}", v.describe()),
-            fg(app, Color::Red),
+            cx.theme.fg(Color::Red),
         )));
     }
     lines.extend([Line::from(format!(
         "schedule {} {} · next {} · {} · last run {}",
         d.schedule.as_deref().unwrap_or("none"),
         d.timezone.as_deref().unwrap_or(""),
-        next_fire(app, d),
+        next_fire(cx, d),
         if d.paused { "paused" } else { "not paused" },
-        last_run(app, d)
+        last_run(cx, d)
     ))]);
     match (&d.error, located(d)) {
         (Some(e), Some(text)) => lines.push(Line::from(Span::styled(
             format!("✗ {}: {text}", e.file),
-            fg(app, Color::Red),
+            cx.theme.fg(Color::Red),
         ))),
         _ => lines.push(Line::from(format!("jobs: {}", d.jobs.join(", ")))),
     }

@@ -3,61 +3,95 @@
 //! all appear in an event's reason, actor or states.
 
 use crate::dagdraw::state_mark;
+use ax_protocol::api::EventView;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::{List, Styled, list_table, plain};
+use super::context::Context;
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
-use crate::console::state::App;
-use crate::console::ui::{fg, local, parse, state_colour};
+use crate::console::event::EventQuery;
+use crate::console::theme::{parse, state_colour};
 
-pub fn render(f: &mut Frame, app: &App, area: Rect) {
-    let cols = [
-        col("SEQ", Kind::Fixed),
-        col("TIME", Kind::Fixed),
-        col("RUN", Kind::Fixed),
-        col("DAG RUN", Kind::Optional(2)),
-        col("CHANGE", Kind::Fixed),
-        col("ACTOR", Kind::Optional(1)).at_most(14),
-        col("REASON", Kind::Rest),
-    ];
-    let shown = app.shown_events();
-    let rows: Vec<Vec<Styled>> = shown
-        .iter()
-        .map(|e| {
-            let change = match (e.from, e.to) {
-                (None, None) => String::new(),
-                (from, to) => format!(
-                    "{} → {}",
-                    from.map_or("·".into(), |s| s.as_str().to_string()),
-                    to.map_or("·".into(), |s| format!("{} {}", state_mark(Some(s)), s))
-                ),
-            };
-            vec![
-                plain(e.seq.to_string()),
-                plain(parse(Some(e.time)).map_or(String::new(), |t| local(app, t, "%H:%M:%S"))),
-                plain(e.run.map_or("—".into(), |r| r.to_string())),
-                plain(e.dag_run.to_string()),
-                match e.to {
-                    Some(s) => (change, fg(app, state_colour(s))),
-                    None => plain(change),
-                },
-                plain(e.actor.clone()),
-                plain(e.reason.clone()),
-            ]
-        })
-        .collect();
-    let selected = (!shown.is_empty()).then_some(app.event_selected);
-    list_table(
-        f,
-        app,
-        area,
-        List {
-            title: format!(" events ({} newest) ", shown.len()),
-            cols: &cols,
-            rows,
-            selected,
-            focused: true,
-        },
-    );
+#[derive(Debug, Default)]
+pub(crate) struct EventsView {
+    pub(crate) list: Listing,
+    /// The daemon's answer to the last query, oldest first.
+    events: Vec<EventView>,
+}
+
+impl EventsView {
+    /// The question for the daemon: the filter, and at most `limit`
+    /// events.
+    pub(crate) fn query(&self, limit: u32) -> EventQuery {
+        EventQuery::parse(&self.list.filter, limit)
+    }
+
+    /// The events the view lists (newest first).
+    pub(crate) fn shown(&self) -> Vec<&EventView> {
+        let q = self.query(0);
+        self.events.iter().rev().filter(|e| q.matches(e)).collect()
+    }
+
+    pub(crate) fn set(&mut self, events: Vec<EventView>) {
+        self.events = events;
+        self.list.clamp(self.shown().len());
+    }
+
+    pub(crate) fn step(&mut self, step: i64) {
+        self.list.step(step, self.shown().len());
+    }
+
+    pub(crate) fn render(&self, f: &mut Frame, cx: &Context, area: Rect) {
+        let cols = [
+            col("SEQ", Kind::Fixed),
+            col("TIME", Kind::Fixed),
+            col("RUN", Kind::Fixed),
+            col("DAG RUN", Kind::Optional(2)),
+            col("CHANGE", Kind::Fixed),
+            col("ACTOR", Kind::Optional(1)).at_most(14),
+            col("REASON", Kind::Rest),
+        ];
+        let shown = self.shown();
+        let rows: Vec<Vec<Styled>> = shown
+            .iter()
+            .map(|e| {
+                let change = match (e.from, e.to) {
+                    (None, None) => String::new(),
+                    (from, to) => format!(
+                        "{} → {}",
+                        from.map_or("·".into(), |s| s.as_str().to_string()),
+                        to.map_or("·".into(), |s| format!("{} {}", state_mark(Some(s)), s))
+                    ),
+                };
+                vec![
+                    plain(e.seq.to_string()),
+                    plain(
+                        parse(Some(e.time))
+                            .map_or(String::new(), |t| cx.theme.local(t, "%H:%M:%S")),
+                    ),
+                    plain(e.run.map_or("—".into(), |r| r.to_string())),
+                    plain(e.dag_run.to_string()),
+                    match e.to {
+                        Some(s) => (change, cx.theme.fg(state_colour(s))),
+                        None => plain(change),
+                    },
+                    plain(e.actor.clone()),
+                    plain(e.reason.clone()),
+                ]
+            })
+            .collect();
+        let selected = self.list.shown(shown.len());
+        list_table(
+            f,
+            cx,
+            area,
+            List::focused(
+                format!(" events ({} newest) ", shown.len()),
+                &cols,
+                rows,
+                selected,
+            ),
+        );
+    }
 }

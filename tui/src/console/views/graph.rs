@@ -1,20 +1,74 @@
-//! The two full-body sub-screens: the ASCII DAG (a DAG run with each
-//! job's state, or a DAG's definition when it never ran) and the followed
-//! log.
+//! The DAG drawing, a full-body sub-screen: a DAG run with each job's
+//! state, or a DAG's definition when it never ran.
 
 use crate::dagdraw::{LEGEND, layout, nodes_of_dag, nodes_of_dag_run, state_mark};
+use ax_protocol::api::{DagRunView, DagView};
 use ax_shared::RunState;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier};
-use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use crate::console::state::App;
-use crate::console::ui::{fg, state_colour};
+use super::context::{Context, scrolled};
+use crate::console::event::Command;
+use crate::console::theme::state_colour;
 
-pub fn render_dag(f: &mut Frame, app: &App, area: Rect) {
-    let (nodes, states, title) = match (&app.dag_run, &app.dag_def) {
+/// What the DAG drawing shows, and how far it is scrolled.
+#[derive(Debug, Default)]
+pub(crate) struct GraphView {
+    dag_run: Option<DagRunView>,
+    /// The DAG drawn from its definition (it has no DAG run).
+    dag_def: Option<DagView>,
+    /// Lines down, columns right.
+    pub(crate) scroll: (u16, u16),
+}
+
+impl GraphView {
+    /// Draws a DAG run (once the daemon sends it).
+    pub(crate) fn open_dag_run(&mut self, dag_run: u64) -> Vec<Command> {
+        *self = GraphView::default();
+        vec![Command::FetchDagRun(dag_run)]
+    }
+
+    /// Draws a DAG's definition until the daemon sends its newest run.
+    pub(crate) fn open_dag(&mut self, dag: DagView) -> Vec<Command> {
+        let name = dag.name.clone();
+        *self = GraphView {
+            dag_def: Some(dag),
+            ..GraphView::default()
+        };
+        vec![Command::FetchLatestDagRun(name)]
+    }
+
+    pub(crate) fn set_dag_run(&mut self, v: DagRunView) {
+        self.dag_run = Some(v);
+    }
+
+    /// What to fetch again when something changed: the DAG run, or for a
+    /// definition the DAG's first run, which may have begun.
+    pub(crate) fn refresh(&self) -> Option<Command> {
+        match (&self.dag_run, &self.dag_def) {
+            (Some(dr), _) => Some(Command::FetchDagRun(dr.id)),
+            (None, Some(d)) => Some(Command::FetchLatestDagRun(d.name.clone())),
+            (None, None) => None,
+        }
+    }
+
+    pub(crate) fn scroll_down(&mut self, step: i64) {
+        self.scroll.0 = scrolled(self.scroll.0, step);
+    }
+
+    pub(crate) fn scroll_right(&mut self, step: i64) {
+        self.scroll.1 = scrolled(self.scroll.1, step);
+    }
+
+    pub(crate) fn render(&self, f: &mut Frame, cx: &Context, area: Rect) {
+        render(self, f, cx, area);
+    }
+}
+
+fn render(view: &GraphView, f: &mut Frame, cx: &Context, area: Rect) {
+    let (nodes, states, title) = match (&view.dag_run, &view.dag_def) {
         (Some(v), _) => {
             let (nodes, states) = nodes_of_dag_run(v);
             (
@@ -50,8 +104,8 @@ pub fn render_dag(f: &mut Frame, app: &App, area: Rect) {
     let max_y = grid.height.saturating_sub(canvas.height as usize);
     let max_x = grid.width.saturating_sub(canvas.width as usize);
     let (sy, sx) = (
-        (app.scroll.0 as usize).min(max_y),
-        (app.scroll.1 as usize).min(max_x),
+        (view.scroll.0 as usize).min(max_y),
+        (view.scroll.1 as usize).min(max_x),
     );
     let buf = f.buffer_mut();
     for y in 0..canvas.height as usize {
@@ -65,9 +119,11 @@ pub fn render_dag(f: &mut Frame, app: &App, area: Rect) {
                 continue;
             }
             let style = match grid.owner_at(gx, gy) {
-                Some(i) => fg(app, state_colour(states[i].unwrap_or(RunState::Waiting)))
+                Some(i) => cx
+                    .theme
+                    .fg(state_colour(states[i].unwrap_or(RunState::Waiting)))
                     .add_modifier(Modifier::BOLD),
-                None => fg(app, Color::DarkGray),
+                None => cx.theme.fg(Color::DarkGray),
             };
             if let Some(cell) = buf.cell_mut((canvas.x + x as u16, canvas.y + y as u16)) {
                 cell.set_char(ch).set_style(style);
@@ -80,39 +136,7 @@ pub fn render_dag(f: &mut Frame, app: &App, area: Rect) {
         ""
     };
     f.render_widget(
-        Paragraph::new(format!("{LEGEND}{more}")).style(fg(app, Color::DarkGray)),
+        Paragraph::new(format!("{LEGEND}{more}")).style(cx.theme.fg(Color::DarkGray)),
         legend,
     );
-}
-
-/// The followed log: the newest lines while following; scrolled back,
-/// the same lines stay in place as output arrives.
-pub fn render_log(f: &mut Frame, app: &App, area: Rect) {
-    let state = if app.log_eof {
-        "(ended)"
-    } else if app.follow {
-        "(following — f to stop)"
-    } else {
-        "(paused — f to follow)"
-    };
-    let skipped = if app.log.skipped > 0 {
-        format!("· {} bytes skipped to keep up ", app.log.skipped)
-    } else {
-        String::new()
-    };
-    let title = format!(
-        " log of run {} {state} {skipped}",
-        app.log_run.map(|r| r.to_string()).unwrap_or_default(),
-    );
-    let block = Block::default().borders(Borders::ALL).title(title);
-    let height = area.height.saturating_sub(2) as usize;
-    let back = if app.follow { 0 } else { app.scroll.0 as usize };
-    let end = app.log.len().saturating_sub(back);
-    let text: Vec<Line> = app
-        .log
-        .window(end.saturating_sub(height), height.min(end))
-        .into_iter()
-        .map(|l| Line::from(l.to_string()))
-        .collect();
-    f.render_widget(Paragraph::new(text).block(block), area);
 }

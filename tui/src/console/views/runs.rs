@@ -13,29 +13,192 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::{List, Styled, list_table, plain};
+use super::context::{Context, scrolled};
+use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
-use crate::console::state::{App, Pane};
-use crate::console::ui::{fg, outcome_colour, parse, state_colour};
+use crate::console::event::Command;
+use crate::console::theme::{outcome_colour, parse, state_colour};
 
 /// Wider than this, the detail pane sits beside the table.
-pub const SIDE_BY_SIDE: u16 = 160;
+const SIDE_BY_SIDE: u16 = 160;
 
-pub fn render(f: &mut Frame, app: &App, area: Rect) {
-    if area.width > SIDE_BY_SIDE {
-        let [left, right] =
-            Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
-                .areas(area);
-        render_table(f, app, left);
-        render_detail(f, app, right);
-    } else {
-        // The table keeps most of the height; the detail gets enough for
-        // its header, the timeline and a few log lines.
-        let detail = (area.height * 2 / 5).clamp(7, 14).min(area.height / 2);
-        let [top, bottom] =
-            Layout::vertical([Constraint::Min(3), Constraint::Length(detail)]).areas(area);
-        render_table(f, app, top);
-        render_detail(f, app, bottom);
+/// The state tabs: title and the run states they show.
+pub(crate) const TABS: [(&str, &[RunState]); 5] = [
+    ("All", &[]),
+    ("Running", &[RunState::Running]),
+    (
+        "Queued",
+        &[RunState::Waiting, RunState::Delayed, RunState::Ready],
+    ),
+    (
+        "Failed",
+        &[RunState::Failed, RunState::TimedOut, RunState::Cancelled],
+    ),
+    ("Succeeded", &[RunState::Success]),
+];
+
+/// Which half of the runs view takes the arrow keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    Runs,
+    Detail,
+}
+
+/// The runs view: a window of runs (a state tab, one DAG's runs or all,
+/// the filter), the selected run's detail and its log tail.
+#[derive(Debug)]
+pub(crate) struct RunsView {
+    pub(crate) list: Listing,
+    runs: Vec<RunView>,
+    /// Index into `TABS`.
+    pub(crate) tab: usize,
+    /// Only this DAG's runs (Enter in the DAGs view).
+    pub(crate) dag: Option<String>,
+    detail: Option<RunView>,
+    log_tail: String,
+    pub(crate) focus: Pane,
+    /// Lines the focused detail pane is scrolled down.
+    pub(crate) scroll: u16,
+}
+
+impl Default for RunsView {
+    fn default() -> RunsView {
+        RunsView {
+            list: Listing::default(),
+            runs: Vec::new(),
+            tab: 0,
+            dag: None,
+            detail: None,
+            log_tail: String::new(),
+            focus: Pane::Runs,
+            scroll: 0,
+        }
+    }
+}
+
+impl RunsView {
+    pub(crate) fn runs(&self) -> &[RunView] {
+        &self.runs
+    }
+
+    pub(crate) fn selected(&self) -> Option<&RunView> {
+        self.runs.get(self.list.selected)
+    }
+
+    /// The request for the window of runs, at most `limit` of them.
+    pub(crate) fn window_command(&self, limit: u32) -> Command {
+        Command::FetchWindow {
+            states: TABS[self.tab].1.to_vec(),
+            dag: self.dag.clone(),
+            filter: self.list.filter.clone(),
+            limit,
+        }
+    }
+
+    pub(crate) fn detail_commands(&self) -> Vec<Command> {
+        match self.selected() {
+            Some(r) => vec![Command::FetchDetail(r.id)],
+            None => vec![],
+        }
+    }
+
+    /// A new window: the selection follows the run, not the row.
+    pub(crate) fn set_runs(&mut self, runs: Vec<RunView>) -> Vec<Command> {
+        let keep = self.selected().map(|r| r.id);
+        self.runs = runs;
+        if let Some(id) = keep
+            && let Some(i) = self.runs.iter().position(|r| r.id == id)
+        {
+            self.list.selected = i;
+        }
+        self.list.clamp(self.runs.len());
+        if self.detail.as_ref().map(|d| d.id) != self.selected().map(|r| r.id) {
+            return self.detail_commands();
+        }
+        vec![]
+    }
+
+    pub(crate) fn set_detail(&mut self, r: RunView) -> Vec<Command> {
+        let run = r.id;
+        let attempts = r.attempts.len();
+        self.detail = Some(r);
+        if attempts > 0 {
+            vec![Command::FetchLogTail(run)]
+        } else {
+            self.log_tail.clear();
+            vec![]
+        }
+    }
+
+    pub(crate) fn set_log_tail(&mut self, run: u64, text: String) {
+        if self.detail.as_ref().map(|d| d.id) == Some(run) {
+            self.log_tail = text;
+        }
+    }
+
+    /// ↑↓: scrolls the focused detail pane, or moves the selection.
+    pub(crate) fn navigate(&mut self, step: i64) -> Vec<Command> {
+        if self.focus == Pane::Detail {
+            self.scroll = scrolled(self.scroll, step);
+            return vec![];
+        }
+        self.step(step)
+    }
+
+    /// Moves the selection; a new run's detail is fetched.
+    pub(crate) fn step(&mut self, step: i64) -> Vec<Command> {
+        let before = self.list.selected;
+        self.list.step(step, self.runs.len());
+        if self.list.selected == before {
+            return vec![];
+        }
+        self.log_tail.clear();
+        self.detail_commands()
+    }
+
+    pub(crate) fn focus_detail(&mut self) -> Vec<Command> {
+        self.focus = Pane::Detail;
+        self.scroll = 0;
+        self.detail_commands()
+    }
+
+    pub(crate) fn next_pane(&mut self) {
+        self.focus = match self.focus {
+            Pane::Runs => Pane::Detail,
+            Pane::Detail => Pane::Runs,
+        };
+        self.scroll = 0;
+    }
+
+    pub(crate) fn select_tab(&mut self, tab: usize) {
+        self.tab = tab.min(TABS.len() - 1);
+        self.list.selected = 0;
+    }
+
+    /// Shows every run of one DAG, from the top.
+    pub(crate) fn show_dag(&mut self, name: String) {
+        self.dag = Some(name);
+        self.tab = 0;
+        self.list.selected = 0;
+        self.list.filter.clear();
+    }
+
+    pub(crate) fn render(&self, f: &mut Frame, cx: &Context, area: Rect) {
+        if area.width > SIDE_BY_SIDE {
+            let [left, right] =
+                Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
+                    .areas(area);
+            render_table(self, f, cx, left);
+            render_detail(self, f, cx, right);
+        } else {
+            // The table keeps most of the height; the detail gets enough
+            // for its header, the timeline and a few log lines.
+            let detail = (area.height * 2 / 5).clamp(7, 14).min(area.height / 2);
+            let [top, bottom] =
+                Layout::vertical([Constraint::Min(3), Constraint::Length(detail)]).areas(area);
+            render_table(self, f, cx, top);
+            render_detail(self, f, cx, bottom);
+        }
     }
 }
 
@@ -44,7 +207,7 @@ pub fn state_text(state: RunState) -> String {
     format!("{} {}", state_mark(Some(state)), state.as_str())
 }
 
-pub fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
+fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
     if let Some(why) = &r.why {
         return why.clone();
     }
@@ -62,7 +225,7 @@ pub fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
     r.reason.clone().unwrap_or_default()
 }
 
-fn render_table(f: &mut Frame, app: &App, area: Rect) {
+fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
     let cols = [
         col("ID", Kind::Fixed),
         col("DAG/JOB", Kind::Name),
@@ -73,19 +236,19 @@ fn render_table(f: &mut Frame, app: &App, area: Rect) {
         col("AGE", Kind::Fixed),
         col("WHY / MESSAGE", Kind::Rest),
     ];
-    let rows: Vec<Vec<Styled>> = app
+    let rows: Vec<Vec<Styled>> = view
         .runs
         .iter()
         .map(|r| {
             let age = parse(r.finished_at)
                 .zip(parse(r.started_at))
                 .map(|(e, s)| elapsed((e - s).num_seconds()))
-                .or_else(|| parse(r.created_at).map(|c| elapsed((app.now - c).num_seconds())))
+                .or_else(|| parse(r.created_at).map(|c| elapsed((cx.now - c).num_seconds())))
                 .unwrap_or_default();
             vec![
                 plain(r.id.to_string()),
                 plain(format!("{}/{}", r.dag, r.job)),
-                (state_text(r.state), fg(app, state_colour(r.state))),
+                (state_text(r.state), cx.theme.fg(state_colour(r.state))),
                 plain(if r.effective_priority != r.priority {
                     format!("{}↑{}", r.priority, r.effective_priority)
                 } else {
@@ -94,21 +257,21 @@ fn render_table(f: &mut Frame, app: &App, area: Rect) {
                 plain(format!("{}/{}", r.attempts.len(), r.retries + 1)),
                 plain(r.pool.clone()),
                 plain(age),
-                plain(run_detail_text(r, app.now)),
+                plain(run_detail_text(r, cx.now)),
             ]
         })
         .collect();
-    let selected = (!app.runs.is_empty()).then_some(app.selected);
+    let selected = view.list.shown(view.runs.len());
     list_table(
         f,
-        app,
+        cx,
         area,
         List {
-            title: format!(" runs ({}) ", app.runs.len()),
+            title: format!(" runs ({}) ", view.runs.len()),
             cols: &cols,
             rows,
             selected,
-            focused: app.focus == Pane::Runs,
+            focused: view.focus == Pane::Runs,
         },
     );
 }
@@ -128,7 +291,7 @@ fn outcome_fill(outcome: Option<Outcome>) -> char {
 /// The retry timeline: each attempt a bar on a time axis (fill and colour
 /// by outcome), gaps (backoff) as dots, then the countdown to the next
 /// retry, which ticks with the clock.
-pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
+pub(crate) fn timeline(cx: &Context, r: &RunView, width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     let starts: Vec<Option<DateTime<Utc>>> =
         r.attempts.iter().map(|a| parse(a.started_at)).collect();
@@ -140,10 +303,10 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
     let end = r
         .attempts
         .iter()
-        .map(|a| parse(a.finished_at).unwrap_or(app.now))
+        .map(|a| parse(a.finished_at).unwrap_or(cx.now))
         .chain(next)
         .max()
-        .unwrap_or(app.now)
+        .unwrap_or(cx.now)
         .max(t0 + chrono::Duration::milliseconds(1));
     let span_ms = (end - t0).num_milliseconds().max(1) as f64;
     let width = width.max(10);
@@ -155,7 +318,7 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
         let Some(s) = parse(a.started_at) else {
             continue;
         };
-        let e = parse(a.finished_at).unwrap_or(app.now);
+        let e = parse(a.finished_at).unwrap_or(cx.now);
         let (c0, c1) = (col(s), col(e).max(col(s)));
         for c in cells.iter_mut().take(c1 + 1).skip(c0) {
             *c = (outcome_fill(a.outcome), outcome_colour(a.outcome));
@@ -167,13 +330,13 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
     }
     let bar: Vec<Span> = cells
         .into_iter()
-        .map(|(ch, c)| Span::styled(ch.to_string(), fg(app, c)))
+        .map(|(ch, c)| Span::styled(ch.to_string(), cx.theme.fg(c)))
         .collect();
     lines.push(Line::from(bar));
     let mut legend: Vec<Span> = Vec::new();
     for a in &r.attempts {
         let dur = parse(a.started_at)
-            .map(|s| elapsed((parse(a.finished_at).unwrap_or(app.now) - s).num_seconds()))
+            .map(|s| elapsed((parse(a.finished_at).unwrap_or(cx.now) - s).num_seconds()))
             .unwrap_or_default();
         legend.push(Span::styled(
             format!(
@@ -182,39 +345,39 @@ pub fn timeline(app: &App, r: &RunView, width: usize) -> Vec<Line<'static>> {
                 a.n,
                 a.outcome.map_or("running", |o| o.as_str())
             ),
-            fg(app, outcome_colour(a.outcome)),
+            cx.theme.fg(outcome_colour(a.outcome)),
         ));
         legend.push(Span::raw("  "));
     }
     if let Some(n) = next {
-        let left = (n - app.now).num_seconds();
+        let left = (n - cx.now).num_seconds();
         legend.push(Span::styled(
             if left > 0 {
                 format!("▷ next retry in {}", elapsed(left))
             } else {
                 "▷ next retry due now".to_string()
             },
-            fg(app, Color::Yellow),
+            cx.theme.fg(Color::Yellow),
         ));
     }
     lines.push(Line::from(legend));
     lines
 }
 
-fn render_detail(f: &mut Frame, app: &App, area: Rect) {
-    let focused = app.focus == Pane::Detail;
+fn render_detail(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
+    let focused = view.focus == Pane::Detail;
     let block = Block::default()
         .borders(Borders::ALL)
         .title(" detail ")
         .border_style(if focused {
-            fg(app, Color::Cyan)
+            cx.theme.fg(Color::Cyan)
         } else {
             Style::default()
         });
-    let Some(r) = app
+    let Some(r) = view
         .detail
         .as_ref()
-        .filter(|d| Some(d.id) == app.selected_run().map(|r| r.id))
+        .filter(|d| Some(d.id) == view.selected().map(|r| r.id))
     else {
         f.render_widget(Paragraph::new("select a run").block(block), area);
         return;
@@ -227,7 +390,7 @@ fn render_detail(f: &mut Frame, app: &App, area: Rect) {
                 Style::default().add_modifier(Modifier::BOLD),
             ),
             Span::raw(format!("{}/{} · DAG run {} · ", r.dag, r.job, r.dag_run)),
-            Span::styled(state_text(r.state), fg(app, state_colour(r.state))),
+            Span::styled(state_text(r.state), cx.theme.fg(state_colour(r.state))),
         ]),
         Line::from(format!(
             "priority {} (effective {}) · pool {} · attempts {}/{}",
@@ -237,14 +400,14 @@ fn render_detail(f: &mut Frame, app: &App, area: Rect) {
             r.attempts.len(),
             r.retries + 1
         )),
-        Line::from(run_detail_text(r, app.now)),
+        Line::from(run_detail_text(r, cx.now)),
     ];
-    lines.extend(timeline(app, r, inner_w));
+    lines.extend(timeline(cx, r, inner_w));
     lines.push(Line::from(Span::styled(
         "── log tail ──",
-        fg(app, Color::DarkGray),
+        cx.theme.fg(Color::DarkGray),
     )));
-    let tail: Vec<&str> = app.log_tail.lines().collect();
+    let tail: Vec<&str> = view.log_tail.lines().collect();
     let room = (area.height as usize).saturating_sub(lines.len() + 2);
     for l in &tail[tail.len().saturating_sub(room)..] {
         lines.push(Line::from(l.to_string()));
@@ -252,7 +415,7 @@ fn render_detail(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(
         Paragraph::new(lines)
             .block(block)
-            .scroll((if focused { app.scroll.0.min(1000) } else { 0 }, 0)),
+            .scroll((if focused { view.scroll.min(1000) } else { 0 }, 0)),
         area,
     );
 }
