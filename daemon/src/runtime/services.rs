@@ -1,7 +1,9 @@
 //! Every thread and task of axd, in the order `start` starts them; they
 //! stop in the reverse order (`Services::stop_all`). Start-up that
-//! blocks (the store, the restore, the jobs folder's first load) is done
-//! before any of them (`startup::prepare`).
+//! blocks on the store (opening it, the restore, the first heartbeat) is
+//! done before any of them (`startup::prepare`); the jobs folder's first
+//! load runs just before the scanner starts, once the heartbeat renews
+//! the lease.
 //!
 //! | # | service | thread / task | owns | stops |
 //! |---|---------|---------------|------|-------|
@@ -189,15 +191,17 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         notify,
         metrics,
         remote_logs,
-        scheduler,
-        initial,
+        mut scheduler,
+        mut initial,
+        now,
+        cron_marks,
         spawners,
         writer,
         pruner,
         prune_orders,
         ship,
         cluster,
-        folder,
+        mut folder,
         scan_orders,
         scan_tx,
         lock,
@@ -210,26 +214,9 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         metrics: metrics.clone(),
         remote_logs,
     };
-    // 1. The socket server.
-    let access = Access {
-        owner_uid: nix::unistd::getuid().as_raw(),
-        admin_gid,
-        socket_gid,
-    };
-    let listener = bind_socket(&cfg, admin_gid, socket_gid)?;
-    let task = tokio::spawn(serve(
-        listener,
-        handle.clone(),
-        access,
-        cfg.limits.clone(),
-        shutdown.clone(),
-    ));
-    let stopping = shutdown.clone();
-    list.push(Service {
-        name: "socket server",
-        stop: Some(Box::new(move || stopping.stop())),
-        join: Join::Task(task),
-    });
+    list.push(socket_server(
+        &cfg, admin_gid, socket_gid, &handle, &shutdown,
+    )?);
     // 2. The metrics endpoint.
     if let Some(addr) = cfg.metrics_addr {
         list.push(metrics_endpoint(addr, &cfg, &handle, &shutdown).await?);
@@ -280,9 +267,13 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         crate::store::writer::run(writer).is_ok()
     })?;
     list.push(Service::thread("store writer", None, t));
-    // 14. The jobs folder's scanner: scans after the first (`prepare`)
-    // run on their own thread; the scheduler only puts their results in
-    // force (docs/operations.md).
+    // The jobs folder's first load, on this thread, into the scheduler
+    // before its thread starts.
+    let watcher: Arc<str> = Arc::from("watcher");
+    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
+    // 14. The jobs folder's scanner: scans after the first run on their
+    // own thread; the scheduler only puts their results in force
+    // (docs/operations.md).
     crate::jobs_folder::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics)
         .context("cannot start the jobs folder's scanner thread")?;
     list.push(Service::detached("jobs folder scanner"));
@@ -319,6 +310,35 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         scheduler: Some(t),
     };
     Ok((services, handle, lock))
+}
+
+/// The socket server: it accepts clients until `Shutdown::stop`.
+fn socket_server(
+    cfg: &crate::config::Config,
+    admin_gid: Option<u32>,
+    socket_gid: Option<u32>,
+    handle: &Handle,
+    shutdown: &crate::runtime::shutdown::Shutdown,
+) -> anyhow::Result<Service> {
+    let access = Access {
+        owner_uid: nix::unistd::getuid().as_raw(),
+        admin_gid,
+        socket_gid,
+    };
+    let listener = bind_socket(cfg, admin_gid, socket_gid)?;
+    let task = tokio::spawn(serve(
+        listener,
+        handle.clone(),
+        access,
+        cfg.limits.clone(),
+        shutdown.clone(),
+    ));
+    let stopping = shutdown.clone();
+    Ok(Service {
+        name: "socket server",
+        stop: Some(Box::new(move || stopping.stop())),
+        join: Join::Task(task),
+    })
 }
 
 /// The socket, bound with its groups; its folders must be axd's user's

@@ -1,10 +1,9 @@
 //! axd's start-up that blocks: the state dir and its lock, opening (and
 //! migrating) the store, registering this node of a cluster, replaying
-//! the journal, loading unfinished runs into the engine and the jobs
-//! folder into the scheduler. `prepare` does all of it on the caller's
-//! thread before any async runtime runs, so no store call of start-up
-//! waits inside one; what it returns is what the services are started
-//! with (`services`).
+//! the journal, loading unfinished runs into the engine, the node's first
+//! heartbeat. `prepare` does all of it on the caller's thread before any
+//! async runtime runs, so no store call of start-up waits inside one;
+//! what it returns is what the services are started with (`services`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -48,10 +47,13 @@ pub struct Prepared {
     pub(crate) notify: broadcast::Sender<Arc<str>>,
     pub(crate) metrics: crate::metrics::Shared,
     pub(crate) remote_logs: Option<RemoteLogs>,
-    /// The scheduler with the jobs folder loaded, and its first step's
-    /// effects.
+    /// The scheduler, and its first step's effects.
     pub(crate) scheduler: Scheduler,
     pub(crate) initial: Vec<Effect>,
+    /// The engine's time at the restore, and the stored cron marks: what
+    /// the jobs folder's first load starts from.
+    pub(crate) now: Millis,
+    pub(crate) cron_marks: HashMap<String, i64>,
     pub(crate) spawners: Spawners,
     pub(crate) writer: crate::store::writer::Parts,
     pub(crate) pruner: crate::store::retention::Pruner,
@@ -60,7 +62,8 @@ pub struct Prepared {
     pub(crate) ship: Option<Shipping>,
     /// In a cluster: the heartbeat's, the claimer's and the feed's parts.
     pub(crate) cluster: Option<ClusterParts>,
-    /// The jobs folder, for the scanner thread, and its orders.
+    /// The jobs folder (loaded by `services::start`, then the scanner
+    /// thread's), and its orders.
     pub(crate) folder: crate::jobs_folder::scan::JobsFolder,
     pub(crate) scan_orders: Receiver<crate::jobs_folder::watcher::Order>,
     pub(crate) scan_tx: Sender<crate::jobs_folder::watcher::Order>,
@@ -169,16 +172,19 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         )),
         _ => None,
     };
+    if let Some(c) = &mut cluster {
+        first_beat(c, &db)?;
+    }
     let (scan_link, scan_tx, scan_orders) = crate::jobs_folder::watcher::scan_orders();
     let Restored {
         now,
         engine,
-        mut initial,
+        initial,
         stored_terminal,
         cron_marks,
         ..
     } = restored;
-    let mut scheduler = Scheduler::new(Parts {
+    let scheduler = Scheduler::new(Parts {
         cfg: cfg.clone(),
         config_path,
         engine,
@@ -198,13 +204,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     });
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
-    let watcher: Arc<str> = Arc::from("watcher");
-    let mut folder =
-        crate::jobs_folder::scan::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
-    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
-    if let Some(c) = &mut cluster {
-        first_beat(c, &db)?;
-    }
+    let folder = crate::jobs_folder::scan::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
     Ok(Prepared {
         cfg,
         started,
@@ -220,6 +220,8 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         remote_logs,
         scheduler,
         initial,
+        now,
+        cron_marks,
         spawners,
         writer,
         pruner,
@@ -362,11 +364,10 @@ fn cluster_parts(
     }
 }
 
-/// A lease renewed now, after the load (however long it took) and before
-/// the scheduler starts any attempt: from here the heartbeat thread's
-/// guard counts.
+/// A lease renewed now, after the restore (however long it took) and
+/// before the scheduler starts any attempt: from here the heartbeat
+/// thread's guard counts.
 fn first_beat(c: &mut ClusterParts, db: &str) -> anyhow::Result<()> {
-    c.beating.registered = crate::cluster::nodes::now();
     c.heartbeat
         .beat(&c.beating.me, true)
         .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
