@@ -50,7 +50,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ended = runtime.block_on(ax_daemon::runtime::daemon::run(cfg, args.config));
+    // Start-up that blocks (the store, the restore) runs before the
+    // runtime does, so no store call of it waits inside the runtime.
+    let ended = ax_daemon::runtime::startup::prepare(cfg, args.config)
+        .and_then(|prepared| runtime.block_on(ax_daemon::runtime::daemon::run(prepared)));
     // A thread that a bounded shutdown left behind (a store call that
     // hangs) must not hold the exit: dropping the runtime would wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));

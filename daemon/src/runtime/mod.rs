@@ -1,5 +1,7 @@
-//! The daemon's runtime: start-up and shutdown (`daemon`, `shutdown`),
-//! the state dir and its files (`state_dir`, `private`), the real clocks
+//! The daemon's runtime: start-up that blocks (`startup`), every thread
+//! and task as a service started in order and stopped in reverse
+//! (`services`), running until shutdown (`daemon`, `shutdown`),
+//! systemd's notifications (`systemd`), the state dir and its files (`state_dir`, `private`), the real clocks
 //! (`time`), fencing a node out of its cluster (`fencing`) and
 //! rate-limited log lines (`ratelog`).
 
@@ -7,6 +9,9 @@ pub mod daemon;
 pub mod fencing;
 pub mod private;
 pub mod ratelog;
+pub mod services;
 pub mod shutdown;
+pub mod startup;
 pub mod state_dir;
+pub mod systemd;
 pub mod time;

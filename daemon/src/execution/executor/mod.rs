@@ -85,34 +85,52 @@ pub struct Executor {
     warm: Vec<usize>,
 }
 
+/// The spawner threads' bodies, each with its thread's name: orders
+/// sent to the `Executor` wait in their queues until these start.
+pub struct Spawners(Vec<(String, Box<dyn FnOnce() + Send>)>);
+
+impl Spawners {
+    /// Starts every spawner thread (detached: each lives as long as the
+    /// process, so that `PR_SET_PDEATHSIG` of the jobs it forks holds).
+    pub fn start(self) -> std::io::Result<()> {
+        for (name, body) in self.0 {
+            std::thread::Builder::new().name(name).spawn(body)?;
+        }
+        Ok(())
+    }
+}
+
 impl Executor {
-    /// Starts the spawner threads. `events` receives everything the
-    /// scheduler must know; for one attempt, `Started` is sent before
-    /// `Exited`.
-    pub fn start(
+    /// The executor and its spawner threads, not started yet
+    /// (`Spawners::start`). `events` receives everything the scheduler
+    /// must know; for one attempt, `Started` is sent before `Exited`.
+    pub fn new(
         cfg: ExecConfig,
         events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
-    ) -> std::io::Result<Executor> {
+    ) -> std::io::Result<(Executor, Spawners)> {
         let log_max_bytes = cfg.log_max_bytes.clone();
         let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
+        let mut bodies = Spawners(Vec::with_capacity(SPAWNER_THREADS));
         for i in 0..SPAWNER_THREADS {
             let (tx, rx) = mpsc::unbounded_channel::<Order>();
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             let (cfg, events) = (cfg.clone(), events.clone());
-            std::thread::Builder::new()
-                .name(format!("ax-spawner-{i}"))
-                .spawn(move || runtime.block_on(spawner(cfg, rx, events)))?;
+            bodies.0.push((
+                format!("ax-spawner-{i}"),
+                Box::new(move || runtime.block_on(spawner(cfg, rx, events))),
+            ));
             spawners.push(tx);
         }
-        Ok(Executor {
+        let executor = Executor {
             log_max_bytes,
             spawners,
             next_spawner: 0,
             attempts: HashMap::new(),
             warm: Vec::new(),
-        })
+        };
+        Ok((executor, bodies))
     }
 
     /// `logs.max_bytes` for attempts that start from now on.
