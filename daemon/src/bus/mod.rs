@@ -2,11 +2,12 @@
 //! scheduler thread receives `Msg` (from the socket server through
 //! `Handle`, and from the executor, the scanner, the claimer, the
 //! heartbeat and the feed); the writer thread receives `Step`; answers go
-//! back through `ReplyTo`; the store `Fault` is one value the writer, the
+//! back, typed (`Answer`), through `ReplyTo`; the store `Fault` is one value the writer, the
 //! heartbeat and the scheduler share. The types live here, apart from
 //! their consumers, so that every sender imports them without importing
 //! the thread that receives them.
 
+pub mod answer;
 pub mod encoded;
 pub mod fault;
 
@@ -17,11 +18,10 @@ use std::sync::mpsc::Sender;
 use ax_protocol::api::{Role, StatusView};
 use ax_protocol::{Method, Request, RpcError, codes};
 use ax_shared::DagSpec;
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use answer::Answer;
 use ax_engine::{DagRun, DagRunId, Event, Input, Run};
-use encoded::Encoded;
 
 /// Who is asking.
 #[derive(Clone, Debug)]
@@ -140,23 +140,9 @@ fn shutting_down() -> RpcError {
 }
 
 impl Handle {
-    /// One request, answered as the daemon's own code reads it (a list
-    /// the scheduler encoded is decoded again).
-    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
-        let listed = Encoded::answers(&request);
-        let v = self.call_raw(peer, request).await?;
-        if !listed {
-            return Ok(v);
-        }
-        match Encoded::from_value(v) {
-            Ok(enc) => serde_json::from_str(&enc.json)
-                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
-            Err(v) => Ok(v),
-        }
-    }
-
-    /// One request, answered as it goes on the wire (lists as `Encoded`).
-    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+    /// One request, answered as the scheduler gives it (typed; lists
+    /// encoded, `Answer::List`).
+    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Answer, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Request {
@@ -168,15 +154,20 @@ impl Handle {
         rx.await.map_err(|_| shutting_down())?
     }
 
-    /// One typed request, for the daemon's own use (`logs`, the watchdog).
-    pub async fn ask<M: Method>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError> {
-        let v = self.call(peer, params.into()).await?;
-        serde_json::from_value(v).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+    /// One typed request, for the daemon's own use (`logs`, the systemd
+    /// status loop, metrics). Lists (`Answer::List`) cannot be asked so:
+    /// their answer types are not `TryFrom<Answer>`.
+    pub async fn ask<M>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError>
+    where
+        M: Method,
+        M::Answer: TryFrom<Answer, Error = Answer>,
+    {
+        self.call(peer, params.into()).await?.typed()
     }
 }
 
-/// Where an answer goes, as it goes on the wire.
-pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+/// Where an answer goes.
+pub type ReplyTo = oneshot::Sender<Result<Answer, RpcError>>;
 
 /// One scheduler step's changes, owned (the engine goes on changing).
 #[derive(Default)]
@@ -194,7 +185,7 @@ pub struct Step {
     /// Runs whose progress changed (notified, not stored).
     pub progress: Vec<u64>,
     /// Answers to send once written.
-    pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
+    pub replies: Vec<(ReplyTo, Result<Answer, RpcError>)>,
     /// The status to notify with, when anyone is subscribed.
     pub status: Option<StatusView>,
     /// Called once the step is durable (before its answers are sent).

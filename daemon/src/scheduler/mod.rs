@@ -33,10 +33,10 @@ use std::time::Duration;
 use ax_protocol::api::ReloadAnswer;
 use ax_protocol::{Request, RpcError, codes};
 use ax_shared::RunState;
-use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::bus::ExecEvent;
+use crate::bus::answer::Answer;
 use crate::bus::encoded::answers_big;
 use crate::bus::fault::Fault;
 use crate::bus::{Msg, Peer, ReplyTo, Step};
@@ -195,7 +195,7 @@ pub struct Scheduler {
 /// wait, and to the engine's.
 const BIG_READS_PER_STEP: Duration = Duration::from_millis(20);
 
-type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
+type Answers = Vec<(ReplyTo, Result<Answer, RpcError>)>;
 
 impl Scheduler {
     pub fn new(parts: Parts) -> Scheduler {
