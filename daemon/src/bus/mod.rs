@@ -120,6 +120,8 @@ pub struct Handle {
     pub tx: Sender<Msg>,
     pub notify: broadcast::Sender<Arc<str>>,
     pub log_dir: PathBuf,
+    /// Wakes `logs` follows when the attempt they follow writes or ends.
+    pub follows: crate::logs::follow::LogWatch,
     /// The connection counts the socket server keeps.
     pub metrics: crate::metrics::Shared,
     /// In a cluster: where the logs of attempts that ran on other nodes

@@ -219,6 +219,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         }),
         _ => None,
     };
+    let follows = crate::logs::follow::LogWatch::default();
     let exec_tx = {
         let tx = tx.clone();
         Executor::start(
@@ -227,6 +228,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
                 socket: cfg.socket.clone(),
                 log_max_bytes: Arc::new(std::sync::atomic::AtomicU64::new(cfg.log_max_bytes)),
                 ship: ship.clone(),
+                follows: follows.clone(),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));
@@ -426,6 +428,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
         tx: tx.clone(),
         notify: notify_tx,
         log_dir,
+        follows,
         metrics: metrics_shared,
         remote_logs,
     };
