@@ -52,30 +52,22 @@ pub enum Msg {
     /// The writer committed the step that created these triggered DAG
     /// runs: they may start.
     TriggersDurable(Vec<DagRunId>),
-    /// The claimer claimed these DAG runs for this node (a cluster);
-    /// `done` is dropped once they are adopted and the new load published.
-    Adopt {
-        claimed: crate::store::postgres::Claimed,
-        done: Sender<()>,
-    },
-    /// The pool slots this node may use from now on (a cluster); `done`
-    /// is dropped once applied and the new state published.
-    Leases {
-        pool: String,
-        slots: Vec<u32>,
-        done: Sender<()>,
+    /// An engine input from a cluster's threads, applied as it is: DAG
+    /// runs the claimer claimed for this node (`Input::Adopt`), the pool
+    /// slots it may use from now on (`Input::Leases`), watched DAG runs
+    /// of other nodes that ended (`Input::EndedElsewhere`), the cron
+    /// leadership gained or lost (`Input::Lead`, `Msg::lead`). `done`,
+    /// when given, is dropped once it is applied and the new state
+    /// published.
+    Cluster {
+        input: Input,
+        done: Option<Sender<()>>,
     },
     /// The stored set of paused DAGs changed (another node paused or
     /// resumed some): what it was at the last beat, and now.
     Paused {
         before: Vec<String>,
         now: Vec<String>,
-    },
-    /// This node became the cron leader, with the stored cron marks and
-    /// active DAG runs, or stopped being it.
-    Lead {
-        leader: bool,
-        leading: crate::store::postgres::Leading,
     },
     /// The highest run and DAG run ids any node has stored (a cluster).
     IdsSeen {
@@ -85,12 +77,33 @@ pub enum Msg {
     /// Events other nodes committed (a cluster), for this node's
     /// subscribers.
     RemoteEvents(Vec<ax_protocol::api::EventView>),
-    /// Watched DAG runs of other nodes ended (a cluster); `done` is
-    /// dropped once applied and what is still watched published.
-    EndedElsewhere {
-        dag_runs: Vec<DagRunId>,
-        done: Sender<()>,
-    },
+}
+
+impl Msg {
+    /// The claimer claimed these DAG runs for this node.
+    pub fn adopt(claimed: crate::store::postgres::Claimed, done: Sender<()>) -> Msg {
+        Msg::Cluster {
+            input: Input::Adopt {
+                dag_runs: claimed.dag_runs,
+                external: claimed.external,
+            },
+            done: Some(done),
+        }
+    }
+
+    /// This node became the cron leader, with the stored cron marks and
+    /// active DAG runs, or stopped being it.
+    pub fn lead(leader: bool, leading: crate::store::postgres::Leading) -> Msg {
+        let active = leading.active.into_iter();
+        Msg::Cluster {
+            input: Input::Lead {
+                leader,
+                marks: leading.marks,
+                active: active.map(|(dag, id)| (dag, DagRunId(id as u64))).collect(),
+            },
+            done: None,
+        }
+    }
 }
 
 /// What the executor reports to the scheduler: the engine's own inputs

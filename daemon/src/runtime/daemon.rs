@@ -326,7 +326,7 @@ pub async fn run(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<u8
             {
                 let tx = tx.clone();
                 store.lead(cfg.heartbeat, move |leader, leading| {
-                    let _ = tx.send(Msg::Lead { leader, leading });
+                    let _ = tx.send(Msg::lead(leader, leading));
                 });
             }
             let claimer_thread = {
