@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ax_engine::RunId;
 use tokio::sync::Notify;
 
-/// The attempts followed now, shared by the executor (which notifies) and
+/// The attempts being followed, shared by the executor (which notifies) and
 /// the socket server's follows (which wait).
 #[derive(Clone, Debug, Default)]
 pub struct LogWatch(Arc<Followed>);
 
 #[derive(Debug, Default)]
 struct Followed {
-    /// Follows registered now (`Following`s alive), all attempts together.
+    /// Follows registered (`Following`s alive), all attempts together.
     count: AtomicUsize,
     attempts: Mutex<HashMap<(RunId, u32), Waiting>>,
 }
