@@ -20,10 +20,13 @@ pub fn answers_big(request: &Request) -> bool {
 pub const ANSWER_BUDGET: usize = ax_protocol::MAX_FRAME - 16 * 1024;
 
 /// A list answer the scheduler encoded itself, cut to fit in a frame
-/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated` marker when
-/// items were left out. It reaches the connection as the value
-/// `{"encoded": TEXT, "truncated": MARKER}`, which the connection writes
-/// out as `"result": TEXT, "truncated": MARKER` (`Encoded::line`).
+/// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated`
+/// marker when items were left out. It reaches the connection as
+/// `Answer::List`, which writes it out as `"result": TEXT, "truncated":
+/// MARKER` (`Encoded::line`). It is encoded on the scheduler thread
+/// because only there, item by item as the rows are read, is it known
+/// where a frame ends; encoding elsewhere would need an owned copy of
+/// every row and a second pass to cut it.
 #[derive(Debug, Default)]
 pub struct Encoded {
     pub(crate) json: String,
@@ -32,14 +35,6 @@ pub struct Encoded {
 }
 
 impl Encoded {
-    /// Whether `request` is answered so.
-    pub fn answers(request: &Request) -> bool {
-        matches!(
-            request,
-            Request::ListRuns(_) | Request::Events(_) | Request::ListDags(_)
-        )
-    }
-
     /// Appends `item` unless that would take the text past
     /// `ANSWER_BUDGET`; the first item always goes in (an answer too large
     /// even so becomes `answer_too_large` on the way out). Keys are sorted,
@@ -64,36 +59,12 @@ impl Encoded {
         self.truncated = Some(marker);
     }
 
-    pub(crate) fn into_value(mut self) -> Value {
-        if self.count == 0 {
-            self.json.push('[');
-        }
-        self.json.push(']');
-        serde_json::json!({ "encoded": self.json, "truncated": self.truncated })
-    }
-
-    /// The value `into_value` made, taken apart; any other value back.
-    pub fn from_value(v: Value) -> Result<Encoded, Value> {
-        match v {
-            Value::Object(mut o) if matches!(o.get("encoded"), Some(Value::String(_))) => {
-                let Some(Value::String(json)) = o.remove("encoded") else {
-                    unreachable!("checked above")
-                };
-                let truncated = o.remove("truncated").filter(|t| !t.is_null());
-                Ok(Encoded {
-                    json,
-                    count: 0,
-                    truncated,
-                })
-            }
-            other => Err(other),
-        }
-    }
-
     /// The whole response line for request `id`, fields in the order of
     /// `Message`.
     pub fn line(&self, id: &Value) -> String {
-        let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{}", self.json);
+        let open = if self.count == 0 { "[" } else { "" };
+        let json = &self.json;
+        let mut line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{open}{json}]");
         if let Some(t) = &self.truncated {
             line.push_str(&format!(",\"truncated\":{t}"));
         }

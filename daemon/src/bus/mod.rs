@@ -2,11 +2,12 @@
 //! scheduler thread receives `Msg` (from the socket server through
 //! `Handle`, and from the executor, the scanner, the claimer, the
 //! heartbeat and the feed); the writer thread receives `Step`; answers go
-//! back through `ReplyTo`; the store `Fault` is one value the writer, the
+//! back, typed (`Answer`), through `ReplyTo`; the store `Fault` is one value the writer, the
 //! heartbeat and the scheduler share. The types live here, apart from
 //! their consumers, so that every sender imports them without importing
 //! the thread that receives them.
 
+pub mod answer;
 pub mod encoded;
 pub mod fault;
 
@@ -17,11 +18,10 @@ use std::sync::mpsc::Sender;
 use ax_protocol::api::{Role, StatusView};
 use ax_protocol::{Method, Request, RpcError, codes};
 use ax_shared::DagSpec;
-use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
+use answer::Answer;
 use ax_engine::{DagRun, DagRunId, Event, Input, Run};
-use encoded::Encoded;
 
 /// Who is asking.
 #[derive(Clone, Debug)]
@@ -52,30 +52,22 @@ pub enum Msg {
     /// The writer committed the step that created these triggered DAG
     /// runs: they may start.
     TriggersDurable(Vec<DagRunId>),
-    /// The claimer claimed these DAG runs for this node (a cluster);
-    /// `done` is dropped once they are adopted and the new load published.
-    Adopt {
-        claimed: crate::store::postgres::Claimed,
-        done: Sender<()>,
-    },
-    /// The pool slots this node may use from now on (a cluster); `done`
-    /// is dropped once applied and the new state published.
-    Leases {
-        pool: String,
-        slots: Vec<u32>,
-        done: Sender<()>,
+    /// An engine input from a cluster's threads, applied as it is: DAG
+    /// runs the claimer claimed for this node (`Input::Adopt`), the pool
+    /// slots it may use from now on (`Input::Leases`), watched DAG runs
+    /// of other nodes that ended (`Input::EndedElsewhere`), the cron
+    /// leadership gained or lost (`Input::Lead`, `Msg::lead`). `done`,
+    /// when given, is dropped once it is applied and the new state
+    /// published.
+    Cluster {
+        input: Input,
+        done: Option<Sender<()>>,
     },
     /// The stored set of paused DAGs changed (another node paused or
     /// resumed some): what it was at the last beat, and now.
     Paused {
         before: Vec<String>,
         now: Vec<String>,
-    },
-    /// This node became the cron leader, with the stored cron marks and
-    /// active DAG runs, or stopped being it.
-    Lead {
-        leader: bool,
-        leading: crate::store::postgres::Leading,
     },
     /// The highest run and DAG run ids any node has stored (a cluster).
     IdsSeen {
@@ -85,12 +77,33 @@ pub enum Msg {
     /// Events other nodes committed (a cluster), for this node's
     /// subscribers.
     RemoteEvents(Vec<ax_protocol::api::EventView>),
-    /// Watched DAG runs of other nodes ended (a cluster); `done` is
-    /// dropped once applied and what is still watched published.
-    EndedElsewhere {
-        dag_runs: Vec<DagRunId>,
-        done: Sender<()>,
-    },
+}
+
+impl Msg {
+    /// The claimer claimed these DAG runs for this node.
+    pub fn adopt(claimed: crate::store::postgres::Claimed, done: Sender<()>) -> Msg {
+        Msg::Cluster {
+            input: Input::Adopt {
+                dag_runs: claimed.dag_runs,
+                external: claimed.external,
+            },
+            done: Some(done),
+        }
+    }
+
+    /// This node became the cron leader, with the stored cron marks and
+    /// active DAG runs, or stopped being it.
+    pub fn lead(leader: bool, leading: crate::store::postgres::Leading) -> Msg {
+        let active = leading.active.into_iter();
+        Msg::Cluster {
+            input: Input::Lead {
+                leader,
+                marks: leading.marks,
+                active: active.map(|(dag, id)| (dag, DagRunId(id as u64))).collect(),
+            },
+            done: None,
+        }
+    }
 }
 
 /// What the executor reports to the scheduler: the engine's own inputs
@@ -120,6 +133,8 @@ pub struct Handle {
     pub tx: Sender<Msg>,
     pub notify: broadcast::Sender<Arc<str>>,
     pub log_dir: PathBuf,
+    /// Wakes `logs` follows when the attempt they follow writes or ends.
+    pub follows: crate::logs::follow::LogWatch,
     /// The connection counts the socket server keeps.
     pub metrics: crate::metrics::Shared,
     /// In a cluster: where the logs of attempts that ran on other nodes
@@ -140,23 +155,9 @@ fn shutting_down() -> RpcError {
 }
 
 impl Handle {
-    /// One request, answered as the daemon's own code reads it (a list
-    /// the scheduler encoded is decoded again).
-    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
-        let listed = Encoded::answers(&request);
-        let v = self.call_raw(peer, request).await?;
-        if !listed {
-            return Ok(v);
-        }
-        match Encoded::from_value(v) {
-            Ok(enc) => serde_json::from_str(&enc.json)
-                .map_err(|e| RpcError::new(codes::INTERNAL, e.to_string())),
-            Err(v) => Ok(v),
-        }
-    }
-
-    /// One request, answered as it goes on the wire (lists as `Encoded`).
-    pub async fn call_raw(&self, peer: &Peer, request: Request) -> Result<Value, RpcError> {
+    /// One request, answered as the scheduler gives it (typed; lists
+    /// encoded, `Answer::List`).
+    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Answer, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Request {
@@ -168,15 +169,20 @@ impl Handle {
         rx.await.map_err(|_| shutting_down())?
     }
 
-    /// One typed request, for the daemon's own use (`logs`, the watchdog).
-    pub async fn ask<M: Method>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError> {
-        let v = self.call(peer, params.into()).await?;
-        serde_json::from_value(v).map_err(|e| RpcError::new(codes::INTERNAL, e.to_string()))
+    /// One typed request, for the daemon's own use (`logs`, the systemd
+    /// status loop, metrics). Lists (`Answer::List`) cannot be asked so:
+    /// their answer types are not `TryFrom<Answer>`.
+    pub async fn ask<M>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError>
+    where
+        M: Method,
+        M::Answer: TryFrom<Answer, Error = Answer>,
+    {
+        self.call(peer, params.into()).await?.typed()
     }
 }
 
-/// Where an answer goes, as it goes on the wire.
-pub type ReplyTo = oneshot::Sender<Result<Value, RpcError>>;
+/// Where an answer goes.
+pub type ReplyTo = oneshot::Sender<Result<Answer, RpcError>>;
 
 /// One scheduler step's changes, owned (the engine goes on changing).
 #[derive(Default)]
@@ -194,7 +200,7 @@ pub struct Step {
     /// Runs whose progress changed (notified, not stored).
     pub progress: Vec<u64>,
     /// Answers to send once written.
-    pub replies: Vec<(ReplyTo, Result<Value, RpcError>)>,
+    pub replies: Vec<(ReplyTo, Result<Answer, RpcError>)>,
     /// The status to notify with, when anyone is subscribed.
     pub status: Option<StatusView>,
     /// Called once the step is durable (before its answers are sent).

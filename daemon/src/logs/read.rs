@@ -11,6 +11,7 @@ use ax_protocol::request::{LogInfo, Logs};
 use ax_protocol::{MAX_FRAME, RpcError, codes};
 
 use crate::bus::{Handle, Peer};
+use crate::logs::follow::Following;
 use crate::logs::paths::log_path;
 use ax_engine::RunId;
 
@@ -55,12 +56,14 @@ pub async fn from_store(
         if !got.data.is_empty() || eof || !follow || tokio::time::Instant::now() >= deadline {
             return Ok(log_chunk(run, attempt, got.next, &got.data, eof));
         }
-        tokio::time::sleep(FOLLOW_PAUSE).await;
+        tokio::time::sleep(STORE_FOLLOW_PAUSE).await;
     }
 }
 
-/// How long a follow that found no new output waits before looking again.
-pub(crate) const FOLLOW_PAUSE: Duration = Duration::from_millis(100);
+/// How long a follow of another node's attempt that found no new output
+/// waits before reading the store again: that node's output arrives by
+/// shipping (`crate::logs::ship`), and no notice of it reaches this node.
+const STORE_FOLLOW_PAUSE: Duration = Duration::from_millis(100);
 
 /// `logs`: a range of an attempt's log. With `follow`, waits (up to
 /// `wait_ms`, default 10 s) for new output before answering, so a client
@@ -110,7 +113,15 @@ pub(crate) async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChu
         offset = len.saturating_sub(tail);
     }
     let (max, follow, deadline) = read_limits(&p);
+    let following = follow.then(|| handle.follows.follow(RunId(run), attempt));
     loop {
+        // Enabled before the log is read: a notice of a write (or of the
+        // end) that comes after the read wakes the wait below.
+        let notice = following.as_ref().map(Following::notified);
+        tokio::pin!(notice);
+        if let Some(n) = notice.as_mut().as_pin_mut() {
+            n.enable();
+        }
         let running_now = attempt == attempts
             && handle
                 .ask(peer, LogInfo { run, attempt: None })
@@ -119,12 +130,24 @@ pub(crate) async fn logs(handle: &Handle, peer: &Peer, p: Logs) -> Result<LogChu
         let (data, next) = read_log(&handle.log_dir, run, attempt, offset, max)
             .map_err(|e| RpcError::new(codes::INTERNAL, format!("reading the log: {e}")))?;
         let eof = data.is_empty() && !running_now;
-        if !data.is_empty() || eof || !follow || tokio::time::Instant::now() >= deadline {
+        let now = tokio::time::Instant::now();
+        if !data.is_empty() || eof || !follow || now >= deadline {
             return Ok(log_chunk(run, attempt, next, &data, eof));
         }
-        tokio::time::sleep(FOLLOW_PAUSE).await;
+        let fallback = deadline.min(now + UNNOTICED_END);
+        if let Some(n) = notice.as_pin_mut() {
+            let _ = tokio::time::timeout_at(fallback, n).await;
+        }
     }
 }
+
+/// The longest a local follow waits without a notice before it reads
+/// again. Whether the attempt runs is the scheduler's word, and notices
+/// come only from this axd's executor: a run the engine ends without it
+/// (an attempt an earlier life of axd started, or any end the engine
+/// decides by itself) sends none, and this bounds how late such a follow
+/// sees the end.
+const UNNOTICED_END: Duration = Duration::from_secs(1);
 
 /// What a `logs` request asks at most: bytes per answer, whether it
 /// follows, and until when a follow waits for output.

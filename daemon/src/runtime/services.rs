@@ -191,6 +191,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         notify,
         metrics,
         remote_logs,
+        follows,
         mut scheduler,
         mut initial,
         now,
@@ -213,6 +214,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         log_dir,
         metrics: metrics.clone(),
         remote_logs,
+        follows,
     };
     list.push(socket_server(
         &cfg, admin_gid, socket_gid, &handle, &shutdown,
@@ -436,7 +438,7 @@ fn start_cluster(
     {
         let tx = tx.clone();
         store.lead(cfg.heartbeat, move |leader, leading| {
-            let _ = tx.send(Msg::Lead { leader, leading });
+            let _ = tx.send(Msg::lead(leader, leading));
         });
     }
     list.push(Service::detached("store elector"));

@@ -47,6 +47,8 @@ pub struct Prepared {
     pub(crate) notify: broadcast::Sender<Arc<str>>,
     pub(crate) metrics: crate::metrics::Shared,
     pub(crate) remote_logs: Option<RemoteLogs>,
+    /// Wakes `logs -f` followers when an attempt's log grows or ends.
+    pub(crate) follows: crate::logs::follow::LogWatch,
     /// The scheduler, and its first step's effects.
     pub(crate) scheduler: Scheduler,
     pub(crate) initial: Vec<Effect>,
@@ -136,8 +138,10 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     if let Some((old, new)) = crate::execution::spawn::raise_nofile() {
         tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
     }
+    let follows = crate::logs::follow::LogWatch::default();
     let (ship, remote_logs, exec, spawners) = executor_parts(
         &cfg,
+        &follows,
         &log_dir,
         &tx,
         shipped_logs,
@@ -218,6 +222,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         notify,
         metrics,
         remote_logs,
+        follows,
         scheduler,
         initial,
         now,
@@ -241,6 +246,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
 #[allow(clippy::type_complexity)]
 fn executor_parts(
     cfg: &Config,
+    follows: &crate::logs::follow::LogWatch,
     log_dir: &Path,
     tx: &Sender<Msg>,
     shipped_logs: Option<crate::store::postgres::PgLogs>,
@@ -273,6 +279,7 @@ fn executor_parts(
                 socket: cfg.socket.clone(),
                 log_max_bytes: Arc::new(std::sync::atomic::AtomicU64::new(cfg.log_max_bytes)),
                 ship: ship.as_ref().map(|s| s.notices.clone()),
+                follows: follows.clone(),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));

@@ -12,13 +12,12 @@ use ax_protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListDags, ListRuns, LogInfo, Retry,
     Trigger,
 };
-use ax_protocol::{Request, RpcError, codes, encode_answer};
+use ax_protocol::{Request, RpcError, codes};
 use ax_shared::RunState;
-use serde::Serialize;
-use serde_json::Value;
 
 use super::Scheduler;
 use crate::bus::Peer;
+use crate::bus::answer::Answer;
 use crate::bus::encoded::Encoded;
 use crate::store::{EventQuery, RunQuery, StoreError};
 use ax_engine::{DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit};
@@ -56,9 +55,9 @@ pub(super) fn dag_event(now: Millis, reason: String, actor: &Arc<str>) -> Effect
 /// Rows `list_runs` reads from the store at a time.
 const LIST_PAGE: usize = 500;
 
-/// An answer as it goes on the wire.
-fn wire<T: Serialize>(answer: Result<T, RpcError>) -> Result<Value, RpcError> {
-    answer.and_then(encode_answer)
+/// A typed answer.
+fn wire<T: Into<Answer>>(answer: Result<T, RpcError>) -> Result<Answer, RpcError> {
+    answer.map(Into::into)
 }
 
 impl Scheduler {
@@ -70,7 +69,7 @@ impl Scheduler {
         peer: &Peer,
         request: Request,
         effects: &mut Vec<Effect>,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Answer, RpcError> {
         let method = request.method();
         if request.is_write() && peer.role == ax_protocol::api::Role::Viewer {
             return Err(RpcError::new(
@@ -100,11 +99,11 @@ impl Scheduler {
             ));
         }
         match request {
-            Request::Status(_) => encode_answer(self.status_with_config(now)),
-            Request::Metrics(_) => encode_answer(self.metrics_text(now)),
-            Request::ListRuns(p) => self.list_runs(now, *p).map(Encoded::into_value),
+            Request::Status(_) => Ok(self.status_with_config(now).into()),
+            Request::Metrics(_) => Ok(self.metrics_text(now).into()),
+            Request::ListRuns(p) => self.list_runs(now, *p).map(Answer::List),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
-            Request::ListDags(p) => self.list_dags(now, *p).map(Encoded::into_value),
+            Request::ListDags(p) => self.list_dags(now, *p).map(Answer::List),
             Request::GetDag(p) => wire(self.get_dag(now, *p)),
             Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
@@ -117,10 +116,11 @@ impl Scheduler {
             Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
             Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
-            Request::Events(p) => self.events(*p).map(Encoded::into_value),
-            Request::Subscribe(_) => encode_answer(SubscribeAnswer {
+            Request::Events(p) => self.events(*p).map(Answer::List),
+            Request::Subscribe(_) => Ok(SubscribeAnswer {
                 status: self.status(now),
-            }),
+            }
+            .into()),
             // Answered by the connection itself (`server`).
             Request::Hello(_) | Request::Logs(_) => Err(RpcError::new(
                 codes::INTERNAL,

@@ -33,10 +33,10 @@ use std::time::Duration;
 use ax_protocol::api::ReloadAnswer;
 use ax_protocol::{Request, RpcError, codes};
 use ax_shared::RunState;
-use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::bus::ExecEvent;
+use crate::bus::answer::Answer;
 use crate::bus::encoded::answers_big;
 use crate::bus::fault::Fault;
 use crate::bus::{Msg, Peer, ReplyTo, Step};
@@ -195,7 +195,16 @@ pub struct Scheduler {
 /// wait, and to the engine's.
 const BIG_READS_PER_STEP: Duration = Duration::from_millis(20);
 
-type Answers = Vec<(ReplyTo, Result<Value, RpcError>)>;
+type Answers = Vec<(ReplyTo, Result<Answer, RpcError>)>;
+
+/// Logs a change of the cron leadership (a cluster).
+fn announce_lead(leader: bool) {
+    if leader {
+        tracing::info!("this node is now the cluster's cron leader");
+    } else {
+        tracing::warn!("this node is no longer the cron leader (its lock's connection broke)");
+    }
+}
 
 impl Scheduler {
     pub fn new(parts: Parts) -> Scheduler {
@@ -349,18 +358,12 @@ impl Scheduler {
                 Msg::Scanned { scan, ticket } => {
                     self.scanned(now, *scan, ticket, effects, &mut durable);
                 }
-                Msg::Adopt { claimed, done } => {
-                    let input = Input::Adopt {
-                        dag_runs: claimed.dag_runs,
-                        external: claimed.external,
-                    };
+                Msg::Cluster { input, done } => {
+                    if let Input::Lead { leader, .. } = &input {
+                        announce_lead(*leader);
+                    }
                     effects.extend(self.engine.handle(now, input).effects);
-                    adopted.push(done);
-                }
-                Msg::Leases { pool, slots, done } => {
-                    let input = Input::Leases { pool, slots };
-                    effects.extend(self.engine.handle(now, input).effects);
-                    adopted.push(done);
+                    adopted.extend(done);
                 }
                 Msg::Paused {
                     before,
@@ -368,32 +371,8 @@ impl Scheduler {
                 } => {
                     self.follow_paused(now, &before, &paused, effects);
                 }
-                Msg::Lead { leader, leading } => {
-                    if leader {
-                        tracing::info!("this node is now the cluster's cron leader");
-                    } else {
-                        tracing::warn!(
-                            "this node is no longer the cron leader (its lock's connection broke)"
-                        );
-                    }
-                    let input = Input::Lead {
-                        leader,
-                        marks: leading.marks,
-                        active: leading
-                            .active
-                            .into_iter()
-                            .map(|(dag, id)| (dag, DagRunId(id as u64)))
-                            .collect(),
-                    };
-                    effects.extend(self.engine.handle(now, input).effects);
-                }
                 Msg::RemoteEvents(events) => self.announce_remote(now, events),
                 Msg::IdsSeen { run, dag_run } => self.engine.skip_ids_past(run, dag_run),
-                Msg::EndedElsewhere { dag_runs, done } => {
-                    let input = Input::EndedElsewhere { dag_runs };
-                    effects.extend(self.engine.handle(now, input).effects);
-                    adopted.push(done);
-                }
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
                     if let Err(e) = self.reload(now, &actor, effects) {

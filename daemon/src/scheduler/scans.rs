@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use ax_protocol::RpcError;
 use ax_protocol::api::ReloadAnswer;
-use ax_protocol::{RpcError, encode_answer};
-use serde_json::Value;
 
 use super::{Answers, Scheduler, WaitingReload};
 use crate::bus::ReplyTo;
+use crate::bus::answer::Answer;
 use crate::jobs_folder::registry::Define;
 use crate::jobs_folder::scan::{JobsFolder, Scan};
 use ax_engine::{Effect, Millis};
@@ -63,17 +63,15 @@ impl Scheduler {
     pub(super) fn hold_reload_answer(
         &mut self,
         reply: ReplyTo,
-        answer: Value,
-    ) -> Option<(ReplyTo, Result<Value, RpcError>)> {
-        match (
-            self.reloads.last_mut(),
-            serde_json::from_value::<ReloadAnswer>(answer.clone()),
-        ) {
-            (Some(waiting), Ok(decoded)) if waiting.reply.is_none() => {
-                waiting.reply = Some((reply, decoded));
+        answer: Answer,
+    ) -> Option<(ReplyTo, Result<Answer, RpcError>)> {
+        match (self.reloads.last_mut(), ReloadAnswer::try_from(answer)) {
+            (Some(waiting), Ok(answer)) if waiting.reply.is_none() => {
+                waiting.reply = Some((reply, answer));
                 None
             }
-            _ => Some((reply, Ok(answer))),
+            (_, Ok(answer)) => Some((reply, Ok(answer.into()))),
+            (_, Err(other)) => Some((reply, Ok(other))),
         }
     }
 
@@ -124,7 +122,7 @@ impl Scheduler {
             if let Some((reply, mut answer)) = r.reply {
                 answer.dags = dags;
                 answer.errors = errors;
-                durable.push((reply, encode_answer(answer)));
+                durable.push((reply, Ok(answer.into())));
             }
         }
     }

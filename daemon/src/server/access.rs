@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use ax_protocol::api::{HelloAnswer, Role};
 use ax_protocol::request::Hello;
-use ax_protocol::{Method, PROTOCOL_VERSION, Request, RpcError, codes, encode_answer};
+use ax_protocol::{Method, PROTOCOL_VERSION, Request, RpcError, codes};
 use serde_json::Value;
 use tokio::net::UnixStream;
 
 use crate::bus::Peer;
+use crate::bus::answer::Answer;
 
 #[derive(Clone, Debug, Default)]
 pub struct Access {
@@ -82,7 +83,7 @@ pub(super) fn decode_hello(
     params: Value,
     role: Option<Role>,
     uid: u32,
-) -> Result<(Peer, Value), RpcError> {
+) -> Result<(Peer, Answer), RpcError> {
     let hello = match Request::decode(Hello::NAME, params)? {
         Request::Hello(h) => h,
         _ => unreachable!("decoded as hello"),
@@ -125,5 +126,5 @@ pub(super) fn decode_hello(
         version: env!("CARGO_PKG_VERSION").into(),
         role,
     };
-    Ok((peer, encode_answer(answer)?))
+    Ok((peer, answer.into()))
 }

@@ -9,7 +9,6 @@ use ax_protocol::api::Role;
 use ax_protocol::request::Hello;
 use ax_protocol::{
     Lagged, MAX_FRAME, Message, Method, Notification, Request, RpcError, codes, decode_request,
-    encode_answer,
 };
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
@@ -21,6 +20,7 @@ use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 
 use super::access::decode_hello;
+use crate::bus::answer::Answer;
 use crate::bus::{Handle, Peer};
 use crate::config::Limits;
 use crate::logs::read::logs;
@@ -75,16 +75,14 @@ async fn send(framed: &mut Framed<UnixStream, Frames>, msg: &Message) -> bool {
     send_line(framed, serde_json::to_string(msg).unwrap_or_default()).await
 }
 
-/// The line that answers request `id`. `listed`: the answer of a list the
-/// scheduler encoded itself (`bus::encoded::Encoded`). An answer longer than
-/// a frame becomes an `answer_too_large` error.
-fn answer_line(id: Value, answer: Result<Value, RpcError>, listed: bool) -> String {
-    let line = match answer {
-        Ok(v) if listed => match crate::bus::encoded::Encoded::from_value(v) {
-            Ok(enc) => enc.line(&id),
-            Err(v) => serde_json::to_string(&Message::result(id.clone(), v)).unwrap_or_default(),
-        },
-        other => serde_json::to_string(&Message::response(id.clone(), other)).unwrap_or_default(),
+/// The line that answers request `id`: the typed answer is encoded here,
+/// at the socket edge (a list the scheduler encoded itself is written out
+/// as it is, `bus::encoded::Encoded`). An answer longer than a frame
+/// becomes an `answer_too_large` error.
+fn answer_line(id: Value, answer: Result<Answer, RpcError>) -> String {
+    let line = match answer.and_then(|a| a.line(&id)) {
+        Ok(line) => line,
+        Err(e) => serde_json::to_string(&Message::error(Some(id.clone()), e)).unwrap_or_default(),
     };
     if line.len() <= MAX_FRAME {
         return line;
@@ -303,9 +301,8 @@ pub(super) async fn connection(
             reserved += cost;
             costs.push_back(cost);
             inflight.push_back(Box::pin(async move {
-                let listed = crate::bus::encoded::Encoded::answers(&request);
-                let answer = handle.call_raw(&p, request).await;
-                wants_answer.then(|| answer_line(id, answer, listed))
+                let answer = handle.call(&p, request).await;
+                wants_answer.then(|| answer_line(id, answer))
             }));
             continue;
         }
@@ -341,14 +338,14 @@ pub(super) async fn connection(
                 snapshot
             }
             (Some(p), Some(Ok(Request::Logs(params)))) => {
-                logs(&handle, p, *params).await.and_then(encode_answer)
+                logs(&handle, p, *params).await.map(Answer::from)
             }
             (Some(_), Some(Ok(_))) => unreachable!("pipelined above"),
         };
         if !wants_answer {
             continue; // a notification from the client: no answer
         }
-        if !send_line(&mut framed, answer_line(id, answer, false)).await {
+        if !send_line(&mut framed, answer_line(id, answer)).await {
             return;
         }
     }

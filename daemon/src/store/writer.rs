@@ -413,10 +413,10 @@ fn announce(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bus::answer::Answer;
     use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, StoreError};
     use ax_protocol::api::RunView;
     use ax_shared::DagSpec;
-    use serde_json::Value;
     use std::collections::HashMap;
     use tokio::sync::oneshot;
 
@@ -482,7 +482,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let (reply, answer) = oneshot::channel();
         let step = Step {
-            replies: vec![(reply, Ok(Value::Null))],
+            replies: vec![(reply, Ok(Answer::from(ax_protocol::api::Done { ok: true })))],
             ..Step::default()
         };
         tx.send(step).unwrap();

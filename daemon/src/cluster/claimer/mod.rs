@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use crate::bus::Msg;
 use crate::store::StoreError;
 use crate::store::postgres::PgStore;
-use ax_engine::{DagRunId, PoolLease};
+use ax_engine::{DagRunId, Input, PoolLease};
 use share::{Claim, shares};
 
 mod share;
@@ -284,10 +284,12 @@ impl Leases {
                 continue;
             }
             let (done, applied) = std::sync::mpsc::channel();
-            let msg = Msg::Leases {
-                pool: p.pool.clone(),
-                slots: leased.into_iter().collect(),
-                done,
+            let msg = Msg::Cluster {
+                input: Input::Leases {
+                    pool: p.pool.clone(),
+                    slots: leased.into_iter().collect(),
+                },
+                done: Some(done),
             };
             if scheduler.send(msg).is_err() {
                 return Ok(Pass::Gone);
@@ -361,10 +363,11 @@ pub fn run(
                 Ok(ended) if !ended.is_empty() => {
                     let dag_runs = ended.into_iter().map(DagRunId).collect();
                     let (done, told) = std::sync::mpsc::channel();
-                    if scheduler
-                        .send(Msg::EndedElsewhere { dag_runs, done })
-                        .is_err()
-                    {
+                    let msg = Msg::Cluster {
+                        input: Input::EndedElsewhere { dag_runs },
+                        done: Some(done),
+                    };
+                    if scheduler.send(msg).is_err() {
                         return;
                     }
                     // Until the scheduler has published what it still watches.
@@ -386,7 +389,7 @@ pub fn run(
                 Ok(claimed) if !claimed.dag_runs.is_empty() => {
                     failing = false;
                     let (done, adopted) = std::sync::mpsc::channel();
-                    if scheduler.send(Msg::Adopt { claimed, done }).is_err() {
+                    if scheduler.send(Msg::adopt(claimed, done)).is_err() {
                         return;
                     }
                     // Until the scheduler has adopted them and published

@@ -61,6 +61,9 @@ pub struct ExecConfig {
     /// In a cluster: told when an attempt's log grows and when it ends,
     /// so that its log is shipped to the store (`crate::logs::ship`).
     pub ship: Option<crate::logs::ship::Notices>,
+    /// Told when an attempt's log grows and when it ends, so that `logs`
+    /// follows read again (`crate::logs::follow`).
+    pub follows: crate::logs::follow::LogWatch,
 }
 
 /// One attempt on its way to a spawner thread.
@@ -255,6 +258,7 @@ fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(
         attempt: order.attempt,
         error,
     }));
+    cfg.follows.notice(order.run, order.attempt);
 }
 
 /// An attempt whose process ran but was killed at once (it could not be
@@ -277,6 +281,7 @@ fn killed(cfg: &ExecConfig, order: &SpawnOrder, pid: u32, events: &impl Fn(ExecE
         code: None,
         signal: Some(libc::SIGKILL),
     }));
+    cfg.follows.notice(run, attempt);
 }
 
 /// First wait before starting again an attempt that found the daemon
@@ -671,6 +676,7 @@ async fn supervise(
         cfg.ship
             .clone()
             .map(|s| output::Shipping::new(s, run, attempt)),
+        (&cfg.follows, run, attempt),
         events.clone(),
     );
     tokio::pin!(reader);
@@ -772,6 +778,9 @@ async fn supervise(
             signal,
         },
     });
+    // After `Exited`: a follow's next `log_info` reaches the scheduler
+    // behind it (one channel), so it reads the attempt as ended.
+    cfg.follows.notice(run, attempt);
 }
 
 /// Signals the attempt's processes found by their cookie (`reaper`); with

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use crate::bus::ExecEvent;
+use crate::logs::follow::LogWatch;
 use crate::logs::ship::{Notices, SHIP_INTERVAL};
 use ax_engine::{Input, RunId};
 
@@ -84,6 +85,7 @@ pub(super) async fn read_output(
     max_bytes: u64,
     mut beats: Option<OutputBeats>,
     mut shipping: Option<Shipping>,
+    (follows, run, attempt): (&LogWatch, RunId, u32),
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) -> u64 {
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
@@ -125,6 +127,7 @@ pub(super) async fn read_output(
         if let Some(s) = shipping.as_mut() {
             s.wrote(tokio::time::Instant::now());
         }
+        follows.notice(run, attempt);
     }
     if let Some(r) = redactor.as_mut() {
         redacted.clear();
