@@ -8,7 +8,8 @@ use std::time::Duration;
 use ax_protocol::api::Role;
 use ax_protocol::request::Hello;
 use ax_protocol::{
-    Lagged, MAX_FRAME, Message, Method, Notification, Request, RpcError, codes, decode_request,
+    Lagged, MAX_FRAME, Message, Method, Notification, Request, RequestFrame, RpcError, codes,
+    decode_request,
 };
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesOrdered;
@@ -181,145 +182,205 @@ pub(super) async fn connection(
 ) {
     handle.metrics.clients_connected.inc();
     let _connected = Connected(handle.metrics.clients_connected.clone());
-    let mut framed = Framed::new(stream, Frames::new());
-    let mut peer: Option<Peer> = None;
-    let mut hello_by = Some(tokio::time::Instant::now() + limits.hello_timeout);
-    let mut subscription: Option<broadcast::Receiver<Arc<str>>> = None;
-    // Requests of one connection are pipelined: they go to the scheduler
-    // without waiting for each other (so one client's batch shares one
-    // commit), and their answers are written back in request order.
-    // `costs` holds each one's share of `CONN_BUDGET`, in the same order.
-    let mut inflight: FuturesOrdered<BoxFuture<'static, Option<String>>> = FuturesOrdered::new();
-    let mut costs: VecDeque<usize> = VecDeque::new();
-    let mut reserved = 0usize;
     // Deadlines are looked at on this tick: a partial frame starts its
     // clock inside the codec, where no timer can be set.
     let every = (limits.hello_timeout.min(limits.frame_timeout) / 5)
         .clamp(Duration::from_millis(50), Duration::from_secs(2));
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut conn = Conn {
+        framed: Framed::new(stream, Frames::new()),
+        handle,
+        role,
+        uid,
+        limits,
+        peer: None,
+        hello_by: Some(tokio::time::Instant::now() + limits.hello_timeout),
+        subscription: None,
+        inflight: FuturesOrdered::new(),
+        costs: VecDeque::new(),
+        reserved: 0,
+    };
     loop {
-        let reading = inflight.len() < MAX_INFLIGHT && reserved < CONN_BUDGET;
-        let frame = tokio::select! {
-            frame = framed.next(), if reading => frame,
-            Some(done) = inflight.next(), if !inflight.is_empty() => {
-                // Answers that are ready together go out in one write (a
-                // pipelining client gets a step's answers at once).
-                let mut batch: Vec<String> = done.into_iter().collect();
-                let mut answered = 1;
-                while answered < 1024 {
-                    match inflight.next().now_or_never() {
-                        Some(Some(more)) => {
-                            batch.extend(more);
-                            answered += 1;
-                        }
-                        _ => break,
-                    }
-                }
-                for _ in 0..answered {
-                    reserved -= costs.pop_front().unwrap_or(0);
-                }
-                if !send_all(&mut framed, batch).await {
-                    return;
-                }
-                if !reading && framed.codec().partial_since.is_some() {
-                    // The frame's clock stood still while axd was not reading.
-                    framed.codec_mut().partial_since = Some(tokio::time::Instant::now());
-                }
-                continue;
+        let reading = conn.reading();
+        let open = tokio::select! {
+            frame = conn.framed.next(), if reading => conn.on_frame(frame).await,
+            Some(done) = conn.inflight.next(), if !conn.inflight.is_empty() => {
+                conn.on_answered(done, reading).await
             }
-            note = recv_opt(&mut subscription) => {
-                match note {
-                    Ok(line) => {
-                        if !send_line(&mut framed, line.to_string()).await {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        subscription = None;
-                        handle.metrics.subscribers_lagged.inc();
-                        let note = Notification::Lagged(Lagged {
-                            missed,
-                            message: "too slow: notifications were dropped; subscribe again".into(),
-                        });
-                        if !send_line(&mut framed, note.to_line()).await {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-                continue;
-            }
-            _ = tick.tick() => {
-                if let Some(why) = overdue(&framed, hello_by, limits).filter(|_| reading) {
-                    tracing::info!("uid {uid}: {why}");
-                    let _ = send(&mut framed, &Message::error(None, RpcError::new(codes::TIMEOUT, why))).await;
-                    return;
-                }
-                continue;
-            }
+            note = recv_opt(&mut conn.subscription) => conn.on_notification(note).await,
+            _ = tick.tick() => conn.on_tick(reading).await,
         };
+        if !open {
+            return;
+        }
+    }
+}
+
+/// One connection's state. Every `on_…` method handles one kind of event
+/// and returns whether the connection stays open.
+struct Conn<'a> {
+    framed: Framed<UnixStream, Frames>,
+    handle: Handle,
+    /// The role the socket's access rules give this uid (`None`: none).
+    role: Option<Role>,
+    uid: u32,
+    limits: &'a Limits,
+    /// Who is asking, once `hello` was answered.
+    peer: Option<Peer>,
+    /// When `hello` must have come by; `None` once it has.
+    hello_by: Option<tokio::time::Instant>,
+    subscription: Option<broadcast::Receiver<Arc<str>>>,
+    /// Requests of one connection are pipelined: they go to the scheduler
+    /// without waiting for each other (so one client's batch shares one
+    /// commit), and their answers are written back in request order.
+    inflight: FuturesOrdered<BoxFuture<'static, Option<String>>>,
+    /// Each in-flight request's share of `CONN_BUDGET`, in the same order.
+    costs: VecDeque<usize>,
+    /// The sum of `costs`.
+    reserved: usize,
+}
+
+impl Conn<'_> {
+    fn reading(&self) -> bool {
+        self.inflight.len() < MAX_INFLIGHT && self.reserved < CONN_BUDGET
+    }
+
+    /// An in-flight answer is ready: it goes out with every other one
+    /// ready together, in one write (a pipelining client gets a step's
+    /// answers at once).
+    async fn on_answered(&mut self, done: Option<String>, reading: bool) -> bool {
+        let mut batch: Vec<String> = done.into_iter().collect();
+        let mut answered = 1;
+        while answered < 1024 {
+            match self.inflight.next().now_or_never() {
+                Some(Some(more)) => {
+                    batch.extend(more);
+                    answered += 1;
+                }
+                _ => break,
+            }
+        }
+        for _ in 0..answered {
+            self.reserved -= self.costs.pop_front().unwrap_or(0);
+        }
+        if !send_all(&mut self.framed, batch).await {
+            return false;
+        }
+        if !reading && self.framed.codec().partial_since.is_some() {
+            // The frame's clock stood still while axd was not reading.
+            self.framed.codec_mut().partial_since = Some(tokio::time::Instant::now());
+        }
+        true
+    }
+
+    async fn on_notification(
+        &mut self,
+        note: Result<Arc<str>, broadcast::error::RecvError>,
+    ) -> bool {
+        match note {
+            Ok(line) => send_line(&mut self.framed, line.to_string()).await,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                self.subscription = None;
+                self.handle.metrics.subscribers_lagged.inc();
+                let note = Notification::Lagged(Lagged {
+                    missed,
+                    message: "too slow: notifications were dropped; subscribe again".into(),
+                });
+                send_line(&mut self.framed, note.to_line()).await
+            }
+            Err(broadcast::error::RecvError::Closed) => false,
+        }
+    }
+
+    async fn on_tick(&mut self, reading: bool) -> bool {
+        let Some(why) = overdue(&self.framed, self.hello_by, self.limits).filter(|_| reading)
+        else {
+            return true;
+        };
+        tracing::info!("uid {}: {why}", self.uid);
+        let _ = send(
+            &mut self.framed,
+            &Message::error(None, RpcError::new(codes::TIMEOUT, why)),
+        )
+        .await;
+        false
+    }
+
+    async fn on_frame(&mut self, frame: Option<Result<String, LinesCodecError>>) -> bool {
         let line = match frame {
-            None => return,
+            None => return false,
             Some(Ok(line)) => line,
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
                 let err = RpcError::new(
                     codes::FRAME_TOO_LARGE,
                     format!("frame larger than {MAX_FRAME} bytes; closing the connection"),
                 );
-                let _ = send(&mut framed, &Message::error(None, err)).await;
-                return;
+                let _ = send(&mut self.framed, &Message::error(None, err)).await;
+                return false;
             }
-            Some(Err(LinesCodecError::Io(_))) => return,
+            Some(Err(LinesCodecError::Io(_))) => return false,
         };
         if line.trim().is_empty() {
-            continue;
+            return true;
         }
-        let frame = match decode_request(&line) {
-            Ok(f) => f,
-            Err((id, err)) => {
-                if !send(&mut framed, &Message::error(id, err)).await {
-                    return;
-                }
-                continue;
-            }
-        };
+        match decode_request(&line) {
+            Ok(frame) => self.on_request(frame).await,
+            Err((id, err)) => send(&mut self.framed, &Message::error(id, err)).await,
+        }
+    }
+
+    async fn on_request(&mut self, frame: RequestFrame) -> bool {
         let id = frame.id.clone().unwrap_or(Value::Null);
         let wants_answer = frame.id.is_some();
-        let decoded = match &peer {
+        let decoded = match &self.peer {
             Some(_) if frame.method != Hello::NAME => {
                 Some(Request::decode(&frame.method, frame.params.clone()))
             }
             _ => None,
         };
-        if let (Some(p), Some(Ok(request))) = (&peer, &decoded)
+        if let (Some(p), Some(Ok(request))) = (&self.peer, &decoded)
             && !matches!(request, Request::Subscribe(_) | Request::Logs(_))
         {
             // Pipelined: answered in order once the scheduler has.
-            let (handle, p, request) = (handle.clone(), p.clone(), request.clone());
+            let (handle, p, request) = (self.handle.clone(), p.clone(), request.clone());
             let cost = answer_cost(&request);
-            reserved += cost;
-            costs.push_back(cost);
-            inflight.push_back(Box::pin(async move {
+            self.reserved += cost;
+            self.costs.push_back(cost);
+            self.inflight.push_back(Box::pin(async move {
                 let answer = handle.call(&p, request).await;
                 wants_answer.then(|| answer_line(id, answer))
             }));
-            continue;
+            return true;
         }
         // Everything else is answered in order after what is in flight.
-        while let Some(done) = inflight.next().await {
-            reserved -= costs.pop_front().unwrap_or(0);
+        while let Some(done) = self.inflight.next().await {
+            self.reserved -= self.costs.pop_front().unwrap_or(0);
             if let Some(line) = done
-                && !send_line(&mut framed, line).await
+                && !send_line(&mut self.framed, line).await
             {
-                return;
+                return false;
             }
         }
-        let answer = match (&peer, decoded) {
+        let answer = self.answer_in_order(frame, decoded).await;
+        if !wants_answer {
+            return true; // a notification from the client: no answer
+        }
+        send_line(&mut self.framed, answer_line(id, answer)).await
+    }
+
+    /// The requests that are not pipelined: `hello`, anything before it,
+    /// undecodable params, `subscribe` and `logs`.
+    async fn answer_in_order(
+        &mut self,
+        frame: RequestFrame,
+        decoded: Option<Result<Request, RpcError>>,
+    ) -> Result<Answer, RpcError> {
+        match (&self.peer, decoded) {
             (_, None) if frame.method == Hello::NAME => {
-                decode_hello(frame.params, role, uid).map(|(p, v)| {
-                    peer = Some(p);
-                    hello_by = None;
+                decode_hello(frame.params, self.role, self.uid).map(|(p, v)| {
+                    self.peer = Some(p);
+                    self.hello_by = None;
                     v
                 })
             }
@@ -330,23 +391,17 @@ pub(super) async fn connection(
             (Some(_), Some(Err(e))) => Err(e),
             (Some(p), Some(Ok(Request::Subscribe(s)))) => {
                 // Subscribe before the snapshot so nothing falls between.
-                let rx = handle.notify.subscribe();
-                let snapshot = handle.call(p, Request::Subscribe(s)).await;
+                let rx = self.handle.notify.subscribe();
+                let snapshot = self.handle.call(p, Request::Subscribe(s)).await;
                 if snapshot.is_ok() {
-                    subscription = Some(rx);
+                    self.subscription = Some(rx);
                 }
                 snapshot
             }
             (Some(p), Some(Ok(Request::Logs(params)))) => {
-                logs(&handle, p, *params).await.map(Answer::from)
+                logs(&self.handle, p, *params).await.map(Answer::from)
             }
-            (Some(_), Some(Ok(_))) => unreachable!("pipelined above"),
-        };
-        if !wants_answer {
-            continue; // a notification from the client: no answer
-        }
-        if !send_line(&mut framed, answer_line(id, answer)).await {
-            return;
+            (Some(_), Some(Ok(_))) => unreachable!("pipelined in on_request"),
         }
     }
 }
