@@ -1,0 +1,12 @@
+//! The `ax` CLI as a user runs it, the real binary against a real axd (and,
+//! for `cluster_follow`, a real PostgreSQL): one test binary, a module per
+//! concern.
+
+mod cluster_follow;
+mod exit_codes;
+mod follow;
+mod hostile_output;
+mod local_users;
+mod offline;
+mod reference;
+mod reload;
