@@ -6,33 +6,18 @@
 //! unless `AX_REQUIRE_PG=1`.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use ax_testkit::pg::TestDb;
 use ax_testkit::{Daemon, axd_beside, run_ids};
+
+use crate::support::{text, wait_output};
 
 fn ax(socket: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ax"));
     cmd.arg("--socket").arg(socket).args(args);
     cmd
-}
-
-fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("still running after {limit:?}: {out:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

@@ -3,12 +3,10 @@
 //! cluster; the DAGs view flags a DAG whose alive nodes hold different
 //! versions. Rendered with ratatui's TestBackend (insta snapshots).
 
-mod common;
-
+use crate::support::*;
 use ax_protocol::api::{ClusterView, DagVersions, DagView, NodeVersion, NodeView};
 use ax_tui::console::keymap::action_for;
 use ax_tui::console::state::{Action, App, Command, DaemonEvent, Mode, View};
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn press(a: &mut App, code: KeyCode) -> Vec<Command> {

@@ -1,13 +1,11 @@
 //! The console, rendered with ratatui's TestBackend (insta snapshots), and
 //! `update` for every action.
 
-mod common;
-
+use crate::support::*;
 use ax_protocol::api::DagRunView;
 use ax_shared::RunState;
 use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane, View};
 use ax_tui::console::ui;
-use common::*;
 use serde_json::json;
 
 #[test]

@@ -3,11 +3,13 @@
 //! event filters, and `events -f` catching up after a `lagged` notice.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ax_testkit::{Conn, Daemon, axd_beside, run_ids};
 use serde_json::{Value, json};
+
+use crate::support::{text, wait_output};
 
 fn daemon(config: &str, jobs: &[(&str, &str)]) -> Daemon {
     let axd = axd_beside(Path::new(env!("CARGO_BIN_EXE_ax"))).unwrap();
@@ -54,25 +56,6 @@ fn ax_lines(socket: &Path, args: &[&str]) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// Waits for a child with a limit, so a follower that never ends fails
-/// the test instead of hanging it.
-fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("still running after {limit:?}: {out:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

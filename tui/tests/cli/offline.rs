@@ -1,18 +1,9 @@
 //! `ax validate` and `ax cron next` as a user runs them: output and exit codes.
 
-use std::process::Command;
+use crate::support::ax_offline;
 
 fn ax(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ax"))
-        .args(args)
-        .env("TZ", "UTC")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    ax_offline(args, &[("TZ", "UTC")])
 }
 
 #[test]

@@ -1,6 +1,5 @@
 //! Shared fixtures of the console tests: a fixed clock, a status, a
 //! window of runs with a flaky one selected, and drawing helpers.
-#![allow(dead_code)]
 
 use ax_protocol::api::{AttemptView, PoolView, RunView, StatusView};
 use ax_shared::time::Timestamp;

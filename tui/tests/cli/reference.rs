@@ -7,18 +7,11 @@ use std::process::Command;
 
 use ax_tui::cli::reference::{REGENERATE, markdown};
 
+use crate::support::ax_offline;
+
 fn ax(args: &[&str]) -> (i32, String, String) {
     // COLUMNS fixes the width in case clap wraps help to the terminal.
-    let out = Command::new(env!("CARGO_BIN_EXE_ax"))
-        .args(args)
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    ax_offline(args, &[("COLUMNS", "100")])
 }
 
 /// docs/cli.md as the binary's `--help` answers make it.

@@ -2,15 +2,13 @@
 //! the fault banner, live clocks and NO_COLOR, rendered with ratatui's
 //! TestBackend (insta snapshots at 80×24 and 200×50).
 
-mod common;
-
+use crate::support::*;
 use ax_protocol::api::{DagRunViewState, DagView, EventView};
 use ax_shared::RunState;
 use ax_shared::jobfile::FileError;
 use ax_tui::console::columns::{Kind, col, fit, widths};
 use ax_tui::console::keymap::action_for;
 use ax_tui::console::state::{Action, App, Command, DaemonEvent, EventQuery, Mode, View};
-use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
 

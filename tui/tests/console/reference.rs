@@ -1,6 +1,6 @@
 //! docs/console.md's key table is the keymap the console dispatches from:
 //! regenerate it with `AX_UPDATE_DOCS=1 cargo test -p ax-tui --test
-//! console_reference`.
+//! console reference::`.
 
 use std::path::Path;
 
@@ -23,6 +23,6 @@ fn docs_console_md_lists_the_keymap() {
     assert!(
         text == want,
         "docs/console.md's key table differs from the keymap; regenerate it with\n\n    \
-         AX_UPDATE_DOCS=1 cargo test -p ax-tui --test console_reference\n"
+         AX_UPDATE_DOCS=1 cargo test -p ax-tui --test console reference::\n"
     );
 }

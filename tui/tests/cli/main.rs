@@ -1,0 +1,13 @@
+//! The `ax` CLI as a user runs it, the real binary against a real axd (and,
+//! for `cluster_follow`, a real PostgreSQL): one test binary, a module per
+//! concern; `support` holds the helpers several of them use.
+
+mod cluster_follow;
+mod exit_codes;
+mod follow;
+mod hostile_output;
+mod local_users;
+mod offline;
+mod reference;
+mod reload;
+mod support;
