@@ -18,6 +18,12 @@ mod pg_rebalance;
 mod pg_share;
 mod pg_unique;
 
+/// pg_share's tests (three axd each, with sub-second heartbeats) hold
+/// this alone: beside another test's cluster on two cores, nodes starve
+/// long enough to be declared dead or to learn another node's ends late.
+/// Every other test of this binary holds it shared.
+pub static CLUSTERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// The config of a cluster node on `db`'s database, beating every `beat`.
 pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
     format!(
