@@ -1,19 +1,16 @@
 //! The real `axd` of this crate for its tests: the testkit harness on the
 //! binary cargo built for them and on [`BASE_CONFIG`], failing the test
 //! (with axd's log) on any harness error; and typed-client helpers.
-// Each test file uses its own part of this module.
-#![allow(dead_code)]
 
 use std::ops::{Deref, DerefMut};
-use std::path::Path;
+use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use ax_protocol::api::RunView;
 use ax_protocol::client::Client;
 use serde_json::{Value, json};
 
-#[allow(unused_imports)]
-pub use ax_testkit::{Conn, foreign_hello, run_ids, runtime};
+pub use ax_testkit::run_ids;
 
 /// The config every test starts from (the harness puts the jobs folder,
 /// state dir and socket ahead of it).
@@ -29,41 +26,6 @@ slots = 1
 slots = 2
 "#;
 
-/// The config of a cluster node on `db`'s database, beating every `beat`.
-pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
-    format!(
-        "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n",
-        db.url
-    )
-}
-
-/// A node's id, as axd keeps it in its state dir.
-pub fn node_id(d: &Daemon) -> String {
-    std::fs::read_to_string(d.path("state/node-id"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// Polls `sql` (one number) until `done` holds; returns the last value.
-pub fn wait_count(
-    db: &ax_testkit::pg::TestDb,
-    sql: &str,
-    secs: u64,
-    done: impl Fn(u64) -> bool,
-) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let n: u64 = db.query(sql).unwrap()[0][0].parse().unwrap();
-        if done(n) {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "{sql}: stuck at {n}");
-        // Not faster: the query counts over a busy cluster's tables.
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Polls `check` until it holds; fails naming `what` after `secs`.
 pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -74,6 +36,11 @@ pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
 }
 
 const AXD: &str = env!("CARGO_BIN_EXE_axd");
+
+/// Every axd start of this test process holds this shared; a test that
+/// shrinks a machine-wide limit axd takes at start (the inotify queue)
+/// holds it alone, so no other test's axd starts under that limit.
+pub static STARTS: RwLock<()> = RwLock::new(());
 
 pub struct Daemon(ax_testkit::Daemon);
 
@@ -108,6 +75,7 @@ impl Daemon {
 
     /// Starts axd on this state dir and waits until it serves.
     pub fn spawn(&mut self) {
+        let _shared = STARTS.read().unwrap_or_else(PoisonError::into_inner);
         if let Err(e) = self.0.spawn() {
             panic!("{e}");
         }
@@ -167,27 +135,10 @@ pub async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
     run_ids(&c.call("trigger", json!({"dag": dag})).await.unwrap())
 }
 
-pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
-    t.expect("time set").millis()
-}
-
 pub fn pid_alive(pid: i32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
         Err(_) => false,
-    }
-}
-
-pub fn read_pid(path: &Path, secs: u64) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && let Ok(p) = s.trim().parse()
-        {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no pid in {}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -1,0 +1,49 @@
+//! One real `axd` at a time per test, on SQLite in a temp dir, driven
+//! through its socket, its jobs folder, its signals and the faults of its
+//! machine (disk, descriptors, clock, other users): one test binary, a
+//! module per concern.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod console_data;
+mod crash_paths;
+mod daemon_e2e;
+mod disk_full;
+mod faults_fds;
+mod faults_time;
+mod hostile_clients;
+mod jobs_folder;
+mod jobs_folder_faults;
+mod local_users;
+mod metrics;
+mod metrics_e2e;
+mod operator_reads;
+mod protocol;
+mod reload;
+mod roles;
+mod secrets;
+mod state_dir_faults;
+mod store_faults;
+mod systemd_status;
+
+/// A run's or attempt's time in milliseconds; fails the test when unset.
+pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
+    t.expect("time set").millis()
+}
+
+/// A free TCP port on the loopback address.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `text` parsed as the Prometheus exposition format; fails the test
+/// when it is not.
+pub fn parse_prometheus(text: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("Prometheus text")
+}
