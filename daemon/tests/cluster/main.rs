@@ -18,11 +18,51 @@ mod pg_rebalance;
 mod pg_share;
 mod pg_unique;
 
-/// pg_share's tests (three axd each, with sub-second heartbeats) hold
-/// this alone: beside another test's cluster on two cores, nodes starve
-/// long enough to be declared dead or to learn another node's ends late.
-/// Every other test of this binary holds it shared.
-pub static CLUSTERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// The tests of one module run beside each other, never beside another
+/// module's: the concurrency each file had as a binary of its own. Several
+/// clusters of axd with sub-second heartbeats on two cores starve each
+/// other long enough for nodes to be declared dead or to learn another
+/// node's ends late.
+pub async fn module_turn(module: &'static str) -> ModuleTurn {
+    loop {
+        let notified = TURN_CHANGED.notified();
+        {
+            let mut turn = TURN.lock().unwrap();
+            match &mut *turn {
+                Some((m, n)) if *m == module => {
+                    *n += 1;
+                    return ModuleTurn;
+                }
+                None => {
+                    *turn = Some((module, 1));
+                    return ModuleTurn;
+                }
+                Some(_) => {}
+            }
+        }
+        notified.await;
+    }
+}
+
+/// Which module's tests run now, and how many of them.
+static TURN: std::sync::Mutex<Option<(&'static str, usize)>> = std::sync::Mutex::new(None);
+static TURN_CHANGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Held by a test while it runs (`module_turn`).
+pub struct ModuleTurn;
+
+impl Drop for ModuleTurn {
+    fn drop(&mut self) {
+        let mut turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, n)) = &mut *turn {
+            *n -= 1;
+            if *n == 0 {
+                *turn = None;
+                TURN_CHANGED.notify_waiters();
+            }
+        }
+    }
+}
 
 /// The config of a cluster node on `db`'s database, beating every `beat`.
 pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {

@@ -41,7 +41,7 @@ fn node<'a>(nodes: &'a [NodeView], id: &str) -> Option<&'a NodeView> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_see_each_other_and_a_killed_one_is_shown_dead() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_cluster_nodes") else {
         return;
     };
@@ -95,7 +95,7 @@ async fn two_nodes_see_each_other_and_a_killed_one_is_shown_dead() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_node_shows_the_attempts_running_on_it() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_cluster_running") else {
         return;
     };
@@ -129,7 +129,7 @@ async fn each_node_shows_the_attempts_running_on_it() {
 /// and recent failures, whichever node holds them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_counts_the_cluster_s_runs_through_any_node() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_cluster_counts") else {
         return;
     };
@@ -173,7 +173,7 @@ async fn status_counts_the_cluster_s_runs_through_any_node() {
 /// of its run wherever it ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_cluster_feed") else {
         return;
     };
@@ -208,7 +208,7 @@ async fn a_subscriber_of_one_node_hears_of_another_node_s_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_has_no_nodes_and_refuses_a_cluster_table() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let d = Daemon::start(&[]);
     let mut c = d.client().await;
     let s = status(&mut c).await;

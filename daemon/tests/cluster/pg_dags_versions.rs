@@ -75,7 +75,7 @@ async fn wait_versions(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_that_load_different_versions_of_a_dag_are_flagged() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_dags_versions") else {
         return;
     };
@@ -183,7 +183,7 @@ async fn nodes_that_load_different_versions_of_a_dag_are_flagged() {
 /// file another node last stored for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_keeps_its_own_files() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_dags_own_files") else {
         return;
     };

@@ -77,7 +77,7 @@ fn triggers(db: &TestDb, dag: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn axd_on_postgres_restarts_from_what_the_database_holds() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_e2e_restart") else {
         return;
     };
@@ -185,7 +185,7 @@ async fn axd_on_postgres_restarts_from_what_the_database_holds() {
 /// URL (password hidden) and the cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_store_stops_axd_with_a_clear_error() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let config = format!("store = \"postgres://ax:hunter2@127.0.0.1:1/ax\"\n{BASE_CONFIG}");
     let mut d = Daemon::prepare(&config, &[]);
     let err = ax_testkit::Daemon::spawn(&mut d).unwrap_err().to_string();
@@ -202,7 +202,7 @@ async fn an_unreachable_store_stops_axd_with_a_clear_error() {
 /// is still written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_connections_are_replaced_and_nothing_is_lost() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_e2e_reconnect") else {
         return;
     };

@@ -83,7 +83,7 @@ fn starts_per_run(file: &Path) -> BTreeMap<u64, u32> {
 /// within the 30 s lease).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_outage_fences_no_healthy_node() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_faults_shared") else {
         return;
     };
@@ -151,7 +151,7 @@ async fn a_shared_outage_fences_no_healthy_node() {
 /// (a beat takes over a second) but fences nobody.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_fences_nobody() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_faults_latency") else {
         return;
     };
@@ -217,7 +217,7 @@ fn attempt_spans(dir: &Path) -> Vec<(u64, u32, i64, i64)> {
 /// runs them again. No attempt of a run overlaps another in time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_node_stops_its_attempts_before_another_takes_them() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_faults_partition") else {
         return;
     };
@@ -306,7 +306,7 @@ async fn a_partitioned_node_stops_its_attempts_before_another_takes_them() {
 /// about two heartbeats, even on an idle node; it clears after the heal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reports_a_store_stall_within_two_heartbeats() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_faults_status") else {
         return;
     };

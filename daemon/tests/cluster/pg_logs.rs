@@ -41,7 +41,7 @@ async fn logs(c: &mut Client, params: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_logs_follow") else {
         return;
     };
@@ -171,7 +171,7 @@ async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capped_log_and_a_silent_one_read_the_same_through_another_node() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_logs_cap") else {
         return;
     };
@@ -241,7 +241,7 @@ async fn a_capped_log_and_a_silent_one_read_the_same_through_another_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_logs_store") else {
         return;
     };
@@ -299,7 +299,7 @@ async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_logs_restart") else {
         return;
     };

@@ -25,7 +25,7 @@ fn starts(db: &TestDb, job: &str, node: &str) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_holding_a_pool_shares_it_with_a_node_that_wants_it() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_rebalance") else {
         return;
     };

@@ -15,6 +15,11 @@ use ax_shared::RunState;
 use ax_testkit::pg::TestDb;
 use serde_json::json;
 
+/// One test's cluster at a time: three axd with sub-second heartbeats
+/// each, several tests at once on two cores, stall long enough for nodes
+/// to be declared dead that are merely starved.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Three nodes on `db`, beating every `beat`, with `jobs` in each one's
 /// jobs folder.
 fn cluster(db: &TestDb, beat: &str, jobs: &[(&str, &str)]) -> Vec<Daemon> {
@@ -39,7 +44,8 @@ fn attempts_by_node(db: &TestDb) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_run_every_submitted_run_exactly_once() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_once") else {
         return;
     };
@@ -105,7 +111,8 @@ async fn three_nodes_run_every_submitted_run_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_s_runs_finish_elsewhere_and_it_rejoins() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_dead") else {
         return;
     };
@@ -174,7 +181,8 @@ async fn a_killed_node_s_runs_finish_elsewhere_and_it_rejoins() {
 /// over, the node restarted on that machine kills what is left of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_kills_what_its_earlier_life_left_running() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_orphans") else {
         return;
     };
@@ -220,7 +228,8 @@ async fn a_restarted_node_kills_what_its_earlier_life_left_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cron_fires_each_slot_once_across_a_leader_s_death() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_cron") else {
         return;
     };
@@ -269,7 +278,8 @@ async fn cron_fires_each_slot_once_across_a_leader_s_death() {
 /// end fires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cron_dag_s_runs_go_to_any_node_and_skip_holds_across_nodes() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_cron_offer") else {
         return;
     };
@@ -327,7 +337,8 @@ async fn a_cron_dag_s_runs_go_to_any_node_and_skip_holds_across_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_cancel") else {
         return;
     };
@@ -411,7 +422,8 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_through_one_node_holds_on_every_node() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_pause") else {
         return;
     };
@@ -437,7 +449,8 @@ async fn a_pause_through_one_node_holds_on_every_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_s_slots_hold_across_the_cluster() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_pool") else {
         return;
     };
@@ -499,7 +512,8 @@ async fn a_pool_s_slots_hold_across_the_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_frozen_past_its_grace_is_fenced_and_kills_its_jobs() {
-    let _alone = crate::CLUSTERS.write().await;
+    let _turn = crate::module_turn(module_path!()).await;
+    let _one_cluster_at_a_time = SERIAL.lock().await;
     let Some(db) = TestDb::create("pg_share_fence") else {
         return;
     };

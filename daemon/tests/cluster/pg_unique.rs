@@ -13,7 +13,7 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simultaneous_unique_submits_on_two_nodes_make_one_dag_run() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_unique_race") else {
         return;
     };
@@ -69,7 +69,7 @@ async fn simultaneous_unique_submits_on_two_nodes_make_one_dag_run() {
 /// another node's unfinished one deduplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_local_holder_does_not_hide_another_node_s_unfinished_one() {
-    let _beside_others = crate::CLUSTERS.read().await;
+    let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_unique_finished") else {
         return;
     };

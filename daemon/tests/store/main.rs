@@ -4,3 +4,4 @@
 
 mod engine_durable_triggers;
 mod store_conformance;
+mod store_schema;
