@@ -101,6 +101,75 @@ impl Engine {
         Ok(())
     }
 
+    /// A heartbeat that may carry the run's message and progress.
+    pub(super) fn beat_with_report(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        message: Option<String>,
+        progress: Option<f64>,
+    ) -> Result<Reply, EngineError> {
+        self.beat(now, run)?;
+        let r = self.runs.get_mut(&run).expect("checked by beat");
+        if message.is_some() {
+            r.message = message;
+        }
+        if let Some(p) = progress {
+            r.progress = Some(p.clamp(0.0, 1.0));
+        }
+        self.effects.push(Effect::Progress { run });
+        Ok(Reply::Done)
+    }
+
+    pub(super) fn spawn_failed(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        error: String,
+    ) -> Result<Reply, EngineError> {
+        let r = self.running_attempt(run, attempt)?;
+        // Stopped (cancel, timeout, shutdown) while it waited for the
+        // daemon's resources to start: nothing ran, and the outcome is the
+        // stop's.
+        let outcome = r.kill.map_or(Outcome::SpawnError, KillReason::outcome);
+        self.finish_attempt(now, run, outcome, None, None, Some(error));
+        Ok(Reply::Done)
+    }
+
+    pub(super) fn exited(
+        &mut self,
+        now: Millis,
+        run: RunId,
+        attempt: u32,
+        code: Option<i32>,
+        signal: Option<i32>,
+    ) -> Result<Reply, EngineError> {
+        let r = self.running_attempt(run, attempt)?;
+        let outcome = match r.kill {
+            Some(k) => k.outcome(),
+            None if code == Some(0) => Outcome::Success,
+            None => Outcome::Failed,
+        };
+        self.finish_attempt(now, run, outcome, code, signal, None);
+        Ok(Reply::Done)
+    }
+
+    /// `bytes` of the running attempt's output never reached its log.
+    pub(super) fn log_lost(
+        &mut self,
+        run: RunId,
+        attempt: u32,
+        bytes: u64,
+    ) -> Result<Reply, EngineError> {
+        let r = self.running_attempt(run, attempt)?;
+        if let Some(a) = r.attempts.last_mut() {
+            a.log_lost = bytes;
+        }
+        self.effects.push(Effect::Persist { run });
+        Ok(Reply::Done)
+    }
+
     pub(super) fn kill(&mut self, id: RunId, reason: KillReason) {
         let r = self.runs.get_mut(&id).expect("exists");
         let previous = r.kill.replace(reason);

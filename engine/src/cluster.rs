@@ -203,6 +203,13 @@ impl Engine {
         self.elsewhere.get(dag).into_iter().flatten().copied()
     }
 
+    /// The slots of `pool` this node may use, leased from the cluster.
+    pub(super) fn set_leases(&mut self, pool: &str, slots: Vec<u32>) {
+        if let Some(p) = self.pools.get_mut(pool) {
+            p.set_leased(slots.into_iter().collect());
+        }
+    }
+
     /// Watched DAG runs ended on other nodes: a DAG left with none active
     /// starts its queued triggers (its hooks and `after` triggers ran
     /// where it ended).

@@ -425,10 +425,19 @@ impl Engine {
             .ok_or_else(|| EngineError::NotFound(format!("run {id}")))
     }
 
+    /// The unfinished runs of `dag`, copied out so the caller may change them.
+    fn unfinished_runs_of(&self, dag: &str) -> Vec<RunId> {
+        self.active_by_dag
+            .get(dag)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
     fn apply(&mut self, now: Millis, input: Input) -> Result<Reply, EngineError> {
         match input {
             Input::Submit(s) => self.submit(now, s),
             Input::Reconfigure(cfg) => self.reconfigure(now, cfg),
+            // The executor's reports on attempts (attempts.rs).
             Input::Started {
                 run,
                 attempt,
@@ -444,46 +453,18 @@ impl Engine {
                 run,
                 attempt,
                 error,
-            } => {
-                let r = self.running_attempt(run, attempt)?;
-                // Stopped (cancel, timeout, shutdown) while it waited for
-                // the daemon's resources to start: nothing ran, and the
-                // outcome is the stop's.
-                let outcome = r.kill.map_or(Outcome::SpawnError, KillReason::outcome);
-                self.finish_attempt(now, run, outcome, None, None, Some(error));
-                Ok(Reply::Done)
-            }
+            } => self.spawn_failed(now, run, attempt, error),
             Input::Exited {
                 run,
                 attempt,
                 code,
                 signal,
-            } => {
-                let r = self.running_attempt(run, attempt)?;
-                let outcome = match r.kill {
-                    Some(k) => k.outcome(),
-                    None if code == Some(0) => Outcome::Success,
-                    None => Outcome::Failed,
-                };
-                self.finish_attempt(now, run, outcome, code, signal, None);
-                Ok(Reply::Done)
-            }
+            } => self.exited(now, run, attempt, code, signal),
             Input::Beat {
                 run,
                 message,
                 progress,
-            } => {
-                self.beat(now, run)?;
-                let r = self.runs.get_mut(&run).expect("checked by beat");
-                if message.is_some() {
-                    r.message = message;
-                }
-                if let Some(p) = progress {
-                    r.progress = Some(p.clamp(0.0, 1.0));
-                }
-                self.effects.push(Effect::Progress { run });
-                Ok(Reply::Done)
-            }
+            } => self.beat_with_report(now, run, message, progress),
             Input::Output { run } => {
                 self.beat(now, run)?;
                 Ok(Reply::Done)
@@ -492,33 +473,11 @@ impl Engine {
                 run,
                 attempt,
                 bytes,
-            } => {
-                let r = self.running_attempt(run, attempt)?;
-                if let Some(a) = r.attempts.last_mut() {
-                    a.log_lost = bytes;
-                }
-                self.effects.push(Effect::Persist { run });
-                Ok(Reply::Done)
-            }
+            } => self.log_lost(run, attempt, bytes),
+            // Operators' actions on runs and DAGs (lifecycle.rs).
             Input::Cancel { run, actor } => self.cancel(now, run, &actor),
-            Input::CancelDagRun { dag_run, actor } => {
-                let runs = self
-                    .dag_runs
-                    .get(&dag_run)
-                    .ok_or_else(|| EngineError::NotFound(format!("DAG run {dag_run}")))?
-                    .runs
-                    .clone();
-                for id in runs {
-                    if !self.runs[&id].state.is_terminal() {
-                        self.cancel(now, id, &actor)?;
-                    }
-                }
-                Ok(Reply::Done)
-            }
+            Input::CancelDagRun { dag_run, actor } => self.cancel_dag_run(now, dag_run, &actor),
             Input::Retry { run, actor } => self.retry(now, run, &actor),
-            Input::Trigger { dag, actor, force } => self
-                .trigger_manual(now, &dag, &actor, force)
-                .map(|fired| Reply::Triggered(Box::new(fired))),
             Input::Pause { dag } => {
                 self.pause(&dag);
                 Ok(Reply::Done)
@@ -527,6 +486,14 @@ impl Engine {
                 self.resume(now, &dag);
                 Ok(Reply::Done)
             }
+            Input::Shutdown => {
+                self.shutdown();
+                Ok(Reply::Done)
+            }
+            // DAG definitions and their triggers (triggers.rs).
+            Input::Trigger { dag, actor, force } => self
+                .trigger_manual(now, &dag, &actor, force)
+                .map(|fired| Reply::Triggered(Box::new(fired))),
             Input::DefineDag {
                 spec,
                 zone,
@@ -536,62 +503,17 @@ impl Engine {
                 Ok(Reply::Done)
             }
             Input::RemoveDag { dag, actor } => {
-                self.undefine_dag(&dag);
-                let ids: Vec<RunId> = self
-                    .active_by_dag
-                    .get(dag.as_str())
-                    .map(|s| s.iter().copied().collect())
-                    .unwrap_or_default();
-                for id in ids {
-                    let r = &self.runs[&id];
-                    if matches!(
-                        r.state,
-                        RunState::Waiting | RunState::Ready | RunState::Delayed
-                    ) {
-                        self.end_unstarted(
-                            now,
-                            id,
-                            RunState::Cancelled,
-                            "definition removed".into(),
-                            &actor,
-                        );
-                    }
-                }
-                Ok(Reply::Done)
-            }
-            Input::Shutdown => {
-                self.shutting_down = true;
-                let running: Vec<RunId> = self
-                    .runs
-                    .values()
-                    .filter(|r| r.state == RunState::Running)
-                    .map(|r| r.id)
-                    .collect();
-                for id in running {
-                    self.kill(id, KillReason::Shutdown);
-                }
+                self.remove_dag(now, &dag, &actor);
                 Ok(Reply::Done)
             }
             Input::TriggerDurable { dag_runs } => {
-                for dag_run in dag_runs {
-                    // A DAG run may have ended and left memory meanwhile.
-                    let Some(dr) = self.dag_runs.get(&dag_run) else {
-                        continue;
-                    };
-                    for id in dr.runs.clone() {
-                        let r = self.runs.get_mut(&id).expect("a DAG run's runs are held");
-                        if std::mem::take(&mut r.awaits_commit) && r.state == RunState::Ready {
-                            self.queue_ready(id);
-                        }
-                    }
-                }
+                self.trigger_durable(&dag_runs);
                 Ok(Reply::Done)
             }
+            // One node of a cluster (cluster.rs).
             Input::Adopt { dag_runs, external } => self.adopt(now, dag_runs, external),
             Input::Leases { pool, slots } => {
-                if let Some(p) = self.pools.get_mut(&pool) {
-                    p.set_leased(slots.into_iter().collect());
-                }
+                self.set_leases(&pool, slots);
                 Ok(Reply::Done)
             }
             Input::Lead {
@@ -606,12 +528,13 @@ impl Engine {
                 self.ended_elsewhere(now, &dag_runs);
                 Ok(Reply::Done)
             }
+            // Clocks (timers.rs).
             Input::WallClock { wall } => {
                 self.set_wall(now, wall);
                 Ok(Reply::Done)
             }
             Input::Settle { until } => {
-                self.settle_until = self.settle_until.max(until);
+                self.settle(until);
                 Ok(Reply::Done)
             }
             Input::Tick => Ok(Reply::Done),

@@ -96,6 +96,41 @@ impl Engine {
         }
     }
 
+    /// Cancels every unfinished run of a DAG run.
+    pub(super) fn cancel_dag_run(
+        &mut self,
+        now: Millis,
+        dag_run: DagRunId,
+        actor: &Arc<str>,
+    ) -> Result<Reply, EngineError> {
+        let runs = self
+            .dag_runs
+            .get(&dag_run)
+            .ok_or_else(|| EngineError::NotFound(format!("DAG run {dag_run}")))?
+            .runs
+            .clone();
+        for id in runs {
+            if !self.runs[&id].state.is_terminal() {
+                self.cancel(now, id, actor)?;
+            }
+        }
+        Ok(Reply::Done)
+    }
+
+    /// Stops every running process; nothing starts from here on.
+    pub(super) fn shutdown(&mut self) {
+        self.shutting_down = true;
+        let running: Vec<RunId> = self
+            .runs
+            .values()
+            .filter(|r| r.state == RunState::Running)
+            .map(|r| r.id)
+            .collect();
+        for id in running {
+            self.kill(id, KillReason::Shutdown);
+        }
+    }
+
     pub(super) fn retry(
         &mut self,
         now: Millis,
@@ -212,11 +247,7 @@ impl Engine {
                 self.timers.remove(&(old, Timer::Cron(def.key)));
             }
         }
-        let ids: Vec<RunId> = self
-            .active_by_dag
-            .get(dag)
-            .map(|s| s.iter().copied().collect())
-            .unwrap_or_default();
+        let ids = self.unfinished_runs_of(dag);
         for id in ids {
             if self.runs[&id].state == RunState::Ready {
                 // Out of its pool's queue and back where a paused DAG's

@@ -136,4 +136,10 @@ impl Engine {
             self.catch_up(now, &name);
         }
     }
+
+    /// No timer fires before `until` (inputs delayed by a stall are applied
+    /// first); a later `until` never shortens it.
+    pub(super) fn settle(&mut self, until: Millis) {
+        self.settle_until = self.settle_until.max(until);
+    }
 }

@@ -201,6 +201,45 @@ impl Engine {
         }
     }
 
+    /// Forgets the DAG's definition and cancels its runs that have not
+    /// started; running ones finish.
+    pub(super) fn remove_dag(&mut self, now: Millis, dag: &str, actor: &Arc<str>) {
+        self.undefine_dag(dag);
+        let ids = self.unfinished_runs_of(dag);
+        for id in ids {
+            let r = &self.runs[&id];
+            if matches!(
+                r.state,
+                RunState::Waiting | RunState::Ready | RunState::Delayed
+            ) {
+                self.end_unstarted(
+                    now,
+                    id,
+                    RunState::Cancelled,
+                    "definition removed".into(),
+                    actor,
+                );
+            }
+        }
+    }
+
+    /// The store committed these triggered DAG runs: their ready runs may
+    /// queue.
+    pub(super) fn trigger_durable(&mut self, dag_runs: &[DagRunId]) {
+        for dag_run in dag_runs {
+            // A DAG run may have ended and left memory meanwhile.
+            let Some(dr) = self.dag_runs.get(dag_run) else {
+                continue;
+            };
+            for id in dr.runs.clone() {
+                let r = self.runs.get_mut(&id).expect("a DAG run's runs are held");
+                if std::mem::take(&mut r.awaits_commit) && r.state == RunState::Ready {
+                    self.queue_ready(id);
+                }
+            }
+        }
+    }
+
     /// Arms the DAG's timer for its first slot after `after` (wall time).
     fn arm_cron(&mut self, dag: &str, after: Millis) {
         let offset = self.wall_offset;

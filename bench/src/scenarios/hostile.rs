@@ -15,6 +15,7 @@
 //! whether axd is still serving at the end. Fails on a dead daemon.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,7 +38,7 @@ struct Probe {
 }
 
 impl Probe {
-    fn start(socket: &std::path::Path, phases: usize) -> anyhow::Result<Probe> {
+    fn start(socket: &Path, phases: usize) -> anyhow::Result<Probe> {
         let mut c = axd::open(socket)?;
         let phase = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -175,42 +176,123 @@ pub(crate) struct Args {
 /// The name the hostile connections give in `hello`.
 const CLIENT: &str = "hostile";
 
+/// The daemon under attack and the phases' sizes.
+struct Target<'a> {
+    socket: &'a Path,
+    pid: u32,
+    quick: bool,
+}
+
+impl Target<'_> {
+    /// `full` for a real run, `small` with `--quick`.
+    fn scale(&self, full: usize, small: usize) -> usize {
+        if self.quick { small } else { full }
+    }
+
+    /// The daemon's peak RSS so far (KiB).
+    fn peak_kib(&self) -> u64 {
+        status_kib(self.pid, "VmHWM:")
+    }
+}
+
+/// The phases in the order they run; the probe's samples and the peak RSS
+/// are indexed by them.
+const PHASES: [&str; 7] = [
+    "idle",
+    "1 GiB without newline",
+    "random frames",
+    "idle connections",
+    "run load, no stuck subscribers",
+    "run load + stuck subscribers",
+    "400 big reads never read",
+];
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let quick = args.quick;
     // This process holds a thousand connections too.
     raise_own_nofile();
-    let scale = |full: usize, small: usize| if quick { small } else { full };
     // The idle-connections phase holds more than the default per-uid cap.
     let mut d = axd::start_pools(
         "max_concurrency = 64\n[pools.default]\nslots = 64\n[limits]\nconnections_per_uid = 4096\n",
         &[],
     )?;
-    let pid = axd::pid(&d)?;
-    let names = [
-        "idle",
-        "1 GiB without newline",
-        "random frames",
-        "idle connections",
-        "run load, no stuck subscribers",
-        "run load + stuck subscribers",
-        "400 big reads never read",
-    ];
-    let probe = Probe::start(&d.socket, names.len())?;
+    let t = Target {
+        socket: &d.socket,
+        pid: axd::pid(&d)?,
+        quick,
+    };
+    let probe = Probe::start(t.socket, PHASES.len())?;
     let mut notes: Vec<String> = Vec::new();
-    let mut rss = vec![0u64; names.len()];
+    let mut rss = vec![0u64; PHASES.len()];
 
     // 0. idle
     std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
-    rss[0] = status_kib(pid, "VmHWM:");
+    rss[0] = t.peak_kib();
 
-    // 1. a frame that never ends: the attacker reconnects each time axd
-    // cuts it off, until 1 GiB has been sent
     probe.set(1);
-    let gib: usize = scale(1 << 30, 64 << 20);
+    notes.push(endless_frame(&t)?);
+    rss[1] = t.peak_kib();
+
+    probe.set(2);
+    notes.push(random_frames(&t)?);
+    rss[2] = t.peak_kib();
+
+    probe.set(3);
+    let (note, peak) = idle_connections(&t)?;
+    notes.push(note);
+    rss[3] = peak;
+
+    // 4. the same run load twice: without, then with stuck subscribers
+    let runs = t.scale(25_000, 1_000);
+    let mut c = axd::open(t.socket)?;
+    probe.set(4);
+    run_load(&mut c, runs)?;
+    rss[4] = t.peak_kib();
+
+    probe.set(5);
+    let stuck = stuck_subscribers(&t, &mut c, runs)?;
+    notes.push(stuck.note);
+    rss[5] = stuck.peak_kib;
+
+    probe.set(6);
+    let (note, peak) = big_reads_never_read(&t, runs)?;
+    notes.push(note);
+    rss[6] = peak;
+
+    let alive = axd::open(t.socket)
+        .and_then(|mut c| Ok(c.call("status", json!({}))?))
+        .is_ok();
+    let samples = probe.finish();
+    d.stop();
+
+    print_table(&samples, &rss)?;
+    for n in &notes {
+        println!("  {n}");
+    }
+    println!(
+        "  axd still serving at the end: {alive}; log has a panic: {}",
+        d.log().contains("panicked")
+    );
+    if !alive || d.log().contains("panicked") {
+        bail!("axd did not survive hostile clients");
+    }
+    if stuck.neither > 0 {
+        bail!(
+            "{} stuck subscribers were neither told `lagged` nor disconnected",
+            stuck.neither
+        );
+    }
+    Ok(())
+}
+
+/// Phase 1, a frame that never ends: the attacker reconnects each time axd cuts
+/// it off, until 1 GiB has been sent.
+fn endless_frame(t: &Target<'_>) -> anyhow::Result<String> {
+    let gib: usize = t.scale(1 << 30, 64 << 20);
     let chunk = vec![b'a'; 1 << 20];
     let (mut sent, mut conns, mut cut_with_error) = (0usize, 0usize, 0usize);
     while sent < gib {
-        let mut s = Conn::connect(&d.socket)?;
+        let mut s = Conn::connect(t.socket)?;
         conns += 1;
         while sent < gib {
             match s.write(&chunk) {
@@ -224,17 +306,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             cut_with_error += 1;
         }
     }
-    notes.push(format!(
+    Ok(format!(
         "1 GiB without a newline: sent over {conns} connections, each cut off after ~1 MiB; {cut_with_error} told `frame_too_large`"
-    ));
-    rss[1] = status_kib(pid, "VmHWM:");
+    ))
+}
 
-    // 2. random and malformed frames
-    probe.set(2);
-    let frames = scale(10_000, 1_000);
+/// Phase 2, random and malformed frames.
+fn random_frames(t: &Target<'_>) -> anyhow::Result<String> {
+    let frames = t.scale(10_000, 1_000);
     let mut rng = Rng(0x5eed_f00d);
     let (mut answered, mut closed) = (0usize, 0usize);
-    let mut s = Conn::open(&d.socket, CLIENT)?;
+    let mut s = Conn::open(t.socket, CLIENT)?;
     for _ in 0..frames {
         let mut f = malformed(&mut rng);
         f.push(b'\n');
@@ -261,62 +343,67 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             answered += 1;
         } else {
             closed += 1;
-            s = Conn::open(&d.socket, CLIENT)?;
+            s = Conn::open(t.socket, CLIENT)?;
         }
     }
-    notes.push(format!(
+    Ok(format!(
         "random frames: {frames} sent, {answered} answered on a live connection, {closed} closed it (invalid UTF-8)"
-    ));
-    rss[2] = status_kib(pid, "VmHWM:");
+    ))
+}
 
-    // 3. idle connections
-    probe.set(3);
-    let idle_n = scale(1_000, 200);
-    let rss_before_idle = status_kib(pid, "VmRSS:");
+/// Phase 3, idle connections held open, half of them after `hello`; the peak
+/// RSS is read while they are held.
+fn idle_connections(t: &Target<'_>) -> anyhow::Result<(String, u64)> {
+    let idle_n = t.scale(1_000, 200);
+    let rss_before_idle = status_kib(t.pid, "VmRSS:");
     let mut idle = Vec::with_capacity(idle_n);
     for i in 0..idle_n {
         idle.push(if i % 2 == 0 {
-            Conn::open(&d.socket, CLIENT)?
+            Conn::open(t.socket, CLIENT)?
         } else {
-            Conn::connect(&d.socket)?
+            Conn::connect(t.socket)?
         });
     }
-    std::thread::sleep(Duration::from_millis(if quick { 300 } else { 2000 }));
-    let rss_idle = status_kib(pid, "VmRSS:");
-    notes.push(format!(
+    std::thread::sleep(Duration::from_millis(if t.quick { 300 } else { 2000 }));
+    let rss_idle = status_kib(t.pid, "VmRSS:");
+    let note = format!(
         "idle connections: {idle_n} held (half after hello); RSS +{} KiB ({:.1} KiB each)",
         rss_idle.saturating_sub(rss_before_idle),
         rss_idle.saturating_sub(rss_before_idle) as f64 / idle_n as f64
-    ));
-    rss[3] = status_kib(pid, "VmHWM:");
-    drop(idle);
+    );
+    Ok((note, t.peak_kib()))
+}
 
-    // 4. the same run load twice: without, then with stuck subscribers
-    let runs = scale(25_000, 1_000);
-    let mut c = axd::open(&d.socket)?;
-    let load = |c: &mut Conn| -> Result<(), ConnError> {
-        let done0 = c.count("success")?;
-        c.pipeline(runs, 500, &|_| {
-            ("submit".into(), json!({"command": "true", "name": "flood"}))
-        })?;
-        c.wait_count("success", done0 + runs as u64, Duration::from_secs(600))
-    };
-    probe.set(4);
-    load(&mut c)?;
-    rss[4] = status_kib(pid, "VmHWM:");
+/// `runs` no-op runs submitted and waited for.
+fn run_load(c: &mut Conn, runs: usize) -> Result<(), ConnError> {
+    let done0 = c.count("success")?;
+    c.pipeline(runs, 500, &|_| {
+        ("submit".into(), json!({"command": "true", "name": "flood"}))
+    })?;
+    c.wait_count("success", done0 + runs as u64, Duration::from_secs(600))
+}
 
-    probe.set(5);
+/// What the stuck subscribers phase saw.
+struct Stuck {
+    note: String,
+    peak_kib: u64,
+    /// Subscribers neither told `lagged` nor disconnected (a failure).
+    neither: usize,
+}
+
+/// Phase 4, the run load again, with subscribers that never read.
+fn stuck_subscribers(t: &Target<'_>, c: &mut Conn, runs: usize) -> anyhow::Result<Stuck> {
     let subs_n = 50;
     let mut subs = Vec::new();
     for _ in 0..subs_n {
-        let mut s = Conn::open(&d.socket, CLIENT)?;
+        let mut s = Conn::open(t.socket, CLIENT)?;
         s.send("subscribe", json!({}))?;
         subs.push(s);
     }
-    let seq_before = last_seq(&mut c)?;
-    load(&mut c)?;
-    let events = last_seq(&mut c)? - seq_before;
-    rss[5] = status_kib(pid, "VmHWM:");
+    let seq_before = last_seq(c)?;
+    run_load(c, runs)?;
+    let events = last_seq(c)? - seq_before;
+    let peak_kib = t.peak_kib();
     // A write blocked on a stuck subscriber ends the connection after
     // axd's write timeout (10 s); then read what each one was sent.
     std::thread::sleep(Duration::from_secs(11));
@@ -344,16 +431,23 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         }
     }
     received.sort();
-    notes.push(format!(
+    let note = format!(
         "stuck subscribers: {subs_n}, {events} events flowed; {lagged} told `lagged`, {disconnected} disconnected, {neither} still connected (lines buffered for each: {}–{})",
         received.first().unwrap_or(&0),
         received.last().unwrap_or(&0)
-    ));
+    );
+    Ok(Stuck {
+        note,
+        peak_kib,
+        neither,
+    })
+}
 
-    // 5. big reads pipelined and never read
-    probe.set(6);
-    let rss_before_reads = status_kib(pid, "VmRSS:");
-    let mut greedy = Conn::open(&d.socket, CLIENT)?;
+/// Phase 5, big reads pipelined and never read, over the `2 * runs` runs of the
+/// load phases; the peak RSS is read while they wait.
+fn big_reads_never_read(t: &Target<'_>, runs: usize) -> anyhow::Result<(String, u64)> {
+    let rss_before_reads = status_kib(t.pid, "VmRSS:");
+    let mut greedy = Conn::open(t.socket, CLIENT)?;
     let mut flood = String::new();
     for i in 1..=400 {
         flood.push_str(&format!(
@@ -361,22 +455,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         ));
     }
     greedy.write_all(flood.as_bytes())?;
-    std::thread::sleep(Duration::from_secs(if quick { 2 } else { 8 }));
-    rss[6] = status_kib(pid, "VmHWM:");
-    notes.push(format!(
+    std::thread::sleep(Duration::from_secs(if t.quick { 2 } else { 8 }));
+    let peak = t.peak_kib();
+    let note = format!(
         "big reads never read: 400 pipelined list_runs of 10,000 over {} runs; RSS {} → {} MiB while they wait",
         2 * runs,
         rss_before_reads / 1024,
-        status_kib(pid, "VmRSS:") / 1024
-    ));
+        status_kib(t.pid, "VmRSS:") / 1024
+    );
     drop(greedy);
+    Ok((note, peak))
+}
 
-    let alive = axd::open(&d.socket)
-        .and_then(|mut c| Ok(c.call("status", json!({}))?))
-        .is_ok();
-    let samples = probe.finish();
-    d.stop();
-
+/// The probe's p50/p99 and the peak RSS of each phase, the p99 against
+/// idle's.
+fn print_table(samples: &[Vec<f64>], rss: &[u64]) -> anyhow::Result<()> {
     let i99 = {
         let mut v = samples[0].clone();
         if v.is_empty() {
@@ -389,7 +482,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         "  {:<34} {:>10} {:>10} {:>9} {:>12}",
         "phase", "p50 ms", "p99 ms", "p99/idle", "peak RSS MiB"
     );
-    for (i, name) in names.iter().enumerate() {
+    for (i, name) in PHASES.iter().enumerate() {
         let mut v = samples[i].clone();
         if v.is_empty() {
             continue;
@@ -400,19 +493,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             p99 / i99.max(1e-9),
             rss[i] as f64 / 1024.0
         );
-    }
-    for n in &notes {
-        println!("  {n}");
-    }
-    println!(
-        "  axd still serving at the end: {alive}; log has a panic: {}",
-        d.log().contains("panicked")
-    );
-    if !alive || d.log().contains("panicked") {
-        bail!("axd did not survive hostile clients");
-    }
-    if neither > 0 {
-        bail!("{neither} stuck subscribers were neither told `lagged` nor disconnected");
     }
     Ok(())
 }

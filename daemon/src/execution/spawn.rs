@@ -6,7 +6,7 @@
 //! thread's TLB flush, for every job: measured, that capped axd at about a
 //! fifth of the machine's spawn rate. So this module does what glibc's
 //! `posix_spawn` does — `clone(CLONE_VM | CLONE_VFORK)` on a small private
-//! stack — with our own child code: wire stdio, close every other
+//! stack — with our own child code (`child`): wire stdio, close every other
 //! descriptor, setsid, PDEATHSIG, check the parent, reset signals, chdir,
 //! execve. Everything the child touches is prepared by the parent first;
 //! the child only makes system calls (it shares the parent's memory and
@@ -80,6 +80,9 @@ use std::path::PathBuf;
 
 use tokio::io::unix::AsyncFd;
 
+pub use crate::execution::child::CloseFds;
+use crate::execution::child::{ChildArgs, STAT_BYTES, child_main};
+
 /// Everything needed to start one process.
 pub struct Plan {
     pub program: PathBuf,
@@ -94,21 +97,6 @@ pub struct Plan {
     pub output: OwnedFd,
     /// How the child closes the daemon's other descriptors.
     pub close_fds: CloseFds,
-}
-
-/// How the child closes every descriptor but 0, 1 and 2 before execve, so
-/// the state dir's lock, the database and the socket never reach a job
-/// (descriptors axd inherited without CLOEXEC included).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CloseFds {
-    /// `close_range(3, ~0)`, one system call; where it fails (ENOSYS
-    /// before Linux 5.9, EPERM under a seccomp filter) the child falls
-    /// back to `OneByOne`.
-    Range,
-    /// `close` on every descriptor number from 3 up to the open-files limit
-    /// read before the `clone` (no descriptor can be at or above it).
-    OneByOne,
 }
 
 /// An environment converted for execve once, shared by every spawn: a
@@ -156,38 +144,6 @@ fn entry(k: &OsStr, v: &OsStr) -> std::io::Result<CString> {
     })
 }
 
-/// What the child reads; pointers into buffers the parent keeps alive
-/// until the child has exec'ed (CLONE_VFORK suspends the parent until then).
-#[repr(C)]
-struct ChildArgs {
-    path: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    cwd: *const libc::c_char,
-    output: RawFd,
-    null: RawFd,
-    /// Written by the child when setup or execve fails (0: it exec'ed).
-    /// The child shares our memory (CLONE_VM), so no pipe is needed: this
-    /// is how glibc's posix_spawn reports errors too.
-    errno: libc::c_int,
-    parent: libc::pid_t,
-    /// The open-files limit the daemon started with, restored for the job
-    /// (0: unchanged). Programs that use select() break above 1024.
-    nofile: libc::rlimit,
-    close_fds: CloseFds,
-    /// One past the highest descriptor the daemon may hold: its soft
-    /// open-files limit when the child was cloned.
-    fd_limit: libc::c_int,
-    /// The child's /proc/self/stat, read before execve (`stat_len` bytes;
-    /// negative: not read).
-    stat: [u8; STAT_BYTES],
-    stat_len: isize,
-}
-
-/// Room for /proc/PID/stat: its 52 numeric fields and a `comm` of at most
-/// 64 bytes fit well inside.
-const STAT_BYTES: usize = 1024;
-
 /// The child's stack: it only runs the setup calls and execve.
 const CHILD_STACK_BYTES: usize = 64 * 1024;
 
@@ -199,45 +155,6 @@ fn dev_null() -> std::io::Result<RawFd> {
     }
     let f = std::fs::File::open("/dev/null")?;
     Ok(NULL.get_or_init(|| f).as_raw_fd())
-}
-
-/// One past the highest signal number (`_NSIG` in glibc).
-const SIGNAL_COUNT: libc::c_int = 65;
-
-/// The kernel's `struct sigaction` (the C library's has another layout).
-/// All zeros is SIG_DFL with no flags and an empty mask; the handler comes
-/// first on every architecture axd builds for (x86_64, aarch64), and the
-/// rest is only ever zero or written by the kernel.
-#[repr(C)]
-#[derive(Default)]
-struct KernelSigaction {
-    handler: libc::sighandler_t,
-    flags: libc::c_ulong,
-    restorer: usize,
-    mask: u64,
-}
-
-/// `rt_sigaction(sig, new, old)` without the C library: no allocation, no
-/// lock, no filtering of signal numbers (callable in the vfork child).
-fn kernel_sigaction(
-    sig: libc::c_int,
-    new: Option<&KernelSigaction>,
-    old: Option<&mut KernelSigaction>,
-) -> libc::c_long {
-    let new = new.map_or(std::ptr::null(), |n| n as *const KernelSigaction);
-    let old = old.map_or(std::ptr::null_mut(), |o| o as *mut KernelSigaction);
-    // SAFETY: `new` and `old` are null or point to live structs of the
-    // kernel's layout and size; the mask size passed is the kernel's
-    // (8 bytes, its `mask` field).
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            new,
-            old,
-            std::mem::size_of::<u64>(),
-        )
-    }
 }
 
 /// One past the highest descriptor this process can hold now.
@@ -282,95 +199,6 @@ pub fn raise_nofile() -> Option<(u64, u64)> {
         }
         ORIGINAL_NOFILE.store(old, std::sync::atomic::Ordering::Relaxed);
         Some((old, lim.rlim_max))
-    }
-}
-
-/// The child, between `clone` and `execve`. It runs on its own small
-/// stack but in the daemon's memory, with every signal blocked (inherited
-/// from the parent's mask at `clone`).
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `ChildArgs` the parent keeps alive, unmoved and
-    // untouched until this child has exec'ed or exited (CLONE_VFORK
-    // suspends the parent until then), and all its pointers point into
-    // buffers kept alive the same way. Only system calls follow (no
-    // allocation, no lock): another thread of the daemon may hold any lock
-    // at the moment of the clone.
-    unsafe {
-        let a = &mut *(arg as *mut ChildArgs);
-        let fail = |a: &mut ChildArgs| -> ! {
-            std::ptr::write_volatile(&mut a.errno, *libc::__errno_location());
-            libc::_exit(127);
-        };
-        // First, the job's stdio, and nothing else of the daemon's: until
-        // it execs, this child holds copies of every descriptor (the state
-        // dir's lock, the listening socket, the database). If axd is killed
-        // in that window, the copies would keep its lock taken from the
-        // next axd; and descriptors axd inherited without CLOEXEC would
-        // leak into jobs.
-        if libc::dup2(a.null, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0 {
-            fail(a);
-        }
-        let closed_by_range = a.close_fds == CloseFds::Range
-            && libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) == 0;
-        if !closed_by_range {
-            // Errors are EBADF for numbers not open: nothing to do.
-            for fd in 3..a.fd_limit {
-                libc::close(fd);
-            }
-        }
-        // Its own start time, for `Process::start_time`: read here, where
-        // the daemon's descriptors are closed and so a shortage of them
-        // cannot fail it (execve keeps the process, and its start time).
-        let stat = libc::open(
-            c"/proc/self/stat".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if stat >= 0 {
-            a.stat_len = libc::read(stat, a.stat.as_mut_ptr().cast(), a.stat.len());
-            libc::close(stat);
-        }
-        if libc::setsid() < 0 {
-            fail(a);
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-            fail(a);
-        }
-        // The daemon may have died before PDEATHSIG was set.
-        if libc::getppid() != a.parent {
-            libc::_exit(1);
-        }
-        // Default dispositions, as a fresh process expects: ignored signals
-        // stay ignored across execve (Rust ignores SIGPIPE), and a caught
-        // one would run the daemon's handler here once unblocked below
-        // (execve resets it, but only at execve). Queried one by one, as
-        // glibc's posix_spawn does: handlers can be installed at any time,
-        // so a set read once would go stale. The raw system call, because
-        // the C library's wrapper refuses the numbers it keeps for itself
-        // (32 and 33), and an ignored one would reach the job.
-        for sig in 1..SIGNAL_COUNT {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut current = KernelSigaction::default();
-            if kernel_sigaction(sig, None, Some(&mut current)) == 0
-                && current.handler != libc::SIG_DFL
-            {
-                kernel_sigaction(sig, Some(&KernelSigaction::default()), None);
-            }
-        }
-        if a.nofile.rlim_cur != 0 {
-            libc::setrlimit(libc::RLIMIT_NOFILE, &a.nofile);
-        }
-        // The job's signal mask: empty (the daemon blocks SIGCHLD, and
-        // every signal around the clone).
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        if !a.cwd.is_null() && libc::chdir(a.cwd) < 0 {
-            fail(a);
-        }
-        libc::execve(a.path, a.argv, a.envp);
-        fail(a)
     }
 }
 

@@ -206,135 +206,165 @@ impl Metrics {
             shared,
             registry: Registry::default(),
         };
-        let r = &mut registry;
-        r.register("runs", "Runs by state", m.runs.clone());
+        // Registration order is the order of the exposition.
+        m.register_slots(&mut registry);
+        m.register_attempts(&mut registry);
+        m.register_dags(&mut registry);
+        m.register_jobs_folder(&mut registry);
+        m.register_store(&mut registry);
+        m.register_clients(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// Runs by state, and the slots of pools and burst with the retry budget.
+    fn register_slots(&self, r: &mut Registry) {
+        r.register("runs", "Runs by state", self.runs.clone());
         r.register(
             "pool_runs",
             "Runs per pool: running, and ready runs queued for a slot",
-            m.pool_runs.clone(),
+            self.pool_runs.clone(),
         );
-        r.register("pool_slots", "Slots per pool", m.pool_slots.clone());
+        r.register("pool_slots", "Slots per pool", self.pool_slots.clone());
         r.register(
             "burst_slots_in_use",
             "Global burst slots in use (runs beyond max_concurrency)",
-            m.burst_in_use.clone(),
+            self.burst_in_use.clone(),
         );
         r.register(
             "burst_slots",
             "Global burst slots available to urgent runs",
-            m.burst_slots.clone(),
+            self.burst_slots.clone(),
         );
         r.register(
             "retry_tokens",
             "Retry budget tokens left",
-            m.retry_tokens.clone(),
+            self.retry_tokens.clone(),
         );
+    }
+
+    /// Attempts: started, ended, their wait for a slot and their duration.
+    fn register_attempts(&self, r: &mut Registry) {
         r.register(
             "attempts_started",
             "Attempts started, by pool",
-            m.attempts_started.clone(),
+            self.attempts_started.clone(),
         );
         r.register(
             "attempt_outcomes",
             "Attempts ended, by DAG and outcome",
-            m.attempt_outcomes.clone(),
+            self.attempt_outcomes.clone(),
         );
         r.register(
             "queue_wait_seconds",
             "Time from ready to started, by pool",
-            m.queue_wait.clone(),
+            self.queue_wait.clone(),
         );
         r.register(
             "attempt_duration_seconds",
             "Time from an attempt's start to its end, by pool",
-            m.run_time.clone(),
+            self.run_time.clone(),
         );
+    }
+
+    /// Per DAG: last success and failure, next cron slot, paused, cron slots passed.
+    fn register_dags(&self, r: &mut Registry) {
         r.register(
             "dag_last_success_timestamp_seconds",
             "When a DAG run of this DAG last succeeded",
-            m.dag_last_success.clone(),
+            self.dag_last_success.clone(),
         );
         r.register(
             "dag_last_failure_timestamp_seconds",
             "When a DAG run of this DAG last failed or was cancelled",
-            m.dag_last_failure.clone(),
+            self.dag_last_failure.clone(),
         );
         r.register(
             "dag_next_fire_timestamp_seconds",
             "The DAG's next cron slot",
-            m.dag_next_fire.clone(),
+            self.dag_next_fire.clone(),
         );
         r.register(
             "dag_paused",
             "1 while the DAG is paused",
-            m.dag_paused.clone(),
+            self.dag_paused.clone(),
         );
         r.register(
             "cron_slots",
             "Cron slots passed, by DAG: fired, or skipped (catchup, overlap = skip)",
-            m.cron_slots.clone(),
+            self.cron_slots.clone(),
         );
+    }
+
+    /// The jobs folder: files that fail to load and its scans.
+    fn register_jobs_folder(&self, r: &mut Registry) {
         r.register(
             "job_file_errors",
             "Job files that fail to load",
-            m.job_file_errors.clone(),
+            self.job_file_errors.clone(),
         );
         r.register(
             "jobs_folder_errors",
             "Folders of the jobs folder the last scan could not read (their DAGs stay as last loaded)",
-            m.jobs_folder_errors.clone(),
+            self.jobs_folder_errors.clone(),
         );
         r.register(
             "jobs_scans",
             "Scans of the jobs folder put in force",
-            m.jobs_scans.clone(),
+            self.jobs_scans.clone(),
         );
         r.register(
             "jobs_scan_failures",
             "Scans of the jobs folder that could not read some folder",
-            m.jobs_scan_failures.clone(),
+            self.jobs_scan_failures.clone(),
         );
         r.register(
             "jobs_scanning",
             "1 while the jobs folder is being scanned",
-            m.shared.jobs_scanning.clone(),
+            self.shared.jobs_scanning.clone(),
         );
         r.register(
             "jobs_scan_seconds",
             "Time to read, parse and validate the jobs folder",
-            m.shared.jobs_scan_seconds.clone(),
+            self.shared.jobs_scan_seconds.clone(),
         );
+    }
+
+    /// The store: faults, waiting writes, commits.
+    fn register_store(&self, r: &mut Registry) {
         r.register(
             "store_faulted",
             "1 while the store refuses writes or a write waits longer than a heartbeat",
-            m.store_faulted.clone(),
+            self.store_faulted.clone(),
         );
         r.register(
             "store_write_wait_seconds",
             "How long the oldest store write under way (commit, cluster heartbeat) has waited",
-            m.store_write_wait.clone(),
+            self.store_write_wait.clone(),
         );
         r.register(
             "store_commit_seconds",
             "Time to write one group commit",
-            m.shared.store_commit_seconds.clone(),
+            self.shared.store_commit_seconds.clone(),
         );
         r.register(
             "store_write_errors",
             "Store commits that failed",
-            m.shared.store_write_errors.clone(),
+            self.shared.store_write_errors.clone(),
         );
+    }
+
+    /// Socket clients and subscribers.
+    fn register_clients(&self, r: &mut Registry) {
         r.register(
             "clients_connected",
             "Socket clients connected",
-            m.shared.clients_connected.clone(),
+            self.shared.clients_connected.clone(),
         );
         r.register(
             "subscribers_lagged",
             "Subscribers dropped for not reading",
-            m.shared.subscribers_lagged.clone(),
+            self.shared.subscribers_lagged.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// Counts a scan of the jobs folder put in force; `failed` if it could

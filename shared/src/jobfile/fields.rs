@@ -17,6 +17,19 @@ pub(super) struct Cx<'a> {
 pub(super) type Table<'i> = DeTable<'i>;
 pub(super) type Val<'i> = Spanned<DeValue<'i>>;
 
+/// A job's own table and the `[defaults]` it falls back to.
+#[derive(Clone, Copy)]
+struct JobTable<'t, 'i> {
+    own: &'t Table<'i>,
+    defaults: &'t Table<'i>,
+}
+
+impl<'t, 'i> JobTable<'t, 'i> {
+    fn get(&self, key: &str) -> Option<&'t Val<'i>> {
+        self.own.get(key).or_else(|| self.defaults.get(key))
+    }
+}
+
 impl Cx<'_> {
     fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
@@ -44,9 +57,31 @@ impl Cx<'_> {
 
     pub(super) fn dag(&mut self, name: &str, root: &Table<'_>, opts: &ValidateOptions) -> DagFile {
         let shorthand = root.contains_key("command") || root.contains_key("argv");
-        let has_jobs = root.contains_key("job");
-        let job_id_for_shorthand = name.rsplit('/').next().unwrap_or(name).to_string();
+        self.check_dag_keys(root, shorthand);
+        let mut spec = DagSpec::adhoc(name, Vec::new());
+        spec.file = self.file.to_string();
+        spec.overlap = Overlap::Skip;
+        self.dag_about(root, &mut spec);
+        self.dag_schedule(root, &mut spec);
+        spec.keep_runs = self.history(root);
+        let after_at = self.dag_after(root, name, &mut spec);
+        let empty = Table::default();
+        let defaults = self.defaults(root).unwrap_or(&empty);
+        if shorthand {
+            let job_id = name.rsplit('/').next().unwrap_or(name);
+            let job = self.job(root, defaults, Some(job_id), opts, 0..0);
+            spec.jobs.push(job);
+        } else {
+            self.dag_jobs(root, defaults, opts, &mut spec);
+        }
+        self.check_graph(root, &spec);
+        DagFile { spec, after_at }
+    }
 
+    /// Top-level keys: a DAG's, or also a job's in a single-job file
+    /// (`shorthand`), which cannot also have `[[job]]` tables.
+    fn check_dag_keys(&mut self, root: &Table<'_>, shorthand: bool) {
+        let has_jobs = root.contains_key("job");
         for key in root.keys() {
             let k = key.get_ref().as_ref();
             let known = DAG_KEYS.contains(&k)
@@ -67,10 +102,11 @@ impl Cx<'_> {
                 "a file with a top-level `command`/`argv` is a single job; it cannot also have [[job]] tables",
             );
         }
+    }
 
-        let mut spec = DagSpec::adhoc(name, Vec::new());
-        spec.file = self.file.to_string();
-        spec.overlap = Overlap::Skip;
+    /// What describes the DAG and its hooks: `description`, `owner`,
+    /// `on_failure`, `on_success`, `enabled`, `tags`.
+    fn dag_about(&mut self, root: &Table<'_>, spec: &mut DagSpec) {
         spec.description = self.opt_string(root, "description");
         spec.owner = self.opt_string(root, "owner");
         spec.on_failure = self
@@ -81,6 +117,11 @@ impl Cx<'_> {
             .filter(|s| !s.is_empty());
         spec.enabled = self.opt_bool(root, "enabled").unwrap_or(true);
         spec.tags = self.opt_strings(root, "tags").unwrap_or_default();
+    }
+
+    /// When the DAG fires on its own: `schedule`, `timezone`, `catchup`,
+    /// `overlap`.
+    fn dag_schedule(&mut self, root: &Table<'_>, spec: &mut DagSpec) {
         if let Some(v) = root.get("schedule")
             && let Some(s) = self.as_str(v, "schedule")
         {
@@ -124,7 +165,16 @@ impl Cx<'_> {
                 )
                 .unwrap_or_default();
         }
-        spec.keep_runs = self.history(root);
+    }
+
+    /// `after`: the DAGs whose success triggers this one; returns where
+    /// each entry stands, for errors found once every file is read.
+    fn dag_after(
+        &mut self,
+        root: &Table<'_>,
+        name: &str,
+        spec: &mut DagSpec,
+    ) -> Vec<(usize, usize)> {
         let mut after_at = Vec::new();
         if let Some(v) = root.get("after")
             && let Some(items) = self.as_array(v, "after")
@@ -143,30 +193,39 @@ impl Cx<'_> {
             }
         }
 
-        let empty = Table::default();
-        let defaults = match root.get("defaults") {
-            Some(v) => match v.get_ref() {
-                DeValue::Table(t) => {
-                    for (key, _) in t.iter() {
-                        let k = key.get_ref().as_ref();
-                        if !JOB_KEYS.contains(&k) || PER_JOB_ONLY.contains(&k) {
-                            self.err(key.span(), format!("unknown key `{k}` in [defaults]"));
-                        }
-                    }
-                    t
-                }
-                _ => {
-                    self.err(v.span(), "`defaults` must be a table");
-                    &empty
-                }
-            },
-            None => &empty,
-        };
+        after_at
+    }
 
-        if shorthand {
-            let job = self.job(root, defaults, Some(&job_id_for_shorthand), opts, 0..0);
-            spec.jobs.push(job);
-        } else if let Some(v) = root.get("job") {
+    /// `[defaults]`: job fields every `[[job]]` falls back to; `None` when
+    /// absent or not a table.
+    fn defaults<'t, 'i>(&mut self, root: &'t Table<'i>) -> Option<&'t Table<'i>> {
+        let v = root.get("defaults")?;
+        match v.get_ref() {
+            DeValue::Table(t) => {
+                for (key, _) in t.iter() {
+                    let k = key.get_ref().as_ref();
+                    if !JOB_KEYS.contains(&k) || PER_JOB_ONLY.contains(&k) {
+                        self.err(key.span(), format!("unknown key `{k}` in [defaults]"));
+                    }
+                }
+                Some(t)
+            }
+            _ => {
+                self.err(v.span(), "`defaults` must be a table");
+                None
+            }
+        }
+    }
+
+    /// The `[[job]]` tables of a DAG file (one without any is an error).
+    fn dag_jobs(
+        &mut self,
+        root: &Table<'_>,
+        defaults: &Table<'_>,
+        opts: &ValidateOptions,
+        spec: &mut DagSpec,
+    ) {
+        if let Some(v) = root.get("job") {
             match v.get_ref() {
                 DeValue::Array(items) => {
                     for item in items.iter() {
@@ -202,8 +261,6 @@ impl Cx<'_> {
                         .into(),
             });
         }
-        self.check_graph(root, &spec);
-        DagFile { spec, after_at }
     }
 
     /// `[history] keep_runs = N`: N is at least 1 (keeping no DAG run
@@ -314,7 +371,31 @@ impl Cx<'_> {
         opts: &ValidateOptions,
         table_span: Range<usize>,
     ) -> JobSpec {
-        let get = |key: &str| own.get(key).or_else(|| defaults.get(key));
+        let t = JobTable { own, defaults };
+        let id = self.job_id(own, forced_id, table_span.clone());
+        let exec = self.job_exec(own, &id, table_span);
+        let mut job = JobSpec::new(id, exec.unwrap_or(Exec::Shell(String::new())));
+        self.job_environment(t, &mut job);
+        if forced_id.is_none() {
+            self.job_deps(own, &mut job);
+        }
+        self.job_dep_mode(t, &mut job);
+        self.job_placement(t, opts, &mut job);
+        self.job_limits(t, &mut job);
+        self.job_retries(t, &mut job);
+        if let Some(v) = t.get("preemptible") {
+            job.preemptible = self.as_bool(v, "preemptible").unwrap_or(false);
+        }
+        job
+    }
+
+    /// The job's `id` (`forced_id` for a single-job file), checked.
+    fn job_id(
+        &mut self,
+        own: &Table<'_>,
+        forced_id: Option<&str>,
+        table_span: Range<usize>,
+    ) -> String {
         let id = match forced_id {
             Some(id) => id.to_string(),
             None => match own.get("id") {
@@ -335,7 +416,12 @@ impl Cx<'_> {
                 format!("bad job id {id:?}: use 1-64 of A-Z a-z 0-9 _ . -"),
             );
         }
-        let exec = match (own.get("command"), own.get("argv")) {
+        id
+    }
+
+    /// What the job runs: exactly one of `command` and `argv`.
+    fn job_exec(&mut self, own: &Table<'_>, id: &str, table_span: Range<usize>) -> Option<Exec> {
+        match (own.get("command"), own.get("argv")) {
             (Some(_), Some(v)) => {
                 self.err(
                     v.span(),
@@ -364,14 +450,18 @@ impl Cx<'_> {
                 );
                 None
             }
-        };
-        let mut job = JobSpec::new(id, exec.unwrap_or(Exec::Shell(String::new())));
-        job.cwd = get("cwd").and_then(|v| self.absolute_path(v, "cwd"));
-        if let Some(v) = get("env") {
+        }
+    }
+
+    /// The process's working directory and environment: `cwd`, `env`,
+    /// `env_file`, `secret_env`.
+    fn job_environment(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
+        job.cwd = t.get("cwd").and_then(|v| self.absolute_path(v, "cwd"));
+        if let Some(v) = t.get("env") {
             match v.get_ref() {
-                DeValue::Table(t) => {
+                DeValue::Table(vars) => {
                     let mut env = BTreeMap::new();
-                    for (k, val) in t.iter() {
+                    for (k, val) in vars.iter() {
                         let key = k.get_ref().to_string();
                         if !valid_env_name(&key) {
                             self.err(k.span(), format!("bad environment variable name {key:?}"));
@@ -388,8 +478,10 @@ impl Cx<'_> {
                 ),
             }
         }
-        job.env_file = get("env_file").and_then(|v| self.absolute_path(v, "env_file"));
-        if let Some(v) = get("secret_env")
+        job.env_file = t
+            .get("env_file")
+            .and_then(|v| self.absolute_path(v, "env_file"));
+        if let Some(v) = t.get("secret_env")
             && let Some(items) = self.as_array(v, "secret_env")
         {
             for item in items {
@@ -405,12 +497,17 @@ impl Cx<'_> {
                 }
             }
         }
-        if forced_id.is_none()
-            && let Some(v) = own.get("deps")
-        {
+    }
+
+    /// `deps`: never inherited from `[defaults]`.
+    fn job_deps(&mut self, own: &Table<'_>, job: &mut JobSpec) {
+        if let Some(v) = own.get("deps") {
             job.deps = self.strings(v, "deps").unwrap_or_default();
         }
-        if let Some(v) = get("dep_mode") {
+    }
+
+    fn job_dep_mode(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
+        if let Some(v) = t.get("dep_mode") {
             job.dep_mode = self
                 .enumeration(
                     v,
@@ -419,7 +516,11 @@ impl Cx<'_> {
                 )
                 .unwrap_or_default();
         }
-        if let Some(v) = get("priority")
+    }
+
+    /// Where the job queues: `priority` and `pool`.
+    fn job_placement(&mut self, t: JobTable<'_, '_>, opts: &ValidateOptions, job: &mut JobSpec) {
+        if let Some(v) = t.get("priority")
             && let Some(p) = self.int(v, "priority")
         {
             match rules::check_priority(p) {
@@ -427,7 +528,7 @@ impl Cx<'_> {
                 Err(e) => self.err(v.span(), e.to_string()),
             }
         }
-        if let Some(v) = get("pool")
+        if let Some(v) = t.get("pool")
             && let Some(s) = self.as_str(v, "pool")
         {
             if let Some(pools) = &opts.pools
@@ -437,24 +538,33 @@ impl Cx<'_> {
             }
             job.pool = s.to_string();
         }
-        if let Some(v) = get("timeout") {
+    }
+
+    /// How long an attempt may run and go silent: `timeout`, `heartbeat`,
+    /// `kill_grace`.
+    fn job_limits(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
+        if let Some(v) = t.get("timeout") {
             if v.get_ref().as_str() == Some("none") {
                 job.timeout = Timeout::Never;
             } else if let Some(d) = self.duration(v, "timeout") {
                 job.timeout = Timeout::After(d);
             }
         }
-        if let Some(v) = get("heartbeat")
+        if let Some(v) = t.get("heartbeat")
             && v.get_ref().as_str() != Some("none")
         {
             job.heartbeat = self.duration(v, "heartbeat");
         }
-        if let Some(v) = get("kill_grace")
+        if let Some(v) = t.get("kill_grace")
             && let Some(d) = self.duration(v, "kill_grace")
         {
             job.kill_grace = d;
         }
-        if let Some(v) = get("retries")
+    }
+
+    /// When a failed attempt is retried: `retries`, `backoff`, `retry_on`.
+    fn job_retries(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
+        if let Some(v) = t.get("retries")
             && let Some(n) = self.int(v, "retries")
         {
             match rules::check_retries(n) {
@@ -462,10 +572,10 @@ impl Cx<'_> {
                 Err(e) => self.err(v.span(), e.to_string()),
             }
         }
-        if let Some(v) = get("backoff") {
+        if let Some(v) = t.get("backoff") {
             job.backoff = self.backoff(v);
         }
-        if let Some(v) = get("retry_on")
+        if let Some(v) = t.get("retry_on")
             && let Some(items) = self.as_array(v, "retry_on")
         {
             let mut codes = Vec::new();
@@ -480,10 +590,6 @@ impl Cx<'_> {
             }
             job.retry_on = Some(codes);
         }
-        if let Some(v) = get("preemptible") {
-            job.preemptible = self.as_bool(v, "preemptible").unwrap_or(false);
-        }
-        job
     }
 
     fn backoff(&mut self, v: &Val<'_>) -> Backoff {
