@@ -99,11 +99,25 @@ pub struct Spawners(Vec<(String, Box<dyn FnOnce() + Send>)>);
 impl Spawners {
     /// Starts every spawner thread (detached: each lives as long as the
     /// process, so that `PR_SET_PDEATHSIG` of the jobs it forks holds).
-    pub fn start(self) -> std::io::Result<()> {
-        for (name, body) in self.0 {
+    pub fn start(mut self) -> std::io::Result<()> {
+        for (name, body) in std::mem::take(&mut self.0) {
             std::thread::Builder::new().name(name).spawn(body)?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Spawners {
+    /// Spawners never started (start-up failed after they were made, e.g.
+    /// another axd serves the socket) own tokio runtimes, which may not be
+    /// dropped inside the async runtime start-up runs on: they are dropped
+    /// on a thread of their own.
+    fn drop(&mut self) {
+        let bodies = std::mem::take(&mut self.0);
+        if bodies.is_empty() {
+            return;
+        }
+        let _ = std::thread::spawn(move || drop(bodies)).join();
     }
 }
 
