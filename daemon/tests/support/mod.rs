@@ -13,11 +13,11 @@ use ax_protocol::client::Client;
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]
-pub use ax_testkit::{Conn, foreign_hello, run_ids, runtime};
+pub(crate) use ax_testkit::{Conn, foreign_hello, run_ids, runtime};
 
 /// The config every test starts from (the harness puts the jobs folder,
 /// state dir and socket ahead of it).
-pub const BASE_CONFIG: &str = r#"
+pub(crate) const BASE_CONFIG: &str = r#"
 max_concurrency = 8
 shutdown_grace = "5s"
 timezone = "UTC"
@@ -30,7 +30,7 @@ slots = 2
 "#;
 
 /// The config of a cluster node on `db`'s database, beating every `beat`.
-pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
+pub(crate) fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
     format!(
         "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n",
         db.url
@@ -38,7 +38,7 @@ pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
 }
 
 /// A node's id, as axd keeps it in its state dir.
-pub fn node_id(d: &Daemon) -> String {
+pub(crate) fn node_id(d: &Daemon) -> String {
     std::fs::read_to_string(d.path("state/node-id"))
         .unwrap()
         .trim()
@@ -46,7 +46,7 @@ pub fn node_id(d: &Daemon) -> String {
 }
 
 /// Polls `sql` (one number) until `done` holds; returns the last value.
-pub fn wait_count(
+pub(crate) fn wait_count(
     db: &ax_testkit::pg::TestDb,
     sql: &str,
     secs: u64,
@@ -65,7 +65,7 @@ pub fn wait_count(
 }
 
 /// Polls `check` until it holds; fails naming `what` after `secs`.
-pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !check() {
         assert!(Instant::now() < deadline, "never: {what}");
@@ -75,7 +75,7 @@ pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
 
 const AXD: &str = env!("CARGO_BIN_EXE_axd");
 
-pub struct Daemon(ax_testkit::Daemon);
+pub(crate) struct Daemon(ax_testkit::Daemon);
 
 impl Deref for Daemon {
     type Target = ax_testkit::Daemon;
@@ -91,51 +91,51 @@ impl DerefMut for Daemon {
 }
 
 impl Daemon {
-    pub fn start(jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start(jobs: &[(&str, &str)]) -> Daemon {
         Daemon::start_with(BASE_CONFIG, jobs)
     }
 
-    pub fn start_with(config: &str, jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_with(config: &str, jobs: &[(&str, &str)]) -> Daemon {
         let mut d = Daemon::prepare(config, jobs);
         d.spawn();
         d
     }
 
     /// The temp dir, config and job files, axd not started.
-    pub fn prepare(config: &str, jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn prepare(config: &str, jobs: &[(&str, &str)]) -> Daemon {
         Daemon(ax_testkit::Daemon::prepare(AXD, config, jobs).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// Starts axd on this state dir and waits until it serves.
-    pub fn spawn(&mut self) {
+    pub(crate) fn spawn(&mut self) {
         if let Err(e) = self.0.spawn() {
             panic!("{e}");
         }
     }
 
     /// SIGTERM and wait; returns the exit code.
-    pub fn term(&mut self) -> Option<i32> {
+    pub(crate) fn term(&mut self) -> Option<i32> {
         self.0
             .terminate(Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"))
             .and_then(|status| status.code())
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.pid().expect("axd is running")
     }
 
-    pub async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         Client::connect(&self.socket, "test").await.unwrap()
     }
 }
 
-pub async fn get_run(c: &mut Client, id: u64) -> RunView {
+pub(crate) async fn get_run(c: &mut Client, id: u64) -> RunView {
     serde_json::from_value(c.call("get_run", json!({"id": id})).await.unwrap()).unwrap()
 }
 
 /// Waits (up to `secs`) until the run satisfies `pred`; returns it.
-pub async fn wait_run(
+pub(crate) async fn wait_run(
     c: &mut Client,
     id: u64,
     secs: u64,
@@ -155,23 +155,23 @@ pub async fn wait_run(
     }
 }
 
-pub async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunView {
+pub(crate) async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunView {
     wait_run(c, id, secs, |r| r.state.as_str() == state).await
 }
 
-pub async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
+pub(crate) async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
     run_ids(&c.call("submit", params).await.unwrap())
 }
 
-pub async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
+pub(crate) async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
     run_ids(&c.call("trigger", json!({"dag": dag})).await.unwrap())
 }
 
-pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
+pub(crate) fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
     t.expect("time set").millis()
 }
 
-pub fn pid_alive(pid: i32) -> bool {
+pub(crate) fn pid_alive(pid: i32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),
@@ -179,7 +179,7 @@ pub fn pid_alive(pid: i32) -> bool {
     }
 }
 
-pub fn read_pid(path: &Path, secs: u64) -> i32 {
+pub(crate) fn read_pid(path: &Path, secs: u64) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Ok(s) = std::fs::read_to_string(path)
