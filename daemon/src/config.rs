@@ -266,13 +266,9 @@ struct Priority(u8);
 impl<'de> Deserialize<'de> for Priority {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let n = i64::deserialize(d)?;
-        if (1..=100).contains(&n) {
-            Ok(Priority(n as u8))
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "priority {n} out of range 1-100"
-            )))
-        }
+        ax_shared::rules::check_priority(n)
+            .map(Priority)
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -18,7 +18,7 @@
 //! * `metrics`: the counters and their HTTP endpoint.
 
 pub mod bus;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod config;
 pub mod execution;
 pub mod jobs_folder;

@@ -39,7 +39,7 @@ impl Announced {
 }
 
 /// The thread body: ends when the LISTEN side or the scheduler is gone.
-pub fn run(
+pub(crate) fn run(
     mut store: PgStore,
     commits: Receiver<EventSeqs>,
     scheduler: Sender<Msg>,

@@ -3,6 +3,6 @@
 //! claimer of offered DAG runs (`claimer`), and the feed of other nodes'
 //! events (`feed`).
 
-pub mod claimer;
-pub mod feed;
-pub mod nodes;
+pub(crate) mod claimer;
+pub(crate) mod feed;
+pub(crate) mod nodes;

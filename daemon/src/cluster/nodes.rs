@@ -247,7 +247,7 @@ impl LeaseClock {
 /// stops its attempts: one heartbeat before the lease can end on the
 /// database's clock (which started it no earlier than the send), the
 /// margin for the kill and for the clocks' rates to differ.
-pub fn fence_after(heartbeat: Duration, lease: Duration) -> Duration {
+pub(crate) fn fence_after(heartbeat: Duration, lease: Duration) -> Duration {
     lease.saturating_sub(heartbeat)
 }
 
@@ -278,7 +278,7 @@ fn guard(clock: &LeaseClock, id: &str, heartbeat: Duration, lease: Duration) {
 /// This node's id: kept in `state_dir/node-id`, made once as
 /// `HOST-RANDOM`. One axd per state dir (the lock), so ids are unique
 /// among live nodes and stable across restarts.
-pub fn node_id(state_dir: &Path, host: &str) -> std::io::Result<String> {
+pub(crate) fn node_id(state_dir: &Path, host: &str) -> std::io::Result<String> {
     let path = state_dir.join("node-id");
     if let Ok(text) = std::fs::read_to_string(&path)
         && !text.trim().is_empty()
@@ -296,7 +296,7 @@ pub fn node_id(state_dir: &Path, host: &str) -> std::io::Result<String> {
 }
 
 /// The machine's name (`/proc/sys/kernel/hostname`), `localhost` if unknown.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -305,7 +305,7 @@ pub fn host_name() -> String {
 }
 
 /// What the heartbeat thread needs besides its store and registry.
-pub struct Beating {
+pub(crate) struct Beating {
     pub me: NodeInfo,
     pub lease: Duration,
     /// When the renewal axd made at start-up, after loading and before
@@ -319,7 +319,7 @@ pub struct Beating {
 }
 
 /// The boot clock now, for `Beating::registered`.
-pub fn now() -> Duration {
+pub(crate) fn now() -> Duration {
     boot_clock()
 }
 
@@ -335,7 +335,7 @@ pub fn now() -> Duration {
 /// A DAG paused or resumed through another node is paused or resumed
 /// here too: each beat reads the stored set, and what changed since the
 /// last beat goes to the scheduler (`Msg::Paused`).
-pub fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Receiver<()>) {
+pub(crate) fn run(mut store: PgStore, beating: Beating, registry: Registry, stop: Receiver<()>) {
     let Beating {
         me,
         lease,

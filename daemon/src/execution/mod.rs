@@ -6,5 +6,8 @@
 mod child;
 pub mod executor;
 pub mod reaper;
-pub mod secrets;
+pub(crate) mod secrets;
+// Two unsafe blocks in spawn.rs (the PATH search's `access` and
+// `supervised`'s `from_raw_fd`) have no SAFETY comment of their own yet.
+#[allow(clippy::undocumented_unsafe_blocks)]
 pub mod spawn;

@@ -11,21 +11,21 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use ax_shared::envfile::{EnvFileError, parse_env_file};
 
 /// What a secret value is replaced with.
-pub const MASK: &[u8] = b"***";
+pub(crate) const MASK: &[u8] = b"***";
 
 /// Secret values shorter than this are not redacted in output: a one- to
 /// three-byte value (`1`, `on`, `eu`) occurs all over ordinary output, and
 /// masking each occurrence would make logs unreadable while hiding nothing
 /// (such a value can be guessed anyway).
-pub const MIN_REDACTED_LEN: usize = 4;
+pub(crate) const MIN_REDACTED_LEN: usize = 4;
 
 /// An env file larger than this is refused: env files hold a few
 /// variables, and the whole file is read on the spawner thread.
-pub const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
 
 /// Why an attempt's `env_file` was refused. Never carries the file's text.
 #[derive(Debug, thiserror::Error)]
-pub enum EnvFileRefused {
+pub(crate) enum EnvFileRefused {
     #[error("env_file {}: cannot read: {source}", path.display())]
     Unreadable {
         path: PathBuf,
@@ -59,7 +59,7 @@ pub enum EnvFileRefused {
 /// it: a regular file owned by that uid or root, that neither group nor
 /// others may read or write (a secret others can read is no secret, and
 /// one others can write lets them set a job's environment).
-pub fn read_env_file(
+pub(crate) fn read_env_file(
     path: &Path,
     daemon_uid: u32,
 ) -> Result<Vec<(String, String)>, EnvFileRefused> {
@@ -111,7 +111,7 @@ pub fn read_env_file(
 /// boundaries: the last `longest - 1` bytes of what it was fed are held
 /// back until the next feed (or `finish`) shows whether they begin a
 /// secret, so a value split across two reads is still caught.
-pub struct OutputRedactor {
+pub(crate) struct OutputRedactor {
     /// Leftmost-longest: where one secret is a prefix of another, the
     /// longer is masked whole.
     matcher: AhoCorasick,
@@ -125,7 +125,7 @@ impl OutputRedactor {
     /// A redactor for the given values, or `None` when none of them is
     /// long enough to be redacted (the job's output is then copied as it
     /// is, at no cost).
-    pub fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<OutputRedactor> {
+    pub(crate) fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<OutputRedactor> {
         let mut secrets: Vec<&[u8]> = values
             .into_iter()
             .map(str::as_bytes)
@@ -147,14 +147,14 @@ impl OutputRedactor {
 
     /// Appends to `out` the redacted output that `input` completes; holds
     /// back what may be the start of a secret.
-    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         self.tail.extend_from_slice(input);
         let settled = self.tail.len().saturating_sub(self.hold);
         self.emit(settled, out);
     }
 
     /// Appends the held-back rest (the stream ended).
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         self.emit(self.tail.len(), out);
     }
 

@@ -4,4 +4,4 @@
 
 pub(crate) mod registry;
 pub mod scan;
-pub mod watcher;
+pub(crate) mod watcher;

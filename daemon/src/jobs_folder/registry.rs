@@ -15,7 +15,7 @@ use crate::jobs_folder::scan::{DagEntry, Scan};
 use ax_engine::{Effect, Engine, Input, Millis};
 
 /// Which DAGs a scan hands to the engine.
-pub enum Define<'a> {
+pub(crate) enum Define<'a> {
     /// Only those whose file changed (reload, watcher).
     Changed,
     /// Every DAG (start-up), with the cron watermarks the store kept.
@@ -26,7 +26,7 @@ pub enum Define<'a> {
 
 /// Definition changes to write with the next step.
 #[derive(Default)]
-pub struct PendingDefs {
+pub(crate) struct PendingDefs {
     pub dag_defs: Vec<Arc<DagSpec>>,
     pub removed: Vec<String>,
     pub paused: Vec<(String, bool)>,
@@ -37,7 +37,7 @@ pub struct PendingDefs {
 }
 
 impl PendingDefs {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.dag_defs.is_empty()
             && self.removed.is_empty()
             && self.paused.is_empty()
@@ -46,7 +46,7 @@ impl PendingDefs {
 }
 
 #[derive(Default)]
-pub struct DagRegistry {
+pub(crate) struct DagRegistry {
     dags: BTreeMap<String, DagEntry>,
     /// Folders the last scan could not read.
     folder_errors: Vec<FileError>,
@@ -56,7 +56,7 @@ pub struct DagRegistry {
 impl DagRegistry {
     /// Puts a scan in force: changed DAGs (or all, per `define`) are
     /// defined in the engine, deleted ones removed from it.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         engine: &mut Engine,
         cfg: &Config,
@@ -126,25 +126,25 @@ impl DagRegistry {
         effects
     }
 
-    pub fn get(&self, name: &str) -> Option<&DagEntry> {
+    pub(crate) fn get(&self, name: &str) -> Option<&DagEntry> {
         self.dags.get(name)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &DagEntry)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &DagEntry)> {
         self.dags.iter()
     }
 
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.dags.keys().cloned().collect()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.dags.len()
     }
 
     /// Every job file's error, then every folder the last scan could not
     /// read.
-    pub fn errors(&self) -> Vec<FileError> {
+    pub(crate) fn errors(&self) -> Vec<FileError> {
         self.dags
             .values()
             .filter_map(|d| d.error.clone())
@@ -153,25 +153,25 @@ impl DagRegistry {
     }
 
     /// Job files that fail to load.
-    pub fn file_errors(&self) -> usize {
+    pub(crate) fn file_errors(&self) -> usize {
         self.dags.values().filter(|d| d.error.is_some()).count()
     }
 
     /// Folders the last scan could not read.
-    pub fn folder_errors(&self) -> usize {
+    pub(crate) fn folder_errors(&self) -> usize {
         self.folder_errors.len()
     }
 
     /// A pause or resume to write with the next step.
-    pub fn note_paused(&mut self, dag: &str, paused: bool) {
+    pub(crate) fn note_paused(&mut self, dag: &str, paused: bool) {
         self.pending.paused.push((dag.to_string(), paused));
     }
 
-    pub fn has_pending(&self) -> bool {
+    pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    pub fn take_pending(&mut self) -> PendingDefs {
+    pub(crate) fn take_pending(&mut self) -> PendingDefs {
         std::mem::take(&mut self.pending)
     }
 }

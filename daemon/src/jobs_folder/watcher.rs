@@ -24,14 +24,14 @@ use crate::bus::Msg;
 use crate::jobs_folder::scan::JobsFolder;
 use crate::metrics::Shared;
 
-pub const DEBOUNCE: Duration = Duration::from_millis(200);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Keeps the watch alive while held.
-pub struct Watch {
+pub(crate) struct Watch {
     _debouncer: Box<dyn std::any::Any + Send>,
 }
 
-pub fn watch(dir: &Path, on_change: impl Fn() + Send + 'static) -> notify::Result<Watch> {
+pub(crate) fn watch(dir: &Path, on_change: impl Fn() + Send + 'static) -> notify::Result<Watch> {
     let root = dir.to_path_buf();
     // Links to folders are not watched, as the walk does not enter them.
     let config = notify::Config::default().with_follow_symlinks(false);
@@ -87,7 +87,7 @@ fn below_dot_name(root: &Path, path: &Path) -> bool {
 }
 
 /// What the scanner is asked to do.
-pub enum Order {
+pub(crate) enum Order {
     /// The folder changed (the watch).
     Changed,
     /// A reload: check files against `pools` from now on; the scan's
@@ -114,7 +114,7 @@ impl ScanLink {
 
 /// A channel of orders to the scanner, its scheduler end, and a sender for
 /// the watch.
-pub fn scan_orders() -> (ScanLink, Sender<Order>, Receiver<Order>) {
+pub(crate) fn scan_orders() -> (ScanLink, Sender<Order>, Receiver<Order>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let link = ScanLink {
         orders: tx.clone(),
@@ -127,7 +127,7 @@ pub fn scan_orders() -> (ScanLink, Sender<Order>, Receiver<Order>) {
 /// folder, sent to the scheduler as `Msg::Scanned` with the highest
 /// reload ticket of the batch. It ends when every sender of orders is
 /// gone, or the scheduler is.
-pub fn spawn_scanner(
+pub(crate) fn spawn_scanner(
     mut folder: JobsFolder,
     orders: Receiver<Order>,
     scheduler: Sender<Msg>,
@@ -158,7 +158,10 @@ pub fn spawn_scanner(
 
 /// One scan, with `ax_jobs_scanning` set while it runs and its time
 /// observed.
-pub fn scan_measured(folder: &mut JobsFolder, metrics: &Shared) -> crate::jobs_folder::scan::Scan {
+pub(crate) fn scan_measured(
+    folder: &mut JobsFolder,
+    metrics: &Shared,
+) -> crate::jobs_folder::scan::Scan {
     metrics.jobs_scanning.set(1);
     let started = Instant::now();
     let scan = folder.scan();

@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 /// How axd exits once fenced.
-pub const FENCED_EXIT: i32 = 1;
+pub(crate) const FENCED_EXIT: i32 = 1;
 
 /// Another node declared this one dead and handed its DAG runs to the
 /// cluster (its epoch moved on): whatever this node still runs, another
 /// may be running too. It kills the process group of every job it runs
 /// and exits at once, non-zero, so that systemd restarts it under a new
 /// epoch.
-pub fn fenced(id: &str) -> ! {
+pub(crate) fn fenced(id: &str) -> ! {
     let killed = crate::execution::executor::kill_all();
     tracing::error!(
         "node {id} was declared dead by another node and its work handed to others: killed {killed} job(s), exiting"

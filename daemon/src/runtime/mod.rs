@@ -6,12 +6,12 @@
 //! rate-limited log lines (`ratelog`).
 
 pub mod daemon;
-pub mod fencing;
-pub mod private;
-pub mod ratelog;
-pub mod services;
-pub mod shutdown;
+pub(crate) mod fencing;
+pub(crate) mod private;
+pub(crate) mod ratelog;
+pub(crate) mod services;
+pub(crate) mod shutdown;
 pub mod startup;
-pub mod state_dir;
-pub mod systemd;
-pub mod time;
+pub(crate) mod state_dir;
+pub(crate) mod systemd;
+pub(crate) mod time;

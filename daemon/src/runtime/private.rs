@@ -14,13 +14,13 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The mode of axd's folders.
-pub const DIR_MODE: u32 = 0o700;
+pub(crate) const DIR_MODE: u32 = 0o700;
 /// The mode of axd's files.
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const FILE_MODE: u32 = 0o600;
 
 /// Creates `dir` (and missing parents) 0700; an existing one that group
 /// or others may use is narrowed to 0700.
-pub fn dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn dir(dir: &Path) -> io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
@@ -30,7 +30,7 @@ pub fn dir(dir: &Path) -> io::Result<()> {
 
 /// Narrows an existing file to 0600 when group or others may read it;
 /// nothing when it is absent.
-pub fn existing_file(path: &Path) -> io::Result<()> {
+pub(crate) fn existing_file(path: &Path) -> io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => narrow(path, FILE_MODE),
         Ok(_) => Ok(()),
@@ -41,7 +41,7 @@ pub fn existing_file(path: &Path) -> io::Result<()> {
 
 /// Opens (creating it 0600 if absent) a file for writing, without
 /// truncating it.
-pub fn open_rw(path: &Path) -> io::Result<File> {
+pub(crate) fn open_rw(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -53,8 +53,9 @@ pub fn open_rw(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// Creates (or truncates) a file 0600 for writing: an attempt's log.
-pub fn create(path: &Path) -> io::Result<File> {
+/// Creates (or truncates) a file 0600 for writing.
+#[cfg(test)]
+fn create(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -67,7 +68,7 @@ pub fn create(path: &Path) -> io::Result<File> {
 /// creates a new database 0644 less the umask and gives its `-wal` and
 /// `-shm` the database's mode, so an empty 0600 file is made first (SQLite
 /// takes an empty file as a new database), and existing ones are narrowed.
-pub fn sqlite_store(db: &Path) -> io::Result<()> {
+pub(crate) fn sqlite_store(db: &Path) -> io::Result<()> {
     open_rw(db)?;
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut name = db.as_os_str().to_owned();

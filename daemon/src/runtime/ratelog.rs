@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 /// How often a rate-limited line is written at most.
-pub const PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const PERIOD: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
-pub struct RateLog {
+pub(crate) struct RateLog {
     last: Option<Instant>,
     held_back: u64,
 }
@@ -15,7 +15,7 @@ pub struct RateLog {
 impl RateLog {
     /// Whether to write the line now; `Some(n)`: yes, and `n` lines were
     /// held back since the last one written.
-    pub fn allow(&mut self, now: Instant) -> Option<u64> {
+    pub(crate) fn allow(&mut self, now: Instant) -> Option<u64> {
         match self.last {
             Some(t) if now.duration_since(t) < PERIOD => {
                 self.held_back += 1;
@@ -30,7 +30,7 @@ impl RateLog {
 }
 
 /// `" (N more like it since the last one)"` when some were held back.
-pub fn held_back(n: u64) -> String {
+pub(crate) fn held_back(n: u64) -> String {
     if n == 0 {
         String::new()
     } else {

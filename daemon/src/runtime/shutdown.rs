@@ -20,17 +20,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// How long past `shutdown_grace` the scheduler waits for jobs to end.
-pub const JOBS_MARGIN: Duration = Duration::from_secs(5);
+pub(crate) const JOBS_MARGIN: Duration = Duration::from_secs(5);
 
 /// How long the writer goes on trying to commit what it holds once the
 /// scheduler has ended.
-pub const FINAL_WRITE: Duration = Duration::from_secs(5);
+pub(crate) const FINAL_WRITE: Duration = Duration::from_secs(5);
 
 /// What the other threads get to end, after the writer's time.
-pub const EXIT_MARGIN: Duration = Duration::from_secs(2);
+pub(crate) const EXIT_MARGIN: Duration = Duration::from_secs(2);
 
 /// The most a shutdown takes from the drain to the exit.
-pub fn bound(shutdown_grace: Duration) -> Duration {
+pub(crate) fn bound(shutdown_grace: Duration) -> Duration {
     shutdown_grace + JOBS_MARGIN + FINAL_WRITE + EXIT_MARGIN
 }
 

@@ -21,13 +21,13 @@ struct Held {
 }
 
 /// The files whose identity says the state dir is the one axd locked.
-pub struct Identity {
+pub(crate) struct Identity {
     held: Vec<Held>,
 }
 
 impl Identity {
     /// Opens each of `paths` (read-only) and notes its identity.
-    pub fn of(paths: &[PathBuf]) -> std::io::Result<Identity> {
+    pub(crate) fn of(paths: &[PathBuf]) -> std::io::Result<Identity> {
         let mut held = Vec::with_capacity(paths.len());
         for path in paths {
             let file = std::fs::File::open(path)?;
@@ -43,7 +43,7 @@ impl Identity {
     }
 
     /// `Err` says which file is gone or replaced.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         for h in &self.held {
             let gone = |how: &str| format!("the state dir was deleted: {} {how}", h.path.display());
             match h.file.metadata() {
@@ -69,7 +69,7 @@ impl Identity {
 }
 
 /// The paths `Identity` watches for a SQLite state dir.
-pub fn watched(state_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn watched(state_dir: &Path) -> Vec<PathBuf> {
     vec![state_dir.join("axd.lock"), state_dir.join("ax.db")]
 }
 

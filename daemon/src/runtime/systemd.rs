@@ -15,7 +15,7 @@ const STATUS_REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
 /// The one line systemd shows for axd: runs running, ready runs waiting
 /// for a slot, runs that failed or timed out in the last hour, and a
 /// store fault while there is one.
-pub fn status_line(s: &ax_protocol::api::StatusView) -> String {
+pub(crate) fn status_line(s: &ax_protocol::api::StatusView) -> String {
     let running: u32 = s.pools.iter().map(|p| p.running).sum();
     let queued = s.runs.get("ready").copied().unwrap_or(0);
     let mut line = format!(

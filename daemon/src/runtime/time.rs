@@ -28,7 +28,7 @@ use std::time::Instant;
 use ax_engine::Millis;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
-pub fn now_ms() -> Millis {
+pub(crate) fn now_ms() -> Millis {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as Millis)
@@ -36,14 +36,14 @@ pub fn now_ms() -> Millis {
 }
 
 /// The engine's monotonic clock in milliseconds (see the module doc).
-pub fn steady_ms() -> Millis {
+pub(crate) fn steady_ms() -> Millis {
     static ANCHOR: OnceLock<(Instant, Millis)> = OnceLock::new();
     let (at, wall) = ANCHOR.get_or_init(|| (Instant::now(), now_ms()));
     wall + at.elapsed().as_millis() as Millis
 }
 
 /// A monotonic instant, for measuring durations (uptime, latency).
-pub fn monotonic() -> std::time::Instant {
+pub(crate) fn monotonic() -> std::time::Instant {
     std::time::Instant::now()
 }
 
@@ -51,7 +51,7 @@ pub fn monotonic() -> std::time::Instant {
 /// `date -s`, a resume from suspend), through a timerfd armed with
 /// `TFD_TIMER_CANCEL_ON_SET`. Returns false when the kernel offers no such
 /// timer (the daemon then notices steps at its next wake-up only).
-pub fn wait_for_wall_step() -> bool {
+pub(crate) fn wait_for_wall_step() -> bool {
     let Some(fd) = cancelled_on_wall_step() else {
         return false;
     };
@@ -72,7 +72,8 @@ fn cancelled_on_wall_step() -> Option<std::os::fd::OwnedFd> {
     if fd < 0 {
         return None;
     }
-    // SAFETY: see above.
+    // SAFETY: `fd` is the valid descriptor timerfd_create just returned,
+    // owned by nothing else.
     let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
     let spec = libc::itimerspec {
         it_interval: libc::timespec {

@@ -8,6 +8,7 @@ use ax_protocol::api::SubmitResult;
 use ax_protocol::request::Submit as SubmitParams;
 use ax_protocol::{RpcError, codes};
 use ax_shared::jobfile::{FileError, ValidateOptions, parse_dag};
+use ax_shared::rules::{self, RuleError};
 use ax_shared::{DagSpec, Exec, JobSpec, Timeout};
 
 use super::Scheduler;
@@ -160,18 +161,11 @@ impl Scheduler {
         }
         let mut job = JobSpec::new(id, exec);
         if let Some(priority) = p.priority {
-            if !(1..=100).contains(&priority) {
-                return Err(bad("priority must be 1-100"));
-            }
-            job.priority = priority as u8;
+            job.priority = rules::check_priority(rule_value(priority)).map_err(refused)?;
         }
         if let Some(pool) = &p.pool {
-            if !self.cfg.pools.contains_key(pool) {
-                return Err(bad(format!(
-                    "pool: unknown pool {pool:?} (configured: {})",
-                    self.pool_names().join(", ")
-                )));
-            }
+            rules::check_pool(pool, self.cfg.pools.keys().map(String::as_str))
+                .map_err(|e| bad(format!("pool: {e}")))?;
             job.pool = pool.clone();
         }
         match p.timeout.as_deref() {
@@ -187,18 +181,23 @@ impl Scheduler {
             job.kill_grace = grace;
         }
         if let Some(retries) = p.retries {
-            if retries > 10_000 {
-                return Err(bad("retries must be 0-10000"));
-            }
-            job.retries = retries as u32;
+            job.retries = rules::check_retries(rule_value(retries)).map_err(refused)?;
         }
         if let Some(cwd) = &p.cwd {
-            if !std::path::Path::new(cwd).is_absolute() {
-                return Err(bad(format!("cwd {cwd:?} must be absolute")));
-            }
-            job.cwd = Some(cwd.into());
+            job.cwd = Some(rules::check_absolute("cwd", cwd).map_err(refused)?);
         }
         job.env.extend(p.env.clone().unwrap_or_default());
         Ok(job)
     }
+}
+
+/// A number from the socket as the rules take it: any past `i64::MAX` is
+/// past every rule's bound, so it is checked (and named) as `i64::MAX`.
+fn rule_value(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A job field the shared rules refuse, as the `invalid_params` answer.
+fn refused(e: RuleError) -> RpcError {
+    bad(e.to_string())
 }

@@ -39,10 +39,10 @@ use ax_engine::{Attempt, DagRun, DagRunId, DagRunState, Delay, Event, Millis, Ru
 /// The journal's size: room for some thousands of run changes (a line is
 /// a few hundred bytes a run), far more than a store fault holds while
 /// new work is refused.
-pub const JOURNAL_BYTES: u64 = 1 << 20;
+pub(crate) const JOURNAL_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
+pub(crate) enum JournalError {
     #[error("journal {path}: {source}")]
     Io {
         path: PathBuf,
@@ -132,14 +132,14 @@ struct Line {
 
 /// What a replay did, for the start-up log.
 #[derive(Debug, Default, PartialEq)]
-pub struct Replayed {
+pub(crate) struct Replayed {
     /// Runs whose stored row the journal changed.
     pub runs: usize,
     /// Runs the journal names in DAG runs the store does not hold.
     pub unknown: usize,
 }
 
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     file: std::fs::File,
     /// Bytes of lines from the start of the file.
@@ -148,7 +148,7 @@ pub struct Journal {
 
 impl Journal {
     /// Opens (creating) the journal at `path` and reads the lines it holds.
-    pub fn open(path: &Path) -> Result<(Journal, Vec<String>), JournalError> {
+    pub(crate) fn open(path: &Path) -> Result<(Journal, Vec<String>), JournalError> {
         let io = |source| JournalError::Io {
             path: path.to_path_buf(),
             source,
@@ -192,7 +192,7 @@ impl Journal {
 
     /// Gives the file its whole size now, so appends need no free space
     /// later (`fallocate`, zeros written where it is not supported).
-    pub fn reserve(&self) -> Result<(), JournalError> {
+    pub(crate) fn reserve(&self) -> Result<(), JournalError> {
         use std::os::fd::AsRawFd;
         let io = |source| JournalError::Io {
             path: self.path.clone(),
@@ -215,13 +215,13 @@ impl Journal {
         self.file.sync_all().map_err(io)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Records held steps (their runs, DAG runs and events), synced.
     /// Steps that change no run or DAG run are not recorded.
-    pub fn append(&mut self, steps: &[Step]) -> Result<(), JournalError> {
+    pub(crate) fn append(&mut self, steps: &[Step]) -> Result<(), JournalError> {
         let mut text = String::new();
         for step in steps {
             if step.runs.is_empty() && step.dag_runs.is_empty() {
@@ -266,7 +266,7 @@ impl Journal {
 
     /// Empties the journal (its lines are committed): zeros over them,
     /// synced, the file's size kept.
-    pub fn clear(&mut self) -> Result<(), JournalError> {
+    pub(crate) fn clear(&mut self) -> Result<(), JournalError> {
         if self.used == 0 {
             return Ok(());
         }
@@ -281,13 +281,13 @@ impl Journal {
         Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.used == 0
     }
 }
 
 /// Replays journal lines into the store (see the module's comment).
-pub fn replay(store: &mut dyn Store, lines: &[String]) -> Result<Replayed, StoreError> {
+pub(crate) fn replay(store: &mut dyn Store, lines: &[String]) -> Result<Replayed, StoreError> {
     let mut runs: BTreeMap<RunId, RunRow> = BTreeMap::new();
     let mut dag_runs: BTreeMap<DagRunId, DagRunRow> = BTreeMap::new();
     let mut events: Vec<Event> = Vec::new();

@@ -4,14 +4,14 @@
 //! transaction. Both backends share one row model (`rows`): what each
 //! column holds and what rows become.
 
-pub mod journal;
+pub(crate) mod journal;
 pub mod postgres;
 pub mod prune;
-pub mod retention;
+pub(crate) mod retention;
 pub(crate) mod rows;
-pub mod specs;
+pub(crate) mod specs;
 pub mod sqlite;
-pub mod writer;
+pub(crate) mod writer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -26,7 +26,7 @@ use ax_engine::{Millis, RunId};
 
 /// DAG runs deleted per transaction: the writer thread waits for at most
 /// one such batch.
-pub const BATCH: usize = 500;
+pub(crate) const BATCH: usize = 500;
 
 /// How often the sizes are measured again while no order comes.
 const MEASURE_EVERY: Duration = Duration::from_secs(600);
@@ -52,7 +52,7 @@ pub struct Report {
 /// DAG run ids the pruner must not delete. The pruner holds the lock for
 /// the whole of each delete transaction, so a DAG run pinned before it is
 /// read back from the store is never deleted under the reader.
-pub type Pins = Arc<Mutex<HashSet<u64>>>;
+pub(crate) type Pins = Arc<Mutex<HashSet<u64>>>;
 
 /// Sizes in bytes as last measured; `UNKNOWN` until measured.
 #[derive(Debug)]
@@ -90,7 +90,7 @@ pub struct Link {
     pub sizes: Arc<Sizes>,
 }
 
-pub struct Pruner {
+pub(crate) struct Pruner {
     store: Box<dyn Prune>,
     log_dir: PathBuf,
     pins: Pins,
@@ -101,7 +101,7 @@ pub struct Pruner {
 
 /// Totals of one pruning pass.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub dag_runs: u64,
     pub runs: u64,
     pub log_files: u64,
@@ -110,7 +110,7 @@ pub struct Totals {
 impl Pruner {
     /// A pruner on its own connection to the store, and the scheduler's
     /// link to it.
-    pub fn new(
+    pub(crate) fn new(
         store: Box<dyn Prune>,
         log_dir: &Path,
         shutdown: Shutdown,
@@ -138,7 +138,7 @@ impl Pruner {
 
     /// The thread body: measures, then obeys orders until the scheduler
     /// drops its end.
-    pub fn run(mut self, orders: Receiver<Order>) {
+    pub(crate) fn run(mut self, orders: Receiver<Order>) {
         self.measure();
         loop {
             match orders.recv_timeout(MEASURE_EVERY) {
@@ -164,7 +164,7 @@ impl Pruner {
     /// One pass: DAG runs past `logs.retain`, then those beyond each DAG's
     /// `keep_runs`, a batch per transaction; stops between batches once
     /// shutdown begins.
-    pub fn prune(&mut self, order: &Order) -> Result<Totals, StoreError> {
+    pub(crate) fn prune(&mut self, order: &Order) -> Result<Totals, StoreError> {
         let mut totals = Totals::default();
         let age_before = order.age_before.min(order.held_before);
         let mut after = 0;
@@ -246,7 +246,7 @@ impl Pruner {
     }
 
     /// Measures the store and the log folder.
-    pub fn measure(&mut self) {
+    pub(crate) fn measure(&mut self) {
         let store = self.store.store_bytes().unwrap_or(UNKNOWN);
         self.sizes.store.store(store, Ordering::Relaxed);
         self.sizes

@@ -182,9 +182,9 @@ pub(crate) enum Part {
 
 impl Part {
     /// DAG runs with their attempts and runs.
-    pub const DAG_RUNS: [Part; 3] = [Part::DagRuns, Part::Attempts, Part::Runs];
+    pub(crate) const DAG_RUNS: [Part; 3] = [Part::DagRuns, Part::Attempts, Part::Runs];
     /// Everything a start-up loads.
-    pub const ALL: [Part; 6] = [
+    pub(crate) const ALL: [Part; 6] = [
         Part::DagRuns,
         Part::Attempts,
         Part::Runs,
@@ -194,14 +194,14 @@ impl Part {
     ];
 
     /// Whether `sql` holds the filter (and so takes its parameters).
-    pub fn filtered(self) -> bool {
+    pub(crate) fn filtered(self) -> bool {
         Part::DAG_RUNS.contains(&self)
     }
 
     /// This read, of the DAG runs matching `filter` (SQL over `dag_runs
     /// d`) if `filtered`; `node` is the SQL of an attempt's node (`a.node`,
     /// or `NULL` where one node alone runs everything).
-    pub fn sql(self, filter: &str, node: &str) -> String {
+    pub(crate) fn sql(self, filter: &str, node: &str) -> String {
         match self {
             Part::DagRuns => format!(
                 "SELECT {DAG_RUN_COLUMNS}
@@ -381,7 +381,7 @@ pub(crate) struct Assembled {
 impl Assembled {
     /// What start-up needs: these rows, the states of the runs `outside`
     /// (`external`) and the next ids.
-    pub fn loaded(
+    pub(crate) fn loaded(
         self,
         external: Vec<(RunId, RunState)>,
         next_run: u64,
@@ -402,7 +402,7 @@ impl Assembled {
 
 impl Assemble {
     /// One row of `part`.
-    pub fn add(&mut self, part: Part, r: &impl Columns) -> Result<(), StoreError> {
+    pub(crate) fn add(&mut self, part: Part, r: &impl Columns) -> Result<(), StoreError> {
         match part {
             Part::DagRuns => self.dag_run(DagRunRow::read(r)?)?,
             Part::Attempts => self.attempt(AttemptRow::read(r)?),
@@ -484,7 +484,7 @@ impl Assemble {
         self.dag_runs[i].runs.push(run);
     }
 
-    pub fn finish(self) -> Assembled {
+    pub(crate) fn finish(self) -> Assembled {
         let loaded: std::collections::HashSet<u64> = self
             .dag_runs
             .iter()

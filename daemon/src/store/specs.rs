@@ -9,7 +9,7 @@ use ax_shared::DagSpec;
 use super::{Commit, StoreError};
 
 /// A stable content hash (FNV-1a, 64 bit) to dedupe stored specs.
-pub fn content_hash(text: &str) -> String {
+pub(crate) fn content_hash(text: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         h ^= u64::from(b);
@@ -24,7 +24,7 @@ const SPEC_SWEEP_MIN: usize = 10_000;
 /// The content hash per spec allocation a store has written. Specs are
 /// shared by every DAG run of one DAG version: hashed once per `Arc` and
 /// stored once per content.
-pub struct SpecHashes {
+pub(crate) struct SpecHashes {
     /// The `Weak` keeps the allocation's address from being reused while
     /// the entry exists, so a pointer key never maps to another spec's hash.
     by_ptr: HashMap<usize, (Weak<DagSpec>, String)>,
@@ -50,7 +50,10 @@ impl Default for SpecHashes {
 impl SpecHashes {
     /// Hashes the specs of `c.dag_runs` not seen before; returns the
     /// `(hash, text)` pairs the commit must insert (if absent).
-    pub fn new_specs(&mut self, c: &Commit<'_>) -> Result<Vec<(String, String)>, StoreError> {
+    pub(crate) fn new_specs(
+        &mut self,
+        c: &Commit<'_>,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let mut new_specs = Vec::new();
         self.pending.clear();
         if self.by_ptr.len() > self.sweep_at {
@@ -73,20 +76,20 @@ impl SpecHashes {
 
     /// Forgets the specs the last `new_specs` added: their commit failed,
     /// so the retry must write them again.
-    pub fn rollback(&mut self) {
+    pub(crate) fn rollback(&mut self) {
         for key in self.pending.drain(..) {
             self.by_ptr.remove(&key);
         }
     }
 
     /// The hash of a spec `new_specs` has seen.
-    pub fn hash_of(&self, spec: &Arc<DagSpec>) -> &str {
+    pub(crate) fn hash_of(&self, spec: &Arc<DagSpec>) -> &str {
         &self.by_ptr[&(Arc::as_ptr(spec) as usize)].1
     }
 }
 
 /// A DAG definition as stored: `(hash, JSON text)`.
-pub fn def_text(def: &DagSpec) -> Result<(String, String), StoreError> {
+pub(crate) fn def_text(def: &DagSpec) -> Result<(String, String), StoreError> {
     let text = serde_json::to_string(def).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok((content_hash(&text), text))
 }
@@ -94,7 +97,7 @@ pub fn def_text(def: &DagSpec) -> Result<(String, String), StoreError> {
 /// A DAG definition's version as the nodes of a cluster compare it: the
 /// content hash of its JSON without `file`, since nodes may keep the same
 /// jobs folder in different places.
-pub fn definition_hash(def: &DagSpec) -> String {
+pub(crate) fn definition_hash(def: &DagSpec) -> String {
     let mut value = serde_json::to_value(def).unwrap_or_default();
     if let Some(fields) = value.as_object_mut() {
         fields.remove("file");
@@ -103,7 +106,7 @@ pub fn definition_hash(def: &DagSpec) -> String {
 }
 
 /// Parses a stored spec.
-pub fn parse_spec(text: &str, what: &str) -> Result<DagSpec, StoreError> {
+pub(crate) fn parse_spec(text: &str, what: &str) -> Result<DagSpec, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 

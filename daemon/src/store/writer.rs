@@ -53,7 +53,7 @@ const LINGER: Duration = Duration::from_millis(2);
 const MAX_GROUP: usize = 512;
 
 /// What the writer thread is given.
-pub struct Parts {
+pub(crate) struct Parts {
     pub store: Box<dyn Store>,
     pub rx: Receiver<Step>,
     pub notify: broadcast::Sender<Arc<str>>,
@@ -69,7 +69,7 @@ pub struct Parts {
 
 /// Steps the writer could not commit before it gave up (shutdown).
 #[derive(Debug)]
-pub struct Unwritten {
+pub(crate) struct Unwritten {
     pub steps: usize,
     pub runs: usize,
     pub answers: usize,
@@ -78,7 +78,7 @@ pub struct Unwritten {
 /// The writer thread's body. Ends `Ok` once the scheduler has dropped its
 /// queue and everything is written; `Err` when it gave up on held steps,
 /// `shutdown::FINAL_WRITE` after the scheduler ended (said in the log).
-pub fn run(parts: Parts) -> Result<(), Unwritten> {
+pub(crate) fn run(parts: Parts) -> Result<(), Unwritten> {
     let Parts {
         mut store,
         rx,

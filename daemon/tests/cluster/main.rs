@@ -23,7 +23,7 @@ mod pg_unique;
 /// clusters of axd with sub-second heartbeats on two cores starve each
 /// other long enough for nodes to be declared dead or to learn another
 /// node's ends late.
-pub async fn module_turn(module: &'static str) -> ModuleTurn {
+pub(crate) async fn module_turn(module: &'static str) -> ModuleTurn {
     loop {
         let notified = TURN_CHANGED.notified();
         {
@@ -49,7 +49,7 @@ static TURN: std::sync::Mutex<Option<(&'static str, usize)>> = std::sync::Mutex:
 static TURN_CHANGED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Held by a test while it runs (`module_turn`).
-pub struct ModuleTurn;
+pub(crate) struct ModuleTurn;
 
 impl Drop for ModuleTurn {
     fn drop(&mut self) {
@@ -65,7 +65,7 @@ impl Drop for ModuleTurn {
 }
 
 /// The config of a cluster node on `db`'s database, beating every `beat`.
-pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
+pub(crate) fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
     format!(
         "store = \"{}\"\n{BASE_CONFIG}\n[cluster]\nheartbeat = \"{beat}\"\n",
         db.url
@@ -73,7 +73,7 @@ pub fn cluster_config(db: &ax_testkit::pg::TestDb, beat: &str) -> String {
 }
 
 /// A node's id, as axd keeps it in its state dir.
-pub fn node_id(d: &Daemon) -> String {
+pub(crate) fn node_id(d: &Daemon) -> String {
     std::fs::read_to_string(d.path("state/node-id"))
         .unwrap()
         .trim()
@@ -81,7 +81,7 @@ pub fn node_id(d: &Daemon) -> String {
 }
 
 /// Polls `sql` (one number) until `done` holds; returns the last value.
-pub fn wait_count(
+pub(crate) fn wait_count(
     db: &ax_testkit::pg::TestDb,
     sql: &str,
     secs: u64,

@@ -202,6 +202,8 @@ async fn a_restarted_node_kills_what_its_earlier_life_left_running() {
         .unwrap()[0][0]
         .parse()
         .unwrap();
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the
+    // group exists, and takes integers only.
     let group_alive = || unsafe { libc::kill(-pgid, 0) } == 0;
     assert!(group_alive());
     let survivor = Daemon::start_with(&config, &[]);

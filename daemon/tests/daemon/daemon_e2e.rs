@@ -511,7 +511,7 @@ async fn unique_for_holds_across_a_restart() {
 }
 
 /// Waits (up to `secs`) for a pid written to `path`.
-pub fn read_pid(path: &std::path::Path, secs: u64) -> i32 {
+pub(crate) fn read_pid(path: &std::path::Path, secs: u64) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Ok(s) = std::fs::read_to_string(path)

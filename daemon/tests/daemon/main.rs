@@ -28,12 +28,12 @@ mod store_faults;
 mod systemd_status;
 
 /// A run's or attempt's time in milliseconds; fails the test when unset.
-pub fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
+pub(crate) fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {
     t.expect("time set").millis()
 }
 
 /// A free TCP port on the loopback address.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -43,7 +43,7 @@ pub fn free_port() -> u16 {
 
 /// `text` parsed as the Prometheus exposition format; fails the test
 /// when it is not.
-pub fn parse_prometheus(text: &str) -> prometheus_parse::Scrape {
+pub(crate) fn parse_prometheus(text: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
         .expect("Prometheus text")
 }

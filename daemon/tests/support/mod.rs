@@ -10,11 +10,11 @@ use ax_protocol::api::RunView;
 use ax_protocol::client::Client;
 use serde_json::{Value, json};
 
-pub use ax_testkit::run_ids;
+pub(crate) use ax_testkit::run_ids;
 
 /// The config every test starts from (the harness puts the jobs folder,
 /// state dir and socket ahead of it).
-pub const BASE_CONFIG: &str = r#"
+pub(crate) const BASE_CONFIG: &str = r#"
 max_concurrency = 8
 shutdown_grace = "5s"
 timezone = "UTC"
@@ -27,7 +27,7 @@ slots = 2
 "#;
 
 /// Polls `check` until it holds; fails naming `what` after `secs`.
-pub fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !check() {
         assert!(Instant::now() < deadline, "never: {what}");
@@ -40,9 +40,9 @@ const AXD: &str = env!("CARGO_BIN_EXE_axd");
 /// Every axd start of this test process holds this shared; a test that
 /// shrinks a machine-wide limit axd takes at start (the inotify queue)
 /// holds it alone, so no other test's axd starts under that limit.
-pub static STARTS: RwLock<()> = RwLock::new(());
+pub(crate) static STARTS: RwLock<()> = RwLock::new(());
 
-pub struct Daemon(ax_testkit::Daemon);
+pub(crate) struct Daemon(ax_testkit::Daemon);
 
 impl Deref for Daemon {
     type Target = ax_testkit::Daemon;
@@ -58,23 +58,23 @@ impl DerefMut for Daemon {
 }
 
 impl Daemon {
-    pub fn start(jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start(jobs: &[(&str, &str)]) -> Daemon {
         Daemon::start_with(BASE_CONFIG, jobs)
     }
 
-    pub fn start_with(config: &str, jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_with(config: &str, jobs: &[(&str, &str)]) -> Daemon {
         let mut d = Daemon::prepare(config, jobs);
         d.spawn();
         d
     }
 
     /// The temp dir, config and job files, axd not started.
-    pub fn prepare(config: &str, jobs: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn prepare(config: &str, jobs: &[(&str, &str)]) -> Daemon {
         Daemon(ax_testkit::Daemon::prepare(AXD, config, jobs).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// Starts axd on this state dir and waits until it serves.
-    pub fn spawn(&mut self) {
+    pub(crate) fn spawn(&mut self) {
         let _shared = STARTS.read().unwrap_or_else(PoisonError::into_inner);
         if let Err(e) = self.0.spawn() {
             panic!("{e}");
@@ -82,28 +82,28 @@ impl Daemon {
     }
 
     /// SIGTERM and wait; returns the exit code.
-    pub fn term(&mut self) -> Option<i32> {
+    pub(crate) fn term(&mut self) -> Option<i32> {
         self.0
             .terminate(Duration::from_secs(30))
             .unwrap_or_else(|e| panic!("{e}"))
             .and_then(|status| status.code())
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.pid().expect("axd is running")
     }
 
-    pub async fn client(&self) -> Client {
+    pub(crate) async fn client(&self) -> Client {
         Client::connect(&self.socket, "test").await.unwrap()
     }
 }
 
-pub async fn get_run(c: &mut Client, id: u64) -> RunView {
+pub(crate) async fn get_run(c: &mut Client, id: u64) -> RunView {
     serde_json::from_value(c.call("get_run", json!({"id": id})).await.unwrap()).unwrap()
 }
 
 /// Waits (up to `secs`) until the run satisfies `pred`; returns it.
-pub async fn wait_run(
+pub(crate) async fn wait_run(
     c: &mut Client,
     id: u64,
     secs: u64,
@@ -123,19 +123,19 @@ pub async fn wait_run(
     }
 }
 
-pub async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunView {
+pub(crate) async fn wait_state(c: &mut Client, id: u64, state: &str, secs: u64) -> RunView {
     wait_run(c, id, secs, |r| r.state.as_str() == state).await
 }
 
-pub async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
+pub(crate) async fn submit(c: &mut Client, params: Value) -> Vec<u64> {
     run_ids(&c.call("submit", params).await.unwrap())
 }
 
-pub async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
+pub(crate) async fn trigger(c: &mut Client, dag: &str) -> Vec<u64> {
     run_ids(&c.call("trigger", json!({"dag": dag})).await.unwrap())
 }
 
-pub fn pid_alive(pid: i32) -> bool {
+pub(crate) fn pid_alive(pid: i32) -> bool {
     // A zombie is dead for our purposes.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !s[s.rfind(')').unwrap() + 2..].starts_with('Z'),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// Waits for a child with a limit, so a follower that never ends fails
 /// the test instead of hanging it.
-pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+pub(crate) fn wait_output(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -19,13 +19,13 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     child.wait_with_output().unwrap()
 }
 
-pub fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `ax args` with `env` set, for the commands that need no daemon: its
 /// exit code (-1 when a signal ended it), stdout and stderr.
-pub fn ax_offline(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn ax_offline(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ax"))
         .args(args)
         .envs(env.iter().copied())

@@ -10,17 +10,17 @@ use chrono::{DateTime, Utc};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-pub fn now() -> DateTime<Utc> {
+pub(crate) fn now() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
         .unwrap()
         .with_timezone(&Utc)
 }
 
-pub fn t(s: &str) -> Option<Timestamp> {
+pub(crate) fn t(s: &str) -> Option<Timestamp> {
     Some(Timestamp::parse(&format!("2026-11-29T{s}.000Z")).unwrap())
 }
 
-pub fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
+pub(crate) fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
     RunView {
         id,
         dag: dag.into(),
@@ -37,7 +37,7 @@ pub fn run(id: u64, dag: &str, job: &str, state: &str) -> RunView {
 }
 
 /// A run with 3 attempts (failed, timed out, failed) and a pending retry.
-pub fn flaky() -> RunView {
+pub(crate) fn flaky() -> RunView {
     let a = |n, s: &str, e: &str, outcome: &str| AttemptView {
         n,
         started_at: t(s),
@@ -62,7 +62,7 @@ pub fn flaky() -> RunView {
     }
 }
 
-pub fn status() -> StatusView {
+pub(crate) fn status() -> StatusView {
     StatusView {
         version: "0.1.0".into(),
         uptime_s: 3725,
@@ -109,7 +109,7 @@ pub fn status() -> StatusView {
     }
 }
 
-pub fn app() -> App {
+pub(crate) fn app() -> App {
     let mut app = App::new(now(), false);
     app.set_time_zone(Some(chrono::FixedOffset::east_opt(0).unwrap()));
     app.on_daemon(DaemonEvent::Connected {
@@ -161,14 +161,14 @@ pub fn app() -> App {
     app
 }
 
-pub fn draw(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
+pub(crate) fn draw(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
     let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
     terminal.draw(|f| ui::render(f, app)).unwrap();
     terminal
 }
 
 /// The terminal's text, row by row.
-pub fn screen_text(terminal: &Terminal<TestBackend>) -> String {
+pub(crate) fn screen_text(terminal: &Terminal<TestBackend>) -> String {
     let buffer = terminal.backend().buffer();
     let width = buffer.area.width as usize;
     buffer

@@ -328,7 +328,7 @@ impl Leases {
 /// The thread body: claims while there is room, else sleeps until woken
 /// or `interval` passes; ends once `stop` is set (and it is woken) or the
 /// scheduler is gone.
-pub fn run(
+pub(crate) fn run(
     mut store: PgStore,
     link: Link,
     woken: Receiver<()>,

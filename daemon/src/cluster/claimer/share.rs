@@ -27,7 +27,7 @@ use std::collections::HashMap;
 
 /// One node's stake in a pool, as the share rule sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim<'a> {
+pub(super) struct Claim<'a> {
     pub node: &'a str,
     /// Slots it has leased now.
     pub leased: u32,
@@ -36,7 +36,7 @@ pub struct Claim<'a> {
 }
 
 /// Each node's share of a pool of `slots` (see the module's rule).
-pub fn shares<'a>(slots: u32, claims: &[Claim<'a>]) -> HashMap<&'a str, u32> {
+pub(super) fn shares<'a>(slots: u32, claims: &[Claim<'a>]) -> HashMap<&'a str, u32> {
     let mut out = HashMap::with_capacity(claims.len());
     let mut left = slots;
     let mut rest: Vec<&Claim<'a>> = claims.iter().collect();

@@ -311,7 +311,7 @@ fn describe(e: &std::io::Error) -> String {
 
 /// Where an attempt's output goes: its log file, through the redactor when
 /// the attempt has secrets.
-pub struct JobLog {
+pub(super) struct JobLog {
     pub(super) file: LazyLog,
     pub(super) redactor: Option<crate::execution::secrets::OutputRedactor>,
 }
@@ -319,7 +319,7 @@ pub struct JobLog {
 /// An attempt's log file, created at the first byte of output: creating a
 /// file per attempt costs more than spawning a no-op job on ext4, and a
 /// silent job's log is simply absent (read as empty).
-pub struct LazyLog {
+pub(super) struct LazyLog {
     pub(super) path: PathBuf,
     pub(super) file: Option<std::fs::File>,
 }

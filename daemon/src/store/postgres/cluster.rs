@@ -32,7 +32,7 @@ const JUDGE_LOCK: i64 = 0x6178_6a75_6467_6573;
 /// The session advisory lock of the cron leader ("axleader").
 const LEADER_LOCK: i64 = 0x6178_6c65_6164_6572;
 /// The channel that says offered work exists.
-pub const WORK_CHANNEL: &str = "ax_work";
+pub(super) const WORK_CHANNEL: &str = "ax_work";
 /// Notified by a commit that finished a DAG run.
 pub const DONE_CHANNEL: &str = "ax_done";
 /// How long a lost LISTEN or leader connection waits before reconnecting.

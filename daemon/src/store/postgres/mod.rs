@@ -342,8 +342,11 @@ struct Shared {
 
 impl Shared {
     /// Runs `fut` on the store's runtime and waits for it. Inside another
-    /// runtime (axd's start-up runs in its async main) `block_on` would
-    /// panic, so there the wait happens on a scoped thread.
+    /// runtime's async context `block_on` would panic, so there the wait
+    /// happens on a scoped thread. Such callers: the jobs folder's first
+    /// load (`Scheduler::load_jobs`, reading the last good DAG versions),
+    /// which `runtime::services::start` runs inside axd's `block_on`, and
+    /// tests that use a store from an async test body.
     fn block_on<F>(&self, fut: F) -> F::Output
     where
         F: Future + Send,
