@@ -65,3 +65,24 @@ pub(crate) fn pid(daemon: &Daemon) -> anyhow::Result<u32> {
         None => bail!("axd is not running"),
     }
 }
+
+/// A thread that asks `status` every 2 ms until `stop` is set, handing
+/// `record` when each call started and how long it took (ms); it ends at
+/// the first failed call.
+pub(crate) fn sample_status(
+    socket: &Path,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    mut record: impl FnMut(std::time::Instant, f64) + Send + 'static,
+) -> anyhow::Result<std::thread::JoinHandle<()>> {
+    let mut c = open(socket)?;
+    Ok(std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let t = std::time::Instant::now();
+            if c.call("status", serde_json::json!({})).is_err() {
+                return;
+            }
+            record(t, t.elapsed().as_secs_f64() * 1000.0);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }))
+}

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::bail;
 use serde_json::json;
@@ -39,22 +39,13 @@ struct Probe {
 
 impl Probe {
     fn start(socket: &Path, phases: usize) -> anyhow::Result<Probe> {
-        let mut c = axd::open(socket)?;
         let phase = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(vec![Vec::new(); phases]));
-        let (p, s, v) = (phase.clone(), stop.clone(), samples.clone());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if c.call("status", json!({})).is_err() {
-                    return;
-                }
-                let ms = t.elapsed().as_secs_f64() * 1000.0;
-                v.lock().unwrap()[p.load(Ordering::Relaxed)].push(ms);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
+        let (p, v) = (phase.clone(), samples.clone());
+        let thread = axd::sample_status(socket, stop.clone(), move |_, ms| {
+            v.lock().unwrap()[p.load(Ordering::Relaxed)].push(ms);
+        })?;
         Ok(Probe {
             phase,
             stop,

@@ -44,21 +44,12 @@ struct Probe {
 
 impl Probe {
     fn start(socket: &Path) -> anyhow::Result<Probe> {
-        let mut c = axd::open(socket)?;
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
-        let (s, v) = (stop.clone(), samples.clone());
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if c.call("status", json!({})).is_err() {
-                    return;
-                }
-                let ms = t.elapsed().as_secs_f64() * 1000.0;
-                v.lock().unwrap().push((t, ms));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
+        let v = samples.clone();
+        let thread = axd::sample_status(socket, stop.clone(), move |t, ms| {
+            v.lock().unwrap().push((t, ms));
+        })?;
         Ok(Probe {
             stop,
             samples,

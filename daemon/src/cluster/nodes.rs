@@ -479,21 +479,26 @@ mod tests {
         assert_ne!(node_id(b.path(), "h").unwrap(), id, "another state dir");
     }
 
-    #[test]
-    fn the_view_ages_the_snapshot_and_marks_this_node() {
-        let r = Registry::new("me");
-        assert!(r.view().is_none());
-        let row = |id: &str, age_ms: u64| NodeRow {
+    /// A node's row as the beat reads it.
+    fn node_row(id: &str, heartbeat_ms: u64, age_ms: u64, lease_left_ms: i64) -> NodeRow {
+        NodeRow {
             id: id.into(),
             host: "h".into(),
             version: "v".into(),
             slots: 4,
-            heartbeat_ms: 1000,
+            heartbeat_ms,
             started_at: 0,
             last_beat: 0,
             age_ms,
-            lease_left_ms: 1500 - age_ms as i64,
-        };
+            lease_left_ms,
+        }
+    }
+
+    #[test]
+    fn the_view_ages_the_snapshot_and_marks_this_node() {
+        let r = Registry::new("me");
+        assert!(r.view().is_none());
+        let row = |id: &str, age_ms: u64| node_row(id, 1000, age_ms, 1500 - age_ms as i64);
         r.publish(
             vec![row("me", 10), row("other", 1600)],
             Published {
@@ -514,17 +519,7 @@ mod tests {
     #[test]
     fn a_lease_read_runs_out_as_the_snapshot_ages() {
         let r = Registry::new("me");
-        let row = |id: &str, lease_left_ms| NodeRow {
-            id: id.into(),
-            host: "h".into(),
-            version: "v".into(),
-            slots: 4,
-            heartbeat_ms: 1000,
-            started_at: 0,
-            last_beat: 0,
-            age_ms: 0,
-            lease_left_ms,
-        };
+        let row = |id: &str, lease_left_ms| node_row(id, 1000, 0, lease_left_ms);
         // Read 900 ms ago: the peer's lease had 1.4 s left (alive still),
         // the other's 0.8 s (ended since, as far as this node knows).
         let taken = Instant::now()
@@ -545,17 +540,7 @@ mod tests {
     fn versions_compare_the_alive_nodes_only() {
         let r = Registry::new("a");
         assert!(r.versions().is_none());
-        let row = |id: &str, age_ms: u64| NodeRow {
-            id: id.into(),
-            host: "h".into(),
-            version: "v".into(),
-            slots: 4,
-            heartbeat_ms: 60_000,
-            started_at: 0,
-            last_beat: 0,
-            age_ms,
-            lease_left_ms: 360_000 - age_ms as i64,
-        };
+        let row = |id: &str, age_ms: u64| node_row(id, 60_000, age_ms, 360_000 - age_ms as i64);
         let version = |dag: &str, hash: &str, nodes: &[&str]| DagVersionRow {
             dag: dag.into(),
             hash: hash.into(),

@@ -25,6 +25,14 @@ pub struct Pruned {
     pub attempts: Vec<(u64, u32)>,
 }
 
+/// A DAG's finished runs past its `keep` newest (`Prune::beyond_newest`).
+pub struct BeyondNewest<'a> {
+    pub dag: &'a str,
+    pub keep: u32,
+    pub before: i64,
+    pub limit: usize,
+}
+
 /// What the pruner needs from a store.
 pub trait Prune: Send {
     /// Up to `limit` finished DAG runs with an id above `after`, finished
@@ -38,13 +46,7 @@ pub trait Prune: Send {
     /// Up to `limit` finished DAG runs of `dag` older than its newest
     /// `keep` DAG runs (active ones count among the newest), finished
     /// before `before`.
-    fn beyond_newest(
-        &mut self,
-        dag: &str,
-        keep: u32,
-        before: i64,
-        limit: usize,
-    ) -> Result<Vec<u64>, StoreError>;
+    fn beyond_newest(&mut self, q: &BeyondNewest<'_>) -> Result<Vec<u64>, StoreError>;
     /// Deletes those of `ids` that are still finished and finished before
     /// `before`, with their runs, attempts and events, in one transaction.
     /// A finished run that a run of an active DAG run still waits on

@@ -21,7 +21,7 @@ use ax_shared::RunState;
 
 use crate::runtime::shutdown::{Phase, Shutdown};
 use crate::store::StoreError;
-use crate::store::prune::{Prune, Pruned};
+use crate::store::prune::{BeyondNewest, Prune, Pruned};
 use ax_engine::{Millis, RunId};
 
 /// DAG runs deleted per transaction: the writer thread waits for at most
@@ -176,9 +176,12 @@ impl Pruner {
         }
         for (dag, keep) in &order.keep_runs {
             while self.serving() {
-                let ids = self
-                    .store
-                    .beyond_newest(dag, *keep, order.held_before, BATCH)?;
+                let ids = self.store.beyond_newest(&BeyondNewest {
+                    dag,
+                    keep: *keep,
+                    before: order.held_before,
+                    limit: BATCH,
+                })?;
                 if ids.is_empty() {
                     break;
                 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ax_daemon::scheduler::commit_of;
 use ax_daemon::store::postgres::{PgStore, PgUrl};
-use ax_daemon::store::prune::Prune;
+use ax_daemon::store::prune::{BeyondNewest, Prune};
 use ax_daemon::store::sqlite::SqliteStore;
 use ax_daemon::store::{Commit, EventQuery, RunQuery, Store, StoreError};
 use ax_engine::sim::*;
@@ -588,7 +588,13 @@ fn retention_deletes_finished_dag_runs_but_not_awaited_upstreams(b: &dyn Backend
     assert_eq!(p.finished_before(cutoff, 0, 10).unwrap(), ids);
     assert_eq!(p.finished_before(cutoff, ids[0], 1).unwrap(), vec![ids[1]]);
     assert!(p.finished_before(0, 0, 10).unwrap().is_empty());
-    assert_eq!(p.beyond_newest("old", 1, cutoff, 10).unwrap(), ids[..2]);
+    let old = BeyondNewest {
+        dag: "old",
+        keep: 1,
+        before: cutoff,
+        limit: 10,
+    };
+    assert_eq!(p.beyond_newest(&old).unwrap(), ids[..2]);
     let pruned = p.delete_dag_runs(&ids, cutoff).unwrap();
     assert_eq!(pruned.dag_runs, 2, "the awaited upstream's DAG run stays");
     assert_eq!(pruned.runs.get(&RunState::Success), Some(&2));

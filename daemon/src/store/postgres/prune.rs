@@ -5,7 +5,7 @@
 
 use super::{PgStore, on_client};
 use crate::store::StoreError;
-use crate::store::prune::{Prune, Pruned, delete_statements};
+use crate::store::prune::{BeyondNewest, Prune, Pruned, delete_statements};
 use crate::store::rows::Columns;
 
 /// The candidates still deletable: finished, finished before `$2`, and not
@@ -41,13 +41,13 @@ impl Prune for PgStore {
         })
     }
 
-    fn beyond_newest(
-        &mut self,
-        dag: &str,
-        keep: u32,
-        before: i64,
-        limit: usize,
-    ) -> Result<Vec<u64>, StoreError> {
+    fn beyond_newest(&mut self, q: &BeyondNewest<'_>) -> Result<Vec<u64>, StoreError> {
+        let BeyondNewest {
+            dag,
+            keep,
+            before,
+            limit,
+        } = *q;
         on_client!(self, |client| async {
             let statement = client
                 .prepare_cached(

@@ -5,7 +5,7 @@ use rusqlite::{TransactionBehavior, params};
 
 use super::{SqliteStore, all};
 use crate::store::StoreError;
-use crate::store::prune::{Prune, Pruned, delete_statements};
+use crate::store::prune::{BeyondNewest, Prune, Pruned, delete_statements};
 use crate::store::rows::{Columns, fit};
 
 impl Prune for SqliteStore {
@@ -25,13 +25,13 @@ impl Prune for SqliteStore {
         )
     }
 
-    fn beyond_newest(
-        &mut self,
-        dag: &str,
-        keep: u32,
-        before: i64,
-        limit: usize,
-    ) -> Result<Vec<u64>, StoreError> {
+    fn beyond_newest(&mut self, q: &BeyondNewest<'_>) -> Result<Vec<u64>, StoreError> {
+        let BeyondNewest {
+            dag,
+            keep,
+            before,
+            limit,
+        } = *q;
         let mut stmt = self.conn.prepare_cached(
             "SELECT id FROM dag_runs WHERE dag = ?1 AND state != 'active' AND finished_at < ?3
                AND id < (SELECT id FROM dag_runs WHERE dag = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1)
