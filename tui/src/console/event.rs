@@ -39,15 +39,8 @@ pub enum DaemonEvent {
         run: u64,
         text: String,
     },
-    /// New output of the followed log. `gap`: bytes jumped over first;
-    /// `restart`: a new attempt began, its log replaces the old one.
-    Log {
-        run: u64,
-        data: String,
-        gap: u64,
-        restart: bool,
-        eof: bool,
-    },
+    /// New output of the followed log.
+    Log(LogChunk),
     DagRun(DagRunView),
     /// The daemon's answer to an action.
     ActionResult {
@@ -135,4 +128,17 @@ impl EventQuery {
         .to_lowercase();
         self.words.iter().all(|w| text.contains(w.as_str()))
     }
+}
+
+/// New output of a followed log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogChunk {
+    pub run: u64,
+    pub data: String,
+    /// Bytes jumped over before `data`.
+    pub gap: u64,
+    /// A new attempt began: its log replaces the old one.
+    pub restart: bool,
+    /// The attempt ended and all of its log was read.
+    pub eof: bool,
 }

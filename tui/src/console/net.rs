@@ -13,7 +13,7 @@ use ax_protocol::request::{
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
-use super::state::{Command, DaemonEvent, Event};
+use super::state::{Command, DaemonEvent, Event, LogChunk};
 
 const RETRY: Duration = Duration::from_millis(500);
 /// How much of a log the detail pane shows.
@@ -399,13 +399,13 @@ pub async fn follow_log(socket: SocketChoice, run: u64, events: UnboundedSender<
     let log = |data: String, gap: u64, restart: bool, eof: bool| {
         send(
             &events,
-            DaemonEvent::Log {
+            DaemonEvent::Log(LogChunk {
                 run,
                 data,
                 gap,
                 restart,
                 eof,
-            },
+            }),
         )
     };
     let mut attempt: Option<u32> = None;

@@ -13,7 +13,7 @@ use ax_shared::RunState;
 use chrono::{DateTime, FixedOffset, Utc};
 
 pub use super::action::{Action, CancelTarget, Mode, View};
-pub use super::event::{Command, DaemonEvent, Event, EventQuery};
+pub use super::event::{Command, DaemonEvent, Event, EventQuery, LogChunk};
 use super::logbuf::LogBuf;
 use super::prompt::{CommandLine, StatusLine};
 use super::theme::Theme;
@@ -223,14 +223,8 @@ impl App {
                 self.runs.set_log_tail(run, text);
                 vec![]
             }
-            DaemonEvent::Log {
-                run,
-                data,
-                gap,
-                restart,
-                eof,
-            } => {
-                self.log.push(run, &data, gap, restart, eof);
+            DaemonEvent::Log(chunk) => {
+                self.log.push(chunk);
                 vec![]
             }
             DaemonEvent::DagRun(v) => {

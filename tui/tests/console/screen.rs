@@ -4,7 +4,7 @@
 use crate::support::*;
 use ax_protocol::api::DagRunView;
 use ax_shared::RunState;
-use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, Mode, Pane, View};
+use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, LogChunk, Mode, Pane, View};
 use ax_tui::console::ui;
 use serde_json::json;
 
@@ -206,13 +206,13 @@ fn update_views_and_quit() {
     assert_eq!(*a.mode(), Mode::Main);
     assert_eq!(a.update(Action::OpenLog), vec![Command::FollowLog(7)]);
     assert_eq!(*a.mode(), Mode::Log);
-    a.on_daemon(DaemonEvent::Log {
+    a.on_daemon(DaemonEvent::Log(LogChunk {
         run: 7,
         data: "hello\n".into(),
         gap: 0,
         restart: false,
         eof: false,
-    });
+    }));
     assert_eq!(a.log().newest(5), vec!["hello"]);
     a.update(Action::ToggleFollow);
     assert!(!a.following());

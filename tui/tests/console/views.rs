@@ -8,7 +8,7 @@ use ax_shared::RunState;
 use ax_shared::jobfile::FileError;
 use ax_tui::console::columns::{Kind, col, fit, widths};
 use ax_tui::console::keymap::action_for;
-use ax_tui::console::state::{Action, App, Command, DaemonEvent, EventQuery, Mode, View};
+use ax_tui::console::state::{Action, App, Command, DaemonEvent, EventQuery, LogChunk, Mode, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
 
@@ -491,13 +491,13 @@ fn the_log_view_holds_the_newest_lines() {
         let data: String = (0..1000)
             .map(|i| format!("line {}\n", chunk * 1000 + i))
             .collect();
-        a.on_daemon(DaemonEvent::Log {
+        a.on_daemon(DaemonEvent::Log(LogChunk {
             run: 7,
             data,
             gap: 0,
             restart: false,
             eof: false,
-        });
+        }));
     }
     assert_eq!(a.log().len(), ax_tui::console::logbuf::KEEP_LINES);
     let screen = screen_text(&draw(&a, 80, 24));
@@ -506,24 +506,24 @@ fn the_log_view_holds_the_newest_lines() {
     a.update(Action::PageUp);
     assert!(!a.following());
     let held = screen_text(&draw(&a, 80, 24));
-    a.on_daemon(DaemonEvent::Log {
+    a.on_daemon(DaemonEvent::Log(LogChunk {
         run: 7,
         data: "line 40000\n".into(),
         gap: 0,
         restart: false,
         eof: false,
-    });
+    }));
     assert_eq!(
         screen_text(&draw(&a, 80, 24)).lines().nth(8),
         held.lines().nth(8)
     );
-    a.on_daemon(DaemonEvent::Log {
+    a.on_daemon(DaemonEvent::Log(LogChunk {
         run: 7,
         data: String::new(),
         gap: 5000,
         restart: false,
         eof: false,
-    });
+    }));
     a.update(Action::ToggleFollow);
     let screen = screen_text(&draw(&a, 80, 24));
     assert!(screen.contains("5000 bytes skipped"), "{screen}");

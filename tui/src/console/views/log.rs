@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use crate::console::event::Command;
+use crate::console::event::{Command, LogChunk};
 use crate::console::logbuf::LogBuf;
 
 #[derive(Debug)]
@@ -51,7 +51,14 @@ impl LogView {
     }
 
     /// New output of `run`'s log (see `DaemonEvent::Log`).
-    pub(crate) fn push(&mut self, run: u64, data: &str, gap: u64, restart: bool, eof: bool) {
+    pub(crate) fn push(&mut self, chunk: LogChunk) {
+        let LogChunk {
+            run,
+            data,
+            gap,
+            restart,
+            eof,
+        } = chunk;
         if self.run != Some(run) {
             return;
         }
@@ -62,7 +69,7 @@ impl LogView {
         if gap > 0 {
             self.buf.gap(gap);
         }
-        self.buf.push(data);
+        self.buf.push(&data);
         self.eof = eof;
         if !self.follow {
             // Paused: the lines shown stay where they are.
