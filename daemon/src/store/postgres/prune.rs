@@ -42,12 +42,6 @@ impl Prune for PgStore {
     }
 
     fn beyond_newest(&mut self, q: &BeyondNewest<'_>) -> Result<Vec<u64>, StoreError> {
-        let BeyondNewest {
-            dag,
-            keep,
-            before,
-            limit,
-        } = *q;
         on_client!(self, |client| async {
             let statement = client
                 .prepare_cached(
@@ -59,7 +53,7 @@ impl Prune for PgStore {
             client
                 .query(
                     &statement,
-                    &[&dag, &i64::from(keep), &before, &(limit as i64)],
+                    &[&q.dag, &i64::from(q.keep), &q.before, &(q.limit as i64)],
                 )
                 .await?
                 .iter()

@@ -26,12 +26,6 @@ impl Prune for SqliteStore {
     }
 
     fn beyond_newest(&mut self, q: &BeyondNewest<'_>) -> Result<Vec<u64>, StoreError> {
-        let BeyondNewest {
-            dag,
-            keep,
-            before,
-            limit,
-        } = *q;
         let mut stmt = self.conn.prepare_cached(
             "SELECT id FROM dag_runs WHERE dag = ?1 AND state != 'active' AND finished_at < ?3
                AND id < (SELECT id FROM dag_runs WHERE dag = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1)
@@ -39,7 +33,7 @@ impl Prune for SqliteStore {
         )?;
         all(
             &mut stmt,
-            params![dag, i64::from(keep), before, limit as i64],
+            params![q.dag, i64::from(q.keep), q.before, q.limit as i64],
             |r| r.int(0, "dag_runs.id"),
         )
     }
