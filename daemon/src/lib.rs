@@ -17,7 +17,7 @@
 //!   retention.
 //! * `metrics`: the counters and their HTTP endpoint.
 
-pub mod bus;
+pub(crate) mod bus;
 pub(crate) mod cluster;
 pub mod config;
 pub mod execution;
@@ -26,5 +26,5 @@ pub mod logs;
 pub mod metrics;
 pub mod runtime;
 pub mod scheduler;
-pub mod server;
+pub(crate) mod server;
 pub mod store;

@@ -8,7 +8,7 @@ use serde_json::Value;
 /// with it: they count as a whole frame in a connection's budget
 /// (`server`), and the scheduler answers them after everything else of a
 /// step, for a bounded time per step (`Scheduler::answer_big_reads`).
-pub fn answers_big(request: &Request) -> bool {
+pub(crate) fn answers_big(request: &Request) -> bool {
     matches!(
         request,
         Request::ListRuns(_) | Request::Events(_) | Request::GetDagRun(_) | Request::ListDags(_)
@@ -17,7 +17,7 @@ pub fn answers_big(request: &Request) -> bool {
 
 /// The largest list answer the scheduler encodes: a frame, less room for
 /// the response around it (`jsonrpc`, `id`, `truncated`).
-pub const ANSWER_BUDGET: usize = ax_protocol::MAX_FRAME - 16 * 1024;
+pub(crate) const ANSWER_BUDGET: usize = ax_protocol::MAX_FRAME - 16 * 1024;
 
 /// A list answer the scheduler encoded itself, cut to fit in a frame
 /// (`list_runs`, `events`, `list_dags`): its JSON text, and the `truncated`

@@ -7,9 +7,9 @@
 //! their consumers, so that every sender imports them without importing
 //! the thread that receives them.
 
-pub mod answer;
-pub mod encoded;
-pub mod fault;
+pub(crate) mod answer;
+pub(crate) mod encoded;
+pub(crate) mod fault;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -129,7 +129,7 @@ impl ExecEvent {
 
 /// What the socket server needs to talk to the scheduler.
 #[derive(Clone)]
-pub struct Handle {
+pub(crate) struct Handle {
     pub tx: Sender<Msg>,
     pub notify: broadcast::Sender<Arc<str>>,
     pub log_dir: PathBuf,
@@ -145,7 +145,7 @@ pub struct Handle {
 /// The store's shipped logs, and this node's id (its own attempts' logs
 /// are its files).
 #[derive(Clone)]
-pub struct RemoteLogs {
+pub(crate) struct RemoteLogs {
     pub logs: crate::store::postgres::PgLogs,
     pub node: Arc<str>,
 }
@@ -157,7 +157,7 @@ fn shutting_down() -> RpcError {
 impl Handle {
     /// One request, answered as the scheduler gives it (typed; lists
     /// encoded, `Answer::List`).
-    pub async fn call(&self, peer: &Peer, request: Request) -> Result<Answer, RpcError> {
+    pub(crate) async fn call(&self, peer: &Peer, request: Request) -> Result<Answer, RpcError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Request {
@@ -172,7 +172,7 @@ impl Handle {
     /// One typed request, for the daemon's own use (`logs`, the systemd
     /// status loop, metrics). Lists (`Answer::List`) cannot be asked so:
     /// their answer types are not `TryFrom<Answer>`.
-    pub async fn ask<M>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError>
+    pub(crate) async fn ask<M>(&self, peer: &Peer, params: M) -> Result<M::Answer, RpcError>
     where
         M: Method,
         M::Answer: TryFrom<Answer, Error = Answer>,
@@ -182,7 +182,7 @@ impl Handle {
 }
 
 /// Where an answer goes.
-pub type ReplyTo = oneshot::Sender<Result<Answer, RpcError>>;
+pub(crate) type ReplyTo = oneshot::Sender<Result<Answer, RpcError>>;
 
 /// One scheduler step's changes, owned (the engine goes on changing).
 #[derive(Default)]

@@ -4,10 +4,7 @@
 //! a job's secrets (`secrets`).
 
 mod child;
-pub mod executor;
+pub(crate) mod executor;
 pub mod reaper;
 pub(crate) mod secrets;
-// Two unsafe blocks in spawn.rs (the PATH search's `access` and
-// `supervised`'s `from_raw_fd`) have no SAFETY comment of their own yet.
-#[allow(clippy::undocumented_unsafe_blocks)]
-pub mod spawn;
+pub(crate) mod spawn;

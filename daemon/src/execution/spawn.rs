@@ -32,7 +32,7 @@
 
 /// Why `spawn` returned no process.
 #[derive(Debug)]
-pub enum SpawnError {
+pub(crate) enum SpawnError {
     /// No process of the job ever ran.
     NotStarted(std::io::Error),
     /// The process started but could not be supervised: its group was
@@ -44,7 +44,7 @@ impl SpawnError {
     /// Nothing ran, for lack of a resource of the daemon's own (open
     /// descriptors, processes, memory) rather than anything about the job:
     /// the same spawn can work once running jobs give some back.
-    pub fn is_shortage(&self) -> bool {
+    pub(crate) fn is_shortage(&self) -> bool {
         matches!(
             self,
             SpawnError::NotStarted(e) if matches!(
@@ -80,11 +80,11 @@ use std::path::PathBuf;
 
 use tokio::io::unix::AsyncFd;
 
-pub use crate::execution::child::CloseFds;
+pub(crate) use crate::execution::child::CloseFds;
 use crate::execution::child::{ChildArgs, STAT_BYTES, child_main};
 
 /// Everything needed to start one process.
-pub struct Plan {
+pub(crate) struct Plan {
     pub program: PathBuf,
     pub args: Vec<std::ffi::OsString>,
     /// The environment every job starts from.
@@ -102,7 +102,7 @@ pub struct Plan {
 /// An environment converted for execve once, shared by every spawn: a
 /// job's process only adds its own variables (converting the daemon's
 /// thirty-odd variables per spawn was a tenth of a spawner's time).
-pub struct BaseEnv {
+pub(crate) struct BaseEnv {
     /// `NAME=value` entries, one per name.
     entries: Vec<CString>,
     path: Option<std::ffi::OsString>,
@@ -110,7 +110,7 @@ pub struct BaseEnv {
 
 impl BaseEnv {
     /// Entries with a NUL byte are left out (they cannot be passed on).
-    pub fn new(vars: Vec<(std::ffi::OsString, std::ffi::OsString)>) -> BaseEnv {
+    pub(crate) fn new(vars: Vec<(std::ffi::OsString, std::ffi::OsString)>) -> BaseEnv {
         let mut env = BaseEnv {
             entries: Vec::with_capacity(vars.len()),
             path: None,
@@ -178,7 +178,7 @@ static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// Raises the daemon's soft open-files limit to the hard limit (each client
 /// and each running job holds descriptors; 1024 is too few for a thousand
 /// idle clients). Jobs get the original limit back. Returns (old, new).
-pub fn raise_nofile() -> Option<(u64, u64)> {
+pub(crate) fn raise_nofile() -> Option<(u64, u64)> {
     let mut lim: libc::rlimit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -228,8 +228,8 @@ fn resolve(plan: &Plan) -> std::io::Result<PathBuf> {
         .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(program);
-        // SAFETY: `c` is a NUL-terminated string alive for the call.
         if let Ok(c) = cstr(candidate.as_os_str())
+            // SAFETY: `c` is a NUL-terminated string alive for the call.
             && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
         {
             return Ok(candidate);
@@ -242,7 +242,7 @@ fn resolve(plan: &Plan) -> std::io::Result<PathBuf> {
 }
 
 /// A started process, waited for through its pidfd.
-pub struct Process {
+pub(crate) struct Process {
     pub pid: u32,
     /// Its start time in clock ticks since boot (`process_start_time`).
     pub start_time: Option<u64>,
@@ -251,7 +251,7 @@ pub struct Process {
 
 impl Process {
     /// Waits for the process to exit and reaps it: (exit code, signal).
-    pub async fn wait(&self) -> std::io::Result<(Option<i32>, Option<i32>)> {
+    pub(crate) async fn wait(&self) -> std::io::Result<(Option<i32>, Option<i32>)> {
         loop {
             let mut guard = self.pidfd.readable().await?;
             let mut status: libc::c_int = 0;
@@ -314,7 +314,7 @@ impl Drop for SignalsBlocked {
 /// Starts the process described by `plan` (call from a long-lived thread:
 /// PDEATHSIG is tied to the calling thread). Needs a tokio runtime context
 /// for the pidfd.
-pub fn spawn(plan: Plan) -> Result<Process, SpawnError> {
+pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
     let path = cstr(resolve(&plan)?.as_os_str())?;
     let mut argv_c: Vec<CString> = vec![cstr(plan.program.as_os_str())?];
     for a in &plan.args {
@@ -461,6 +461,8 @@ fn supervised(
         // SAFETY: pidfd_open takes integers only; it returns a new
         // descriptor that nothing else owns, moved into the OwnedFd.
         None => match unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } {
+            // SAFETY: `fd` is the new descriptor pidfd_open returned,
+            // owned by nothing else.
             fd if fd >= 0 => Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) }),
             _ => Err(std::io::Error::last_os_error()),
         },
@@ -499,7 +501,7 @@ fn supervised(
 static PIDFD_BY_CLONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// The start time (field 22) in a /proc/PID/stat line.
-pub fn start_time_of_stat(stat: &[u8]) -> Option<u64> {
+pub(crate) fn start_time_of_stat(stat: &[u8]) -> Option<u64> {
     // `comm` may hold any bytes, ')' too; the fields after its last ')'
     // are ASCII.
     let close = stat.iter().rposition(|&b| b == b')')?;

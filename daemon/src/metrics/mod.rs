@@ -165,13 +165,6 @@ pub struct Metrics {
 const FAILURE_WINDOW_MS: Millis = 3_600_000;
 
 impl Metrics {
-    /// When the DAG's last DAG run ended (succeeded, failed or was
-    /// cancelled), in ms, as far as this daemon and its store know.
-    pub fn last_ended(&self, dag: &str) -> Option<Millis> {
-        let h = self.dag_history.get(dag)?;
-        h.last_success.max(h.last_failure)
-    }
-
     /// `history` seeds the per-DAG success/failure times from the store,
     /// so a restart does not reset the dead man's switch.
     pub fn new(shared: Shared, history: HashMap<String, DagHistory>) -> Metrics {

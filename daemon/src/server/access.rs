@@ -14,7 +14,7 @@ use crate::bus::Peer;
 use crate::bus::answer::Answer;
 
 #[derive(Clone, Debug, Default)]
-pub struct Access {
+pub(crate) struct Access {
     pub owner_uid: u32,
     pub admin_gid: Option<u32>,
     pub socket_gid: Option<u32>,

@@ -7,7 +7,7 @@ use std::path::Path;
 use tokio::net::UnixListener;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BindError {
+pub(crate) enum BindError {
     #[error("another axd is already serving {0}")]
     Live(String),
     #[error("cannot create socket {path}: {source}")]
@@ -69,7 +69,7 @@ fn give_to_group(path: &Path, gid: u32) -> Result<(), BindError> {
 /// group must be able to connect. Where the filesystem refuses ACLs, the
 /// log says which group's members cannot connect (unless also members of
 /// the first).
-pub fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
+pub(crate) fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
     let io = |source| BindError::Io {
         path: path.display().to_string(),
         source,

@@ -27,9 +27,9 @@ use crate::bus::Handle;
 use crate::config::Limits;
 use crate::runtime::ratelog::{RateLog, held_back};
 use crate::runtime::shutdown::Shutdown;
-pub use access::Access;
+pub(crate) use access::Access;
 use access::role_of;
-pub use bind::{BindError, bind};
+pub(crate) use bind::bind;
 use connection::connection;
 
 /// Accepts clients until the shutdown value says `Stopped`. A peer whose
@@ -37,7 +37,7 @@ use connection::connection;
 /// `too_many_connections` error and is closed; a failing `accept` (no
 /// descriptors left) is retried after a pause that doubles up to 1 s. Both
 /// are logged at most once per 10 s.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: UnixListener,
     handle: Handle,
     access: Access,

@@ -7,7 +7,7 @@ use nix::unistd::Pid;
 
 /// The start time of a process in clock ticks since boot (field 22 of
 /// /proc/PID/stat), to recognise a pid after a restart.
-pub fn process_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
     // One read into a buffer (the line is far below 1 KiB; `comm` is at
     // most 16 bytes): read_to_string would also stat the file, for every
     // job started.
@@ -71,7 +71,7 @@ fn pgrp(fields: &[&str]) -> Option<i32> {
 /// no earlier than it did. Linux does not give a pid out again while a
 /// process group of that id has members, so those are what is left of
 /// the attempt.
-pub fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
+pub(crate) fn sweep_orphan(pid: u32, pid_start: Option<u64>) -> bool {
     match (pid_start, process_start_time(pid)) {
         (Some(want), Some(have)) if want == have => {
             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -124,7 +124,7 @@ impl Drop for LiveGroup {
 /// SIGKILL to the process group of every attempt still supervised: axd
 /// is about to exit without a shutdown (a fenced cluster node), and no
 /// job of it may run on.
-pub fn kill_all() -> usize {
+pub(crate) fn kill_all() -> usize {
     let groups = LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     for pgid in groups.iter() {
         let _ = killpg(Pid::from_raw(*pgid), Signal::SIGKILL);

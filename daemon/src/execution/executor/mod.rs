@@ -43,8 +43,10 @@ mod output;
 use crate::bus::ExecEvent;
 use output::{JobLog, LazyLog, OutputBeats, read_output, sleep_until_opt};
 
+#[cfg(test)]
+use groups::process_start_time;
 use groups::{LiveGroup, group_alive};
-pub use groups::{kill_all, process_start_time, sweep_orphan};
+pub(crate) use groups::{kill_all, sweep_orphan};
 
 /// Threads that start and supervise job processes. A clone+exec blocks its
 /// thread until the child has exec'ed (CLONE_VFORK, ~0.3 ms for `sh`), so
