@@ -269,10 +269,17 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         crate::store::writer::run(writer).is_ok()
     })?;
     list.push(Service::thread("store writer", None, t));
-    // The jobs folder's first load, on this thread, into the scheduler
-    // before its thread starts.
-    let watcher: Arc<str> = Arc::from("watcher");
-    initial.extend(scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder));
+    // The jobs folder's first load, into the scheduler before its thread
+    // starts. On a blocking thread: it reads files and the store, and the
+    // socket server (this runtime's tasks) answers meanwhile.
+    let (scheduler, folder, loaded) = tokio::task::spawn_blocking(move || {
+        let watcher: Arc<str> = Arc::from("watcher");
+        let loaded = scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder);
+        (scheduler, folder, loaded)
+    })
+    .await
+    .context("the jobs folder's first load failed")?;
+    initial.extend(loaded);
     // 14. The jobs folder's scanner: scans after the first run on their
     // own thread; the scheduler only puts their results in force
     // (docs/operations.md).

@@ -161,8 +161,14 @@ async fn a_log_of_another_node_reads_and_follows_the_same_through_any_node() {
     let dag_run = get_run(&mut ca, run).await.dag_run;
     drop((ca, cb));
     drop((a, b));
-    let mut store = PgStore::open(&PgUrl::parse(&db.url).unwrap()).unwrap();
-    let pruned = store.delete_dag_runs(&[dag_run], i64::MAX).unwrap();
+    // The store's calls wait for their answers: off the test's runtime.
+    let url = db.url.clone();
+    let pruned = tokio::task::spawn_blocking(move || {
+        let mut store = PgStore::open(&PgUrl::parse(&url).unwrap()).unwrap();
+        store.delete_dag_runs(&[dag_run], i64::MAX).unwrap()
+    })
+    .await
+    .unwrap();
     assert_eq!(pruned.dag_runs, 1);
     assert_eq!(db.query(&chunks).unwrap()[0][0], "0");
     let done = format!("SELECT count(*) FROM log_done WHERE run = {run}");
@@ -245,7 +251,12 @@ async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
     let Some(db) = TestDb::create("pg_logs_store") else {
         return;
     };
-    let store = PgStore::open(&PgUrl::parse(&db.url).unwrap()).unwrap();
+    // Opening waits for the database: off the test's runtime.
+    let url = db.url.clone();
+    let store =
+        tokio::task::spawn_blocking(move || PgStore::open(&PgUrl::parse(&url).unwrap()).unwrap())
+            .await
+            .unwrap();
     let logs = store.logs();
     let chunk = |offset: u64, data: &str| ShippedChunk {
         run: 7,

@@ -341,32 +341,21 @@ struct Shared {
 }
 
 impl Shared {
-    /// Runs `fut` on the store's runtime and waits for it. Inside another
-    /// runtime's async context `block_on` would panic, so there the wait
-    /// happens on a scoped thread. Such callers: the jobs folder's first
-    /// load (`Scheduler::load_jobs`, reading the last good DAG versions),
-    /// which `runtime::services::start` runs inside axd's `block_on`, and
-    /// tests that use a store from an async test body.
+    /// Runs `fut` on the store's runtime and waits for it. Every caller
+    /// is a thread of its own (the scheduler, the writer, the pruner, the
+    /// heartbeat, the claimer, the shipper, a blocking task of axd's
+    /// runtime), never an async task: waiting inside one would panic.
     fn block_on<F>(&self, fut: F) -> F::Output
     where
         F: Future + Send,
         F::Output: Send,
     {
-        let handle = self
-            .rt
+        self.rt
             .0
             .as_ref()
             .expect("the runtime lives as long as the store")
-            .handle();
-        if tokio::runtime::Handle::try_current().is_ok() {
-            std::thread::scope(|s| {
-                s.spawn(|| handle.block_on(fut))
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
-            })
-        } else {
-            handle.block_on(fut)
-        }
+            .handle()
+            .block_on(fut)
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
