@@ -85,7 +85,7 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
             if orders.is_empty() {
                 bail!("{} runs of a chunk never dispatched", chunk - finished);
             }
-            store.commit(&commit_of(&engine, &effects))?;
+            store.commit(&commit_of(&engine, &effects).commit())?;
             effects.clear();
             for o in orders {
                 let (run, attempt) = (o.run, o.attempt);
@@ -107,7 +107,7 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
                 finished += 1;
             }
         }
-        store.commit(&commit_of(&engine, &effects))?;
+        store.commit(&commit_of(&engine, &effects).commit())?;
         engine.evict_finished(at + 10);
         written += chunk;
     }

@@ -113,7 +113,7 @@ pub(crate) fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> 
                 effects.extend(exited.effects);
             }
         }
-        store.commit(&commit_of(&engine, &effects))?;
+        store.commit(&commit_of(&engine, &effects).commit())?;
     }
     Ok(())
 }

@@ -17,11 +17,10 @@ use std::sync::mpsc::Sender;
 
 use ax_protocol::api::{Role, StatusView};
 use ax_protocol::{Method, Request, RpcError, codes};
-use ax_shared::DagSpec;
 use tokio::sync::{broadcast, oneshot};
 
 use answer::Answer;
-use ax_engine::{DagRun, DagRunId, Event, Input, Run};
+use ax_engine::{DagRunId, Input};
 
 /// Who is asking.
 #[derive(Clone, Debug)]
@@ -184,19 +183,11 @@ impl Handle {
 /// Where an answer goes.
 pub(crate) type ReplyTo = oneshot::Sender<Result<Answer, RpcError>>;
 
-/// One scheduler step's changes, owned (the engine goes on changing).
+/// One scheduler step, handed whole to the writer: its changes (owned:
+/// the engine goes on changing) and what waits for them to be durable.
 #[derive(Default)]
 pub struct Step {
-    pub dag_runs: Vec<DagRun>,
-    pub runs: Vec<Run>,
-    pub events: Vec<Event>,
-    pub paused: Vec<(String, bool)>,
-    pub cron_marks: Vec<(String, i64)>,
-    pub trigger_queues: Vec<(String, Vec<ax_engine::Trigger>)>,
-    pub dag_defs: Vec<Arc<DagSpec>>,
-    pub removed_defs: Vec<String>,
-    /// `dag_defs` is every DAG of the jobs folder (`Commit::defs_complete`).
-    pub defs_complete: bool,
+    pub changes: crate::store::Changes,
     /// Runs whose progress changed (notified, not stored).
     pub progress: Vec<u64>,
     /// Answers to send once written.
@@ -212,6 +203,7 @@ pub struct Step {
 
 impl Step {
     pub(crate) fn has_definitions(&self) -> bool {
-        !self.dag_defs.is_empty() || !self.removed_defs.is_empty() || self.defs_complete
+        let c = &self.changes;
+        !c.dag_defs.is_empty() || !c.removed_defs.is_empty() || c.defs_complete
     }
 }

@@ -45,12 +45,12 @@ use crate::execution::executor::Executor;
 use crate::jobs_folder::registry::DagRegistry;
 use crate::runtime::shutdown::{Phase, Shutdown};
 use crate::runtime::time::{now_ms, steady_ms};
-use crate::store::{Commit, Store};
+use crate::store::{Changes, Store};
 use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
 
 /// What a step's effects change in the store: the DAG runs and runs they
 /// touched (as the engine now has them), their events and cron marks.
-pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
+pub fn commit_of(engine: &Engine, effects: &[Effect]) -> Changes {
     let mut runs: BTreeSet<RunId> = BTreeSet::new();
     let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
     let mut events = Vec::new();
@@ -67,7 +67,7 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
                     runs.insert(r);
                 }
                 dag_runs.insert(ev.dag_run);
-                events.push(ev);
+                events.push(ev.clone());
             }
             Effect::Progress { run } | Effect::Persist { run } => {
                 runs.insert(*run);
@@ -78,13 +78,19 @@ pub fn commit_of<'a>(engine: &'a Engine, effects: &'a [Effect]) -> Commit<'a> {
             _ => {}
         }
     }
-    Commit {
-        dag_runs: dag_runs.iter().filter_map(|d| engine.dag_run(*d)).collect(),
-        runs: runs.iter().filter_map(|r| engine.run(*r)).collect(),
+    Changes {
+        dag_runs: dag_runs
+            .iter()
+            .filter_map(|d| engine.dag_run(*d).map(DagRun::row))
+            .collect(),
+        runs: runs
+            .iter()
+            .filter_map(|r| engine.run(*r).cloned())
+            .collect(),
         events,
         cron_marks,
         trigger_queues,
-        ..Commit::default()
+        ..Changes::default()
     }
 }
 
@@ -518,7 +524,7 @@ impl Scheduler {
     /// Hands the step's changes, with the answers waiting on them, to the
     /// writer.
     fn write(&mut self, now: Millis, effects: &[Effect], replies: Answers) {
-        let c = commit_of(&self.engine, effects);
+        let mut changes = commit_of(&self.engine, effects);
         let progress: Vec<u64> = effects
             .iter()
             .filter_map(|e| match e {
@@ -528,25 +534,24 @@ impl Scheduler {
             .collect();
         // Nothing to write, answer or announce (a tick, an output
         // heartbeat, a read): no step.
-        if c.is_empty() && replies.is_empty() && progress.is_empty() && !self.registry.has_pending()
+        if changes.commit().is_empty()
+            && replies.is_empty()
+            && progress.is_empty()
+            && !self.registry.has_pending()
         {
             // A hold whose submit created nothing guards no commit.
             drop(self.store.take_unique_holds());
             return;
         }
-        let announce =
-            self.notify.receiver_count() > 0 && (!c.events.is_empty() || !progress.is_empty());
+        let announce = self.notify.receiver_count() > 0
+            && (!changes.events.is_empty() || !progress.is_empty());
         let defs = self.registry.take_pending();
+        changes.paused = defs.paused;
+        changes.dag_defs = defs.dag_defs;
+        changes.removed_defs = defs.removed;
+        changes.defs_complete = defs.complete;
         let step = Step {
-            dag_runs: c.dag_runs.into_iter().map(DagRun::row).collect(),
-            runs: c.runs.into_iter().cloned().collect(),
-            events: c.events.into_iter().cloned().collect(),
-            cron_marks: c.cron_marks,
-            trigger_queues: c.trigger_queues,
-            paused: defs.paused,
-            dag_defs: defs.dag_defs,
-            removed_defs: defs.removed,
-            defs_complete: defs.complete,
+            changes,
             progress,
             replies,
             status: announce.then(|| self.status(now)),

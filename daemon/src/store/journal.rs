@@ -224,12 +224,13 @@ impl Journal {
     pub(crate) fn append(&mut self, steps: &[Step]) -> Result<(), JournalError> {
         let mut text = String::new();
         for step in steps {
-            if step.runs.is_empty() && step.dag_runs.is_empty() {
+            if step.changes.runs.is_empty() && step.changes.dag_runs.is_empty() {
                 continue;
             }
             let line = Line {
-                runs: step.runs.iter().map(RunRow::of).collect(),
+                runs: step.changes.runs.iter().map(RunRow::of).collect(),
                 dag_runs: step
+                    .changes
                     .dag_runs
                     .iter()
                     .map(|d| DagRunRow {
@@ -238,7 +239,7 @@ impl Journal {
                         finished_at: d.finished_at,
                     })
                     .collect(),
-                events: step.events.clone(),
+                events: step.changes.events.clone(),
             };
             // Serializing plain data into a string cannot fail.
             text.push_str(&serde_json::to_string(&line).unwrap_or_default());

@@ -103,7 +103,38 @@ pub(crate) fn parse_trigger_queue(dag: &str, json: &str) -> Result<Vec<Trigger>,
         .map_err(|e| StoreError::Corrupt(format!("trigger queue of {dag:?}: {e}")))
 }
 
-/// One step's worth of changes.
+/// What one scheduler step changes in the store, owned: built straight
+/// from the engine (`scheduler::commit_of`) and handed to the writer
+/// inside its `Step`.
+#[derive(Default)]
+pub struct Changes {
+    pub dag_runs: Vec<DagRun>,
+    pub runs: Vec<Run>,
+    pub events: Vec<Event>,
+    pub paused: Vec<(String, bool)>,
+    pub cron_marks: Vec<(String, i64)>,
+    /// Each DAG's whole queue of triggers as it now is (empty: none).
+    pub trigger_queues: Vec<(String, Vec<Trigger>)>,
+    pub dag_defs: Vec<Arc<DagSpec>>,
+    pub removed_defs: Vec<String>,
+    /// `dag_defs` is every DAG the node defines: in a cluster its record
+    /// of loaded versions (`node_dags`) is replaced, not updated.
+    pub defs_complete: bool,
+}
+
+impl Changes {
+    /// The store's view of these changes alone.
+    pub fn commit(&self) -> Commit<'_> {
+        Commit::of(std::slice::from_ref(self))
+    }
+}
+
+/// What one transaction writes: the changes of one or more steps, borrowed
+/// from them (the writer keeps the steps until they are durable, for a
+/// retry and for the journal, so the view copies no row). Of a row
+/// changed by several steps, the last version; rows in id order, so new
+/// rows go to the end of their B-trees (SQLite's append path) instead of
+/// splitting pages in the middle.
 #[derive(Default)]
 pub struct Commit<'a> {
     pub dag_runs: Vec<&'a DagRun>,
@@ -120,7 +151,47 @@ pub struct Commit<'a> {
     pub defs_complete: bool,
 }
 
-impl Commit<'_> {
+impl<'a> Commit<'a> {
+    /// One transaction's view of `steps`' changes, in order.
+    pub fn of(steps: &'a [Changes]) -> Commit<'a> {
+        Commit::merged(steps.iter())
+    }
+
+    /// The same, over changes that sit inside other values (the writer's
+    /// steps).
+    pub fn merged(steps: impl Iterator<Item = &'a Changes> + Clone) -> Commit<'a> {
+        let mut c = Commit::default();
+        if steps.clone().count() == 1 {
+            let one = steps.clone().next().expect("one step");
+            c.dag_runs = one.dag_runs.iter().collect();
+            c.runs = one.runs.iter().collect();
+        } else {
+            let mut dag_runs: BTreeMap<u64, &DagRun> = BTreeMap::new();
+            let mut runs: BTreeMap<u64, &Run> = BTreeMap::new();
+            for s in steps.clone() {
+                for d in &s.dag_runs {
+                    dag_runs.insert(d.id.0, d);
+                }
+                for r in &s.runs {
+                    runs.insert(r.id.0, r);
+                }
+            }
+            c.dag_runs = dag_runs.into_values().collect();
+            c.runs = runs.into_values().collect();
+        }
+        for s in steps {
+            c.events.extend(s.events.iter());
+            c.paused.extend(s.paused.iter().cloned());
+            c.cron_marks.extend(s.cron_marks.iter().cloned());
+            c.trigger_queues.extend(s.trigger_queues.iter().cloned());
+            c.dag_defs
+                .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
+            c.removed_defs.extend(s.removed_defs.iter().cloned());
+            c.defs_complete |= s.defs_complete;
+        }
+        c
+    }
+
     pub fn is_empty(&self) -> bool {
         self.dag_runs.is_empty()
             && self.runs.is_empty()

@@ -41,7 +41,7 @@ use crate::bus::Step;
 use crate::bus::fault::Fault;
 use crate::store::journal::Journal;
 use crate::store::{Commit, Store};
-use ax_engine::{DagRun, Event, Run};
+use ax_engine::{Event, Run};
 
 /// How often a failing store is tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -140,7 +140,7 @@ pub(crate) fn run(parts: Parts) -> Result<(), Unwritten> {
         // An empty commit returns at once (`Commit::is_empty`).
         let began = Instant::now();
         fault.writing(Some(began));
-        let result = store.commit(&merge(&pending[..group]));
+        let result = store.commit(&Commit::merged(pending[..group].iter().map(|s| &s.changes)));
         fault.writing(None);
         match &result {
             Ok(_) => metrics
@@ -205,7 +205,7 @@ pub(crate) fn run(parts: Parts) -> Result<(), Unwritten> {
 fn deliver(steps: impl Iterator<Item = Step>, seqs: &[i64], notify: &broadcast::Sender<Arc<str>>) {
     let mut at = 0;
     for step in steps {
-        let n = step.events.len();
+        let n = step.changes.events.len();
         let seqs = seqs.get(at..at + n).unwrap_or(&[]);
         at += n;
         // `on_commit` queues its message to the scheduler before any
@@ -218,7 +218,13 @@ fn deliver(steps: impl Iterator<Item = Step>, seqs: &[i64], notify: &broadcast::
         for (reply, answer) in step.replies {
             let _ = reply.send(answer);
         }
-        announce(notify, &step.events, &step.progress, step.status, seqs);
+        announce(
+            notify,
+            &step.changes.events,
+            &step.progress,
+            step.status,
+            seqs,
+        );
     }
 }
 
@@ -287,13 +293,13 @@ fn give_up(
 ) -> Unwritten {
     let left = Unwritten {
         steps: pending.len(),
-        runs: pending.iter().map(|s| s.runs.len()).sum(),
+        runs: pending.iter().map(|s| s.changes.runs.len()).sum(),
         answers: pending.iter().map(|s| s.replies.len()).sum(),
     };
     // Each run as its latest step has it.
     let latest: BTreeMap<u64, &Run> = pending
         .iter()
-        .flat_map(|s| &s.runs)
+        .flat_map(|s| &s.changes.runs)
         .map(|r| (r.id.0, r))
         .collect();
     let ended: Vec<&Run> = latest
@@ -340,41 +346,6 @@ fn give_up(
 
 /// One transaction's worth of steps. A run or DAG run changed by several
 /// steps is written once, as the latest step has it.
-fn merge(steps: &[Step]) -> Commit<'_> {
-    let mut c = Commit::default();
-    if let [one] = steps {
-        c.dag_runs = one.dag_runs.iter().collect();
-        c.runs = one.runs.iter().collect();
-    } else {
-        // The last version of each row, in id order: new rows then go to
-        // the end of their B-trees (SQLite's append path) instead of
-        // splitting pages in the middle, as a hash order made them do.
-        let mut dag_runs: BTreeMap<u64, &DagRun> = BTreeMap::new();
-        let mut runs: BTreeMap<u64, &Run> = BTreeMap::new();
-        for s in steps {
-            for d in &s.dag_runs {
-                dag_runs.insert(d.id.0, d);
-            }
-            for r in &s.runs {
-                runs.insert(r.id.0, r);
-            }
-        }
-        c.dag_runs = dag_runs.into_values().collect();
-        c.runs = runs.into_values().collect();
-    }
-    for s in steps {
-        c.events.extend(s.events.iter());
-        c.paused.extend(s.paused.iter().cloned());
-        c.cron_marks.extend(s.cron_marks.iter().cloned());
-        c.trigger_queues.extend(s.trigger_queues.iter().cloned());
-        c.dag_defs
-            .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
-        c.removed_defs.extend(s.removed_defs.iter().cloned());
-        c.defs_complete |= s.defs_complete;
-    }
-    c
-}
-
 fn announce(
     notify: &broadcast::Sender<Arc<str>>,
     events: &[Event],

@@ -30,7 +30,7 @@ fn every_minute_queued() -> Arc<DagSpec> {
 /// daemon's writer does after each step.
 fn commit(sim: &mut Sim, store: &mut SqliteStore) {
     let c = commit_of(&sim.engine, &sim.effects);
-    store.commit(&c).unwrap();
+    store.commit(&c.commit()).unwrap();
     sim.effects.clear();
 }
 

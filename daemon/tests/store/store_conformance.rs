@@ -122,7 +122,9 @@ conformance!(
 
 /// Commits what the Sim's steps decided since the last commit.
 fn commit(sim: &mut Sim, store: &mut dyn Store) -> Vec<i64> {
-    let seqs = store.commit(&commit_of(&sim.engine, &sim.effects)).unwrap();
+    let seqs = store
+        .commit(&commit_of(&sim.engine, &sim.effects).commit())
+        .unwrap();
     sim.effects.clear();
     seqs
 }
@@ -172,7 +174,7 @@ fn a_restart_loads_what_was_committed(b: &dyn Backend) {
     c.cron_marks.push(("nightly".into(), 1_700_000_060_000));
     c.trigger_queues
         .push(("nightly".into(), vec![Trigger::Slot(1_700_000_120_000)]));
-    store.commit(&c).unwrap();
+    store.commit(&c.commit()).unwrap();
     sim.effects.clear();
 
     let loaded = b.open().load().unwrap();
