@@ -1,5 +1,5 @@
-//! Prints a few layouts: `cargo run -p ax-tui --example dagdraw_demo`.
-use ax_tui::dagdraw::{DagNode, layout};
+//! Prints a few layouts: `cargo run -p ax-clients --example dagdraw_demo`.
+use ax_clients::dagdraw::{DagNode, layout};
 
 fn main() {
     let n = |id: &str, deps: &[&str]| DagNode {

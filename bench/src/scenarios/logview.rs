@@ -11,10 +11,10 @@
 
 use std::time::{Duration, Instant};
 
+use ax_clients::console::net::follow_log;
+use ax_clients::console::state::{App, Event};
 use ax_protocol::client::{Client, SocketChoice};
 use ax_protocol::request::{Logs, Submit};
-use ax_tui::console::net::follow_log;
-use ax_tui::console::state::{App, Event};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -72,7 +72,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     app.on_daemon(ev);
                 }
                 let t = Instant::now();
-                term.draw(|f| ax_tui::console::ui::render(f, &app))?;
+                term.draw(|f| ax_clients::console::ui::render(f, &app))?;
                 frames.push(t.elapsed().as_secs_f64() * 1e3);
             }
             if Instant::now() >= next_sample {

@@ -106,7 +106,7 @@ pub(crate) fn run(n: usize, report: &mut Report) -> anyhow::Result<()> {
 /// ms per frame of the console, drawn 200 times on a 160×50 test terminal
 /// with `window` and `status` as the daemon sent them.
 fn render_frames(window: Vec<RunView>, status: StatusView) -> anyhow::Result<Vec<f64>> {
-    use ax_tui::console::state::{App, DaemonEvent};
+    use ax_clients::console::state::{App, DaemonEvent};
     let mut app = App::new(chrono::Utc::now(), true);
     app.on_daemon(DaemonEvent::Connected {
         version: status.version.clone(),
@@ -120,7 +120,7 @@ fn render_frames(window: Vec<RunView>, status: StatusView) -> anyhow::Result<Vec
     (0..200)
         .map(|_| {
             let t = Instant::now();
-            term.draw(|f| ax_tui::console::ui::render(f, &app))?;
+            term.draw(|f| ax_clients::console::ui::render(f, &app))?;
             Ok(t.elapsed().as_secs_f64() * 1000.0)
         })
         .collect()

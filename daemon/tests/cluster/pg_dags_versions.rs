@@ -29,7 +29,7 @@ fn ax_binary() -> PathBuf {
     let ax = exe.parent().unwrap().parent().unwrap().join("ax");
     assert!(
         ax.exists(),
-        "{} is missing: build it with `cargo build -p ax-tui --bin ax`",
+        "{} is missing: build it with `cargo build -p ax-clients --bin ax`",
         ax.display()
     );
     ax

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use ax_clients::console::state::{App, Event};
+use ax_clients::console::{net, run};
 use ax_protocol::client::SocketChoice;
-use ax_tui::console::state::{App, Event};
-use ax_tui::console::{net, run};
 use clap::Parser;
 use crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
 use futures_util::StreamExt;
@@ -151,7 +151,7 @@ async fn main_async(args: Args) -> anyhow::Result<()> {
         };
         (None, socket)
     };
-    let colour = ax_tui::console::colour_allowed(std::env::var_os("NO_COLOR"));
+    let colour = ax_clients::console::colour_allowed(std::env::var_os("NO_COLOR"));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let commands = net::spawn(socket, tx.clone());
     // terminal input

@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use ax_clients::cli::args::{Cli, Command, CronCommand};
+use ax_clients::cli::remote::StdoutKind;
+use ax_clients::cli::{exit, offline, reference, remote};
 use ax_protocol::client::SocketChoice;
-use ax_tui::cli::args::{Cli, Command, CronCommand};
-use ax_tui::cli::remote::StdoutKind;
-use ax_tui::cli::{exit, offline, reference, remote};
 use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {

@@ -12,7 +12,7 @@ use clap_complete::Shell;
 /// The command that rewrites docs/cli.md from the binary (the `reference`
 /// module of the `cli` test binary compares the file with [`markdown`]
 /// otherwise).
-pub const REGENERATE: &str = "AX_UPDATE_DOCS=1 cargo test -p ax-tui --test cli reference::";
+pub const REGENERATE: &str = "AX_UPDATE_DOCS=1 cargo test -p ax-clients --test cli reference::";
 
 /// docs/cli.md: what `--help` prints for the program `name` and for every
 /// subcommand its help lists, depth first in the listed order. `help(path)`

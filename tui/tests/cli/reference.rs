@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ax_tui::cli::reference::{REGENERATE, markdown};
+use ax_clients::cli::reference::{REGENERATE, markdown};
 
 use crate::support::ax_offline;
 

@@ -4,9 +4,9 @@
 //! versions. Rendered with ratatui's TestBackend (insta snapshots).
 
 use crate::support::*;
+use ax_clients::console::keymap::action_for;
+use ax_clients::console::state::{Action, App, Command, DaemonEvent, Mode, View};
 use ax_protocol::api::{ClusterView, DagVersions, DagView, NodeVersion, NodeView};
-use ax_tui::console::keymap::action_for;
-use ax_tui::console::state::{Action, App, Command, DaemonEvent, Mode, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn press(a: &mut App, code: KeyCode) -> Vec<Command> {

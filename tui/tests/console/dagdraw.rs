@@ -1,7 +1,7 @@
 //! The ASCII DAG layout: no overlapping nodes, every edge drawn, layers
 //! respect deps, and readable at 50 nodes.
 
-use ax_tui::dagdraw::{DagNode, Grid, layout, state_mark};
+use ax_clients::dagdraw::{DagNode, Grid, layout, state_mark};
 use proptest::prelude::*;
 
 fn node(id: &str, deps: &[&str]) -> DagNode {

@@ -2,7 +2,7 @@
 //! fan-out, fan-in, diamond) and a seeded random 30-node DAG; shapes that
 //! have a planar drawing are drawn without crossings.
 
-use ax_tui::dagdraw::{DagNode, Grid, layout};
+use ax_clients::dagdraw::{DagNode, Grid, layout};
 
 fn node(id: &str, deps: &[&str]) -> DagNode {
     DagNode {

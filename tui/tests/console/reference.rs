@@ -1,10 +1,10 @@
 //! docs/console.md's key table is the keymap the console dispatches from:
-//! regenerate it with `AX_UPDATE_DOCS=1 cargo test -p ax-tui --test
+//! regenerate it with `AX_UPDATE_DOCS=1 cargo test -p ax-clients --test
 //! console reference::`.
 
 use std::path::Path;
 
-use ax_tui::console::keymap::reference_markdown;
+use ax_clients::console::keymap::reference_markdown;
 
 const START: &str = "<!-- keymap: generated from tui/src/console/keymap.rs -->\n";
 const END: &str = "<!-- /keymap -->";
@@ -23,6 +23,6 @@ fn docs_console_md_lists_the_keymap() {
     assert!(
         text == want,
         "docs/console.md's key table differs from the keymap; regenerate it with\n\n    \
-         AX_UPDATE_DOCS=1 cargo test -p ax-tui --test console reference::\n"
+         AX_UPDATE_DOCS=1 cargo test -p ax-clients --test console reference::\n"
     );
 }

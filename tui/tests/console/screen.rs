@@ -2,10 +2,10 @@
 //! `update` for every action.
 
 use crate::support::*;
+use ax_clients::console::state::{Action, Command, Conn, DaemonEvent, LogChunk, Mode, Pane, View};
+use ax_clients::console::ui;
 use ax_protocol::api::DagRunView;
 use ax_shared::RunState;
-use ax_tui::console::state::{Action, Command, Conn, DaemonEvent, LogChunk, Mode, Pane, View};
-use ax_tui::console::ui;
 use serde_json::json;
 
 #[test]
@@ -152,7 +152,7 @@ fn update_cancel_asks_first() {
     a.update(Action::AskCancel);
     assert_eq!(
         *a.mode(),
-        Mode::ConfirmCancel(ax_tui::console::state::CancelTarget::Run(7))
+        Mode::ConfirmCancel(ax_clients::console::state::CancelTarget::Run(7))
     );
     assert!(a.status_line().unwrap().0.contains("cancel run 7"));
     assert!(a.update(Action::Confirm(false)).is_empty());
@@ -283,8 +283,8 @@ fn timeline_shows_attempts_gaps_and_countdown() {
 /// daemon's answer reaches the status line.
 #[test]
 fn capital_c_cancels_the_whole_dag_run_after_asking() {
-    use ax_tui::console::keymap::action_for;
-    use ax_tui::console::state::CancelTarget;
+    use ax_clients::console::keymap::action_for;
+    use ax_clients::console::state::CancelTarget;
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     let mut a = app();

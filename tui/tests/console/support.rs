@@ -1,11 +1,11 @@
 //! Shared fixtures of the console tests: a fixed clock, a status, a
 //! window of runs with a flaky one selected, and drawing helpers.
 
+use ax_clients::console::state::{App, DaemonEvent};
+use ax_clients::console::ui;
 use ax_protocol::api::{AttemptView, PoolView, RunView, StatusView};
 use ax_shared::time::Timestamp;
 use ax_shared::{Outcome, RunState};
-use ax_tui::console::state::{App, DaemonEvent};
-use ax_tui::console::ui;
 use chrono::{DateTime, Utc};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

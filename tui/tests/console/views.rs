@@ -3,12 +3,14 @@
 //! TestBackend (insta snapshots at 80×24 and 200×50).
 
 use crate::support::*;
+use ax_clients::console::columns::{Kind, col, fit, widths};
+use ax_clients::console::keymap::action_for;
+use ax_clients::console::state::{
+    Action, App, Command, DaemonEvent, EventQuery, LogChunk, Mode, View,
+};
 use ax_protocol::api::{DagRunViewState, DagView, EventView};
 use ax_shared::RunState;
 use ax_shared::jobfile::FileError;
-use ax_tui::console::columns::{Kind, col, fit, widths};
-use ax_tui::console::keymap::action_for;
-use ax_tui::console::state::{Action, App, Command, DaemonEvent, EventQuery, LogChunk, Mode, View};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
 
@@ -438,9 +440,11 @@ fn uptime_ages_and_countdowns_tick() {
 #[test]
 fn no_color_is_honoured() {
     use std::ffi::OsString;
-    assert!(!ax_tui::console::colour_allowed(Some(OsString::from("1"))));
-    assert!(ax_tui::console::colour_allowed(Some(OsString::new())));
-    assert!(ax_tui::console::colour_allowed(None));
+    assert!(!ax_clients::console::colour_allowed(Some(OsString::from(
+        "1"
+    ))));
+    assert!(ax_clients::console::colour_allowed(Some(OsString::new())));
+    assert!(ax_clients::console::colour_allowed(None));
     for view in View::ALL {
         let mut a = full_app();
         a.set_colour(false);
@@ -475,7 +479,7 @@ fn no_color_is_honoured() {
 
 #[test]
 fn every_state_has_its_own_mark() {
-    use ax_tui::console::views::runs::state_text;
+    use ax_clients::console::views::runs::state_text;
     let marks: std::collections::BTreeSet<char> = RunState::ALL
         .iter()
         .map(|s| state_text(*s).chars().next().unwrap())
@@ -499,7 +503,7 @@ fn the_log_view_holds_the_newest_lines() {
             eof: false,
         }));
     }
-    assert_eq!(a.log().len(), ax_tui::console::logbuf::KEEP_LINES);
+    assert_eq!(a.log().len(), ax_clients::console::logbuf::KEEP_LINES);
     let screen = screen_text(&draw(&a, 80, 24));
     assert!(screen.contains("line 39999"), "{screen}");
     // Scrolled back, new output does not move the lines shown.
