@@ -534,7 +534,7 @@ impl Scheduler {
             .collect();
         // Nothing to write, answer or announce (a tick, an output
         // heartbeat, a read): no step.
-        if changes.commit().is_empty()
+        if changes.is_empty()
             && replies.is_empty()
             && progress.is_empty()
             && !self.registry.has_pending()

@@ -125,7 +125,19 @@ pub struct Changes {
 impl Changes {
     /// The store's view of these changes alone.
     pub fn commit(&self) -> Commit<'_> {
-        Commit::of(std::slice::from_ref(self))
+        Commit::merged(std::iter::once(self))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dag_runs.is_empty()
+            && self.runs.is_empty()
+            && self.events.is_empty()
+            && self.paused.is_empty()
+            && self.cron_marks.is_empty()
+            && self.trigger_queues.is_empty()
+            && self.dag_defs.is_empty()
+            && self.removed_defs.is_empty()
+            && !self.defs_complete
     }
 }
 
@@ -152,23 +164,17 @@ pub struct Commit<'a> {
 }
 
 impl<'a> Commit<'a> {
-    /// One transaction's view of `steps`' changes, in order.
-    pub fn of(steps: &'a [Changes]) -> Commit<'a> {
-        Commit::merged(steps.iter())
-    }
-
-    /// The same, over changes that sit inside other values (the writer's
-    /// steps).
-    pub fn merged(steps: impl Iterator<Item = &'a Changes> + Clone) -> Commit<'a> {
+    /// One transaction's view of several steps' changes, in order.
+    pub fn merged(steps: impl IntoIterator<Item = &'a Changes>) -> Commit<'a> {
+        let steps: Vec<&'a Changes> = steps.into_iter().collect();
         let mut c = Commit::default();
-        if steps.clone().count() == 1 {
-            let one = steps.clone().next().expect("one step");
+        if let [one] = steps[..] {
             c.dag_runs = one.dag_runs.iter().collect();
             c.runs = one.runs.iter().collect();
         } else {
             let mut dag_runs: BTreeMap<u64, &DagRun> = BTreeMap::new();
             let mut runs: BTreeMap<u64, &Run> = BTreeMap::new();
-            for s in steps.clone() {
+            for s in &steps {
                 for d in &s.dag_runs {
                     dag_runs.insert(d.id.0, d);
                 }
