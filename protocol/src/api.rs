@@ -443,6 +443,12 @@ pub enum Role {
     Admin,
     /// Member of `socket_group`: may only read.
     Viewer,
+    /// Allowed by `[users]`: sees and acts on their own DAGs and runs only
+    /// (docs/users.md).
+    User,
+    /// A job's process whose user has no other role: may heartbeat the
+    /// run it belongs to, nothing else.
+    Job,
 }
 
 /// `hello`'s answer.

@@ -257,6 +257,20 @@ pub struct JobSpec {
     pub backoff: Backoff,
     pub retry_on: Option<Vec<i32>>,
     pub preemptible: bool,
+    /// Who the process runs as (docs/users.md): a user name from the
+    /// password database; `None` is axd's own user. The name is resolved
+    /// again at each attempt's start, so a changed account takes effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The process's primary group by name; `None` is the user's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The process's umask; `None` is the default, 022 (as cron).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
+    /// What runs a `command`; `None` is axd's `shell` (`/bin/sh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<PathBuf>,
 }
 
 impl JobSpec {
@@ -280,6 +294,10 @@ impl JobSpec {
             backoff: Backoff::default(),
             retry_on: None,
             preemptible: false,
+            user: None,
+            group: None,
+            umask: None,
+            shell: None,
         }
     }
 }

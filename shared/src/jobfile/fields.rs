@@ -17,16 +17,26 @@ pub(super) struct Cx<'a> {
 pub(super) type Table<'i> = DeTable<'i>;
 pub(super) type Val<'i> = Spanned<DeValue<'i>>;
 
-/// A job's own table and the `[defaults]` it falls back to.
+/// A job's own table, the `[defaults]` it falls back to, and the DAG's
+/// top level for the keys a DAG sets for all its jobs.
 #[derive(Clone, Copy)]
 struct JobTable<'t, 'i> {
     own: &'t Table<'i>,
     defaults: &'t Table<'i>,
+    dag: &'t Table<'i>,
 }
 
 impl<'t, 'i> JobTable<'t, 'i> {
     fn get(&self, key: &str) -> Option<&'t Val<'i>> {
-        self.own.get(key).or_else(|| self.defaults.get(key))
+        self.own
+            .get(key)
+            .or_else(|| self.defaults.get(key))
+            .or_else(|| {
+                DAG_WIDE_JOB_KEYS
+                    .contains(&key)
+                    .then(|| self.dag.get(key))
+                    .flatten()
+            })
     }
 }
 
@@ -69,7 +79,7 @@ impl Cx<'_> {
         let defaults = self.defaults(root).unwrap_or(&empty);
         if shorthand {
             let job_id = name.rsplit('/').next().unwrap_or(name);
-            let job = self.job(root, defaults, Some(job_id), opts, 0..0);
+            let job = self.job(root, defaults, root, Some(job_id), opts, 0..0);
             spec.jobs.push(job);
         } else {
             self.dag_jobs(root, defaults, opts, &mut spec);
@@ -240,7 +250,7 @@ impl Cx<'_> {
                                         );
                                     }
                                 }
-                                let job = self.job(t, defaults, None, opts, item.span());
+                                let job = self.job(t, defaults, root, None, opts, item.span());
                                 spec.jobs.push(job);
                             }
                             _ => {
@@ -367,15 +377,17 @@ impl Cx<'_> {
         &mut self,
         own: &Table<'_>,
         defaults: &Table<'_>,
+        dag: &Table<'_>,
         forced_id: Option<&str>,
         opts: &ValidateOptions,
         table_span: Range<usize>,
     ) -> JobSpec {
-        let t = JobTable { own, defaults };
+        let t = JobTable { own, defaults, dag };
         let id = self.job_id(own, forced_id, table_span.clone());
         let exec = self.job_exec(own, &id, table_span);
         let mut job = JobSpec::new(id, exec.unwrap_or(Exec::Shell(String::new())));
         self.job_environment(t, &mut job);
+        self.job_identity(t, &mut job);
         if forced_id.is_none() {
             self.job_deps(own, &mut job);
         }
@@ -497,6 +509,42 @@ impl Cx<'_> {
                 }
             }
         }
+    }
+
+    /// Who the process runs as and how: `user`, `group`, `umask`, `shell`
+    /// (names only: whether the accounts exist is the daemon's check, at
+    /// load and at each start).
+    fn job_identity(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
+        for (key, slot) in [("user", &mut job.user), ("group", &mut job.group)] {
+            if let Some(v) = t.get(key)
+                && let Some(name) = self.as_str(v, key)
+            {
+                if valid_account_name(name) {
+                    *slot = Some(name.to_string());
+                } else {
+                    self.err(
+                        v.span(),
+                        format!(
+                            "`{key}`: bad {key} name {name:?}: use 1-32 of a-z 0-9 _ . - (a name, not a number)"
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(v) = t.get("umask")
+            && let Some(text) = self.as_str(v, "umask")
+        {
+            match u32::from_str_radix(text, 8) {
+                Ok(mask) if (3..=4).contains(&text.len()) && mask <= 0o777 => {
+                    job.umask = Some(mask)
+                }
+                _ => self.err(
+                    v.span(),
+                    format!("`umask`: {text:?} is not an octal mask such as \"022\" or \"0027\""),
+                ),
+            }
+        }
+        job.shell = t.get("shell").and_then(|v| self.absolute_path(v, "shell"));
     }
 
     /// `deps`: never inherited from `[defaults]`.

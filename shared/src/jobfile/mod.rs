@@ -72,6 +72,10 @@ const DAG_KEYS: &[&str] = &[
     "history",
     "defaults",
     "job",
+    "user",
+    "group",
+    "umask",
+    "shell",
 ];
 const JOB_KEYS: &[&str] = &[
     "id",
@@ -92,7 +96,14 @@ const JOB_KEYS: &[&str] = &[
     "backoff",
     "retry_on",
     "preemptible",
+    "user",
+    "group",
+    "umask",
+    "shell",
 ];
+/// Job keys a DAG may also set at its top level for every job (after the
+/// job's own value and `[defaults]`): who its processes run as and how.
+const DAG_WIDE_JOB_KEYS: &[&str] = &["user", "group", "umask", "shell"];
 /// Job keys that `[defaults]` and the shorthand's top level may not set.
 const PER_JOB_ONLY: &[&str] = &["id", "command", "argv", "deps"];
 const HISTORY_KEYS: &[&str] = &["keep_runs"];
@@ -404,6 +415,19 @@ mod fields;
 use fields::Cx;
 
 /// Job ids: `[A-Za-z0-9_.-]{1,64}`.
+/// An account or group name as `useradd` accepts it by default: 1-32 of
+/// `a-z 0-9 _ . -`, not starting with `-` (a leading `-` reads as an
+/// option to the tools that take names), with an optional final `$`.
+pub fn valid_account_name(name: &str) -> bool {
+    let body = name.strip_suffix('$').unwrap_or(name);
+    (1..=32).contains(&body.len())
+        && !body.starts_with('-')
+        && body.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-')
+        })
+        && !body.bytes().all(|b| b.is_ascii_digit())
+}
+
 pub fn valid_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id

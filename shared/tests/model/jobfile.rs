@@ -541,3 +541,49 @@ fn a_100k_job_cycle_and_100k_errors_are_reported_in_one_pass() {
         format!("job \"j{}\": unknown dep \"x{}\"", n - 1, n - 1)
     );
 }
+
+#[test]
+fn user_group_umask_shell_fall_back_from_job_to_defaults_to_the_dag() {
+    let text = r#"
+user = "www-data"
+umask = "027"
+[defaults]
+group = "adm"
+[[job]]
+id = "a"
+command = "true"
+[[job]]
+id = "b"
+command = "true"
+user = "postgres"
+shell = "/bin/bash"
+umask = "0077"
+"#;
+    let dag = parse_dag("d", "d.toml", text, &opts()).unwrap();
+    let a = &dag.spec.jobs[0];
+    assert_eq!(a.user.as_deref(), Some("www-data"));
+    assert_eq!(a.group.as_deref(), Some("adm"));
+    assert_eq!(a.umask, Some(0o027));
+    assert_eq!(a.shell, None);
+    let b = &dag.spec.jobs[1];
+    assert_eq!(b.user.as_deref(), Some("postgres"));
+    assert_eq!(b.umask, Some(0o077));
+    assert_eq!(b.shell.as_deref(), Some(std::path::Path::new("/bin/bash")));
+}
+
+#[test]
+fn bad_user_and_umask_are_errors_that_name_the_key() {
+    let text = "command = \"true\"\nuser = \"1000\"\numask = \"999\"\nshell = \"bash\"\n";
+    let errors = parse_dag("d", "d.toml", text, &opts()).unwrap_err();
+    let all: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert!(
+        all.iter()
+            .any(|e| e.contains("d.toml:2:8: `user`: bad user name \"1000\"")),
+        "{all:?}"
+    );
+    assert!(
+        all.iter().any(|e| e.contains("d.toml:3:9: `umask`")),
+        "{all:?}"
+    );
+    assert!(all.iter().any(|e| e.contains("shell")), "{all:?}");
+}
