@@ -48,6 +48,9 @@ pub struct Config {
     pub pools: BTreeMap<String, u32>,
     /// `[limits]`: what one client may hold of axd.
     pub limits: Limits,
+    /// `[users] allow`: user names and `@group`s that may keep their own
+    /// DAGs and act on their own runs (docs/users.md); empty: nobody.
+    pub users_allow: Vec<String>,
 }
 
 /// `[limits]` (docs/config.md): connections and how long a client may
@@ -115,6 +118,31 @@ struct Raw {
     cluster: Option<RawCluster>,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    users: RawUsers,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawUsers {
+    #[serde(default)]
+    allow: Vec<AllowEntry>,
+}
+
+/// One `[users] allow` entry: a user name or `@group`, checked as it is
+/// read (so reported with its line).
+struct AllowEntry(String);
+impl<'de> Deserialize<'de> for AllowEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let name = text.strip_prefix('@').unwrap_or(&text);
+        if !ax_shared::jobfile::valid_account_name(name) {
+            return Err(serde::de::Error::custom(format!(
+                "{text:?} is not a user name or @group (1-32 of a-z 0-9 _ . -)"
+            )));
+        }
+        Ok(AllowEntry(text))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -536,6 +564,7 @@ impl Config {
                 .unwrap_or(Duration::from_secs(30 * 86400)),
             pools,
             limits: limits_of(raw.limits),
+            users_allow: raw.users.allow.into_iter().map(|e| e.0).collect(),
         })
     }
 
@@ -560,6 +589,7 @@ impl Config {
         check("jobs_dir", self.jobs_dir != new.jobs_dir);
         check("metrics_addr", self.metrics_addr != new.metrics_addr);
         check("limits", self.limits != new.limits);
+        check("users.allow", self.users_allow != new.users_allow);
         keys
     }
 
@@ -578,6 +608,7 @@ impl Config {
             jobs_dir: self.jobs_dir.clone(),
             metrics_addr: self.metrics_addr,
             limits: self.limits.clone(),
+            users_allow: self.users_allow.clone(),
             ..new
         }
     }

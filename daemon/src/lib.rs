@@ -12,11 +12,13 @@
 //! * `logs`: attempt log files (their paths, reading, shipping) and axd's
 //!   own log format.
 //! * `server`: the Unix socket (bind, access, connections).
+//! * `accounts`: users and groups from the password and group databases.
 //! * `cluster`: the node registry and lease, the claimer, the feed.
 //! * `store`: SQLite and PostgreSQL, the writer thread, its journal,
 //!   retention.
 //! * `metrics`: the counters and their HTTP endpoint.
 
+pub mod accounts;
 pub(crate) mod bus;
 pub(crate) mod cluster;
 pub mod config;

@@ -26,7 +26,27 @@ use ax_engine::{DagRunId, Input};
 #[derive(Clone, Debug)]
 pub struct Peer {
     pub role: Role,
+    /// The peer's uid as the kernel recorded it at connect (axd's own for
+    /// requests axd makes itself).
+    pub uid: u32,
+    /// The name of `uid` in the password database, or `uid N` without one.
+    pub user: Arc<str>,
+    /// Who the event log says asked: `alice (uid 1000) via ax`.
     pub actor: Arc<str>,
+}
+
+impl Peer {
+    /// A request axd makes of itself (systemd's status, the metrics
+    /// endpoint), as axd's own user.
+    pub fn internal(role: Role, what: &str) -> Peer {
+        let uid = nix::unistd::getuid().as_raw();
+        Peer {
+            role,
+            uid,
+            user: Arc::from(crate::accounts::user_name(uid)),
+            actor: Arc::from(what),
+        }
+    }
 }
 
 pub enum Msg {

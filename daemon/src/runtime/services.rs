@@ -182,8 +182,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
     let Prepared {
         cfg,
         started,
-        admin_gid,
-        socket_gid,
+        access,
         log_dir,
         tx,
         rx,
@@ -216,9 +215,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         remote_logs,
         follows,
     };
-    list.push(socket_server(
-        &cfg, admin_gid, socket_gid, &handle, &shutdown,
-    )?);
+    list.push(socket_server(&cfg, access, &handle, &shutdown)?);
     // 2. The metrics endpoint.
     if let Some(addr) = cfg.metrics_addr {
         list.push(metrics_endpoint(addr, &cfg, &handle, &shutdown).await?);
@@ -324,17 +321,11 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
 /// The socket server: it accepts clients until `Shutdown::stop`.
 fn socket_server(
     cfg: &crate::config::Config,
-    admin_gid: Option<u32>,
-    socket_gid: Option<u32>,
+    access: Access,
     handle: &Handle,
     shutdown: &crate::runtime::shutdown::Shutdown,
 ) -> anyhow::Result<Service> {
-    let access = Access {
-        owner_uid: nix::unistd::getuid().as_raw(),
-        admin_gid,
-        socket_gid,
-    };
-    let listener = bind_socket(cfg, admin_gid, socket_gid)?;
+    let listener = bind_socket(cfg, &access)?;
     let task = tokio::spawn(serve(
         listener,
         handle.clone(),
@@ -355,13 +346,16 @@ fn socket_server(
 /// (`socket_dir`).
 fn bind_socket(
     cfg: &crate::config::Config,
-    admin_gid: Option<u32>,
-    socket_gid: Option<u32>,
+    access: &Access,
 ) -> anyhow::Result<tokio::net::UnixListener> {
-    let socket_groups: Vec<u32> = socket_gid.into_iter().chain(admin_gid).collect();
+    let socket_groups: Vec<u32> = access
+        .socket_gid
+        .into_iter()
+        .chain(access.admin_gid)
+        .collect();
     let euid = nix::unistd::geteuid().as_raw();
     ax_protocol::socket_dir::check(&cfg.socket, euid)?;
-    let listener = bind(&cfg.socket, &socket_groups)?;
+    let listener = bind(&cfg.socket, &socket_groups, access.has_users())?;
     if let Err(e) = ax_protocol::socket_dir::check(&cfg.socket, euid) {
         let _ = std::fs::remove_file(&cfg.socket);
         return Err(e.into());
@@ -381,10 +375,7 @@ async fn metrics_endpoint(
         .with_context(|| format!("metrics_addr {addr}: cannot listen"))?;
     tracing::info!("metrics at http://{addr}/metrics");
     let (handle, stopping) = (handle.clone(), shutdown.clone());
-    let peer = Peer {
-        role: Role::Viewer,
-        actor: Arc::from("metrics over http"),
-    };
+    let peer = Peer::internal(Role::Viewer, "metrics over http");
     let ask = move || {
         let (handle, peer) = (handle.clone(), peer.clone());
         async move { handle.ask(&peer, Metrics).await.ok().map(|m| m.text) }

@@ -36,8 +36,8 @@ pub struct Prepared {
     pub(crate) started: std::time::Instant,
     /// The state dir's lock, held until axd exits.
     pub(crate) lock: StateLock,
-    pub(crate) admin_gid: Option<u32>,
-    pub(crate) socket_gid: Option<u32>,
+    /// Who may use the socket.
+    pub(crate) access: crate::server::Access,
     pub(crate) log_dir: PathBuf,
     /// The scheduler's queue: a sender for every service that talks to
     /// it, the receiver for the scheduler thread.
@@ -101,8 +101,12 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     let started = crate::runtime::time::monotonic();
     let (lock, log_dir) = claim_state_dir(&cfg)?;
     let gid = |group: &Option<String>, key| group.as_deref().map(|g| gid_of(g, key)).transpose();
-    let admin_gid = gid(&cfg.admin_group, "admin_group")?;
-    let socket_gid = gid(&cfg.socket_group, "socket_group")?;
+    let access = crate::server::Access {
+        owner_uid: nix::unistd::getuid().as_raw(),
+        admin_gid: gid(&cfg.admin_group, "admin_group")?,
+        socket_gid: gid(&cfg.socket_group, "socket_group")?,
+        ..allowed_users(&cfg.users_allow)?
+    };
     let Stores {
         mut main,
         writer: writer_store,
@@ -213,8 +217,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         cfg,
         started,
         lock,
-        admin_gid,
-        socket_gid,
+        access,
         log_dir,
         tx,
         rx,
@@ -379,6 +382,24 @@ fn first_beat(c: &mut ClusterParts, db: &str) -> anyhow::Result<()> {
         .beat(&c.beating.me, true)
         .with_context(|| format!("cannot write this node's heartbeat in {db}"))?;
     Ok(())
+}
+
+/// `[users] allow` as uids and gids. An unknown group is an error, as
+/// for `admin_group`; an unknown user is only logged, so that removing an
+/// account does not keep axd from starting at the next boot.
+fn allowed_users(allow: &[String]) -> anyhow::Result<crate::server::Access> {
+    let mut access = crate::server::Access::default();
+    for entry in allow {
+        if let Some(group) = entry.strip_prefix('@') {
+            access.user_gids.push(gid_of(group, "users.allow")?);
+        } else {
+            match crate::accounts::Account::by_name(entry) {
+                Ok(a) => access.user_uids.push(a.uid),
+                Err(e) => tracing::warn!("users.allow: {e}: the entry allows nobody"),
+            }
+        }
+    }
+    Ok(access)
 }
 
 fn gid_of(name: &str, key: &str) -> anyhow::Result<u32> {

@@ -2,8 +2,6 @@
 //! `RELOADING=1`), and the status loop that refreshes `STATUS=` and pets
 //! the watchdog.
 
-use std::sync::Arc;
-
 use ax_protocol::api::Role;
 use ax_protocol::request::Status;
 
@@ -39,10 +37,7 @@ pub(crate) fn notify(state: &[sd_notify::NotifyState]) {
 pub(crate) async fn status_loop(handle: Handle) {
     let watchdog = sd_notify::watchdog_enabled();
     let period = watchdog.map_or(STATUS_REFRESH, |w| (w / 2).min(STATUS_REFRESH));
-    let peer = Peer {
-        role: Role::Owner,
-        actor: Arc::from("systemd status"),
-    };
+    let peer = Peer::internal(Role::Owner, "systemd status");
     loop {
         if let Ok(status) = handle.ask(&peer, Status).await {
             let line = status_line(&status);

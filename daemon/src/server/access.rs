@@ -13,36 +13,74 @@ use tokio::net::UnixStream;
 use crate::bus::Peer;
 use crate::bus::answer::Answer;
 
+/// Who may use the socket, resolved at start from `axd.toml`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Access {
     pub owner_uid: u32,
     pub admin_gid: Option<u32>,
     pub socket_gid: Option<u32>,
+    /// `[users] allow`: these uids, and members of these groups, have the
+    /// user role (docs/users.md).
+    pub user_uids: Vec<u32>,
+    pub user_gids: Vec<u32>,
 }
 
-/// The peer's role and uid from the credentials the kernel recorded at
-/// connect: `SO_PEERCRED` (uid, primary gid) and `SO_PEERGROUPS`
-/// (supplementary groups).
-pub(super) fn role_of(stream: &UnixStream, access: &Access) -> (Option<Role>, u32) {
-    let Ok(cred) = stream.peer_cred() else {
-        return (None, u32::MAX);
-    };
-    let uid = cred.uid();
-    if uid == 0 || uid == access.owner_uid {
-        return (Some(Role::Owner), uid);
+impl Access {
+    /// Whether anyone beyond axd's user and its groups may connect: then
+    /// the socket is open to every local user, and `hello` refuses whoever
+    /// has no role.
+    pub(crate) fn has_users(&self) -> bool {
+        !self.user_uids.is_empty() || !self.user_gids.is_empty()
     }
-    let mut gids = vec![cred.gid()];
-    match peer_groups(stream.as_raw_fd()) {
-        Ok(groups) => gids.extend(groups),
-        Err(e) => tracing::warn!("uid {uid}: cannot read its groups (SO_PEERGROUPS): {e}"),
+}
+
+/// A peer as the kernel recorded it at connect: `SO_PEERCRED` (uid,
+/// primary gid) and `SO_PEERGROUPS` (supplementary groups). The peer
+/// cannot change any of it afterwards.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    pub uid: u32,
+    /// The primary gid first, then the supplementary ones.
+    pub gids: Vec<u32>,
+}
+
+impl Identity {
+    pub(super) fn of(stream: &UnixStream) -> Identity {
+        let Ok(cred) = stream.peer_cred() else {
+            return Identity {
+                uid: u32::MAX,
+                gids: Vec::new(),
+            };
+        };
+        let uid = cred.uid();
+        let mut gids = vec![cred.gid()];
+        match peer_groups(stream.as_raw_fd()) {
+            Ok(groups) => gids.extend(groups.into_iter().filter(|&g| g != cred.gid())),
+            Err(e) => tracing::warn!("uid {uid}: cannot read its groups (SO_PEERGROUPS): {e}"),
+        }
+        Identity { uid, gids }
     }
-    if access.admin_gid.is_some_and(|g| gids.contains(&g)) {
-        return (Some(Role::Admin), uid);
+}
+
+/// The role `access` gives a peer: root and axd's own uid are owners, then
+/// `admin_group` members admins, then users allowed by `[users]` users,
+/// then `socket_group` members viewers (a user who is also a viewer sees
+/// only their own, docs/users.md).
+pub(super) fn role_of(who: &Identity, access: &Access) -> Option<Role> {
+    let member = |gid: Option<u32>| gid.is_some_and(|g| who.gids.contains(&g));
+    if who.uid == 0 || who.uid == access.owner_uid {
+        Some(Role::Owner)
+    } else if member(access.admin_gid) {
+        Some(Role::Admin)
+    } else if access.user_uids.contains(&who.uid)
+        || access.user_gids.iter().any(|g| who.gids.contains(g))
+    {
+        Some(Role::User)
+    } else if member(access.socket_gid) {
+        Some(Role::Viewer)
+    } else {
+        None
     }
-    if access.socket_gid.is_some_and(|g| gids.contains(&g)) {
-        return (Some(Role::Viewer), uid);
-    }
-    (None, uid)
 }
 
 /// The supplementary groups of the process that connected to `fd`, as
@@ -82,8 +120,9 @@ fn peer_groups(fd: std::os::fd::RawFd) -> std::io::Result<Vec<u32>> {
 pub(super) fn decode_hello(
     params: Value,
     role: Option<Role>,
-    uid: u32,
+    who: &Identity,
 ) -> Result<(Peer, Answer), RpcError> {
+    let uid = who.uid;
     let hello = match Request::decode(Hello::NAME, params)? {
         Request::Hello(h) => h,
         _ => unreachable!("decoded as hello"),
@@ -104,7 +143,8 @@ pub(super) fn decode_hello(
         return Err(RpcError::new(
             codes::FORBIDDEN,
             format!(
-                "uid {uid} may not use this socket (not the owner, root, or a member of socket_group/admin_group)"
+                "uid {uid} ({}) may not use this socket: it has no role (not root or axd's user, not in admin_group or socket_group, not allowed by [users])",
+                crate::accounts::user_name(uid)
             ),
         ));
     };
@@ -116,9 +156,17 @@ pub(super) fn decode_hello(
         .filter(|c| c.is_ascii_graphic())
         .take(32)
         .collect();
+    let user = crate::accounts::user_name(uid);
+    let actor = if user.starts_with("uid ") {
+        format!("{user} via {client}")
+    } else {
+        format!("{user} (uid {uid}) via {client}")
+    };
     let peer = Peer {
         role,
-        actor: Arc::from(format!("uid {uid} via {client}")),
+        uid,
+        user: Arc::from(user),
+        actor: Arc::from(actor),
     };
     let answer = HelloAnswer {
         protocol: PROTOCOL_VERSION,

@@ -62,6 +62,11 @@ fn give_to_group(path: &Path, gid: u32) -> Result<(), BindError> {
 /// its final mode (0660 with groups, else 0600). A stale socket is replaced;
 /// a live daemon's is never touched.
 ///
+/// With `open_to_all` (`[users] allow` is set) the socket is 0666 in a
+/// folder 0755 that axd creates: every local user can connect, as to the
+/// system D-Bus, and `hello` refuses whoever has no role, by the peer's
+/// credentials (docs/users.md, "The socket").
+///
 /// `groups` are the gids that may open the socket (`socket_group`, then
 /// `admin_group`). The first owns the file (and the directory, when axd
 /// creates it); each other one gets the group permissions through a POSIX
@@ -69,7 +74,11 @@ fn give_to_group(path: &Path, gid: u32) -> Result<(), BindError> {
 /// group must be able to connect. Where the filesystem refuses ACLs, the
 /// log says which group's members cannot connect (unless also members of
 /// the first).
-pub(crate) fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindError> {
+pub(crate) fn bind(
+    path: &Path,
+    groups: &[u32],
+    open_to_all: bool,
+) -> Result<UnixListener, BindError> {
     let io = |source| BindError::Io {
         path: path.display().to_string(),
         source,
@@ -83,7 +92,11 @@ pub(crate) fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindErro
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(io)?;
-            let mode = if owner_group.is_some() { 0o750 } else { 0o700 };
+            let mode = match (open_to_all, owner_group) {
+                (true, _) => 0o755,
+                (false, Some(_)) => 0o750,
+                (false, None) => 0o700,
+            };
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
             if let Some(gid) = owner_group {
                 give_to_group(dir, gid)?;
@@ -111,6 +124,9 @@ pub(crate) fn bind(path: &Path, groups: &[u32]) -> Result<UnixListener, BindErro
         }
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
         grant_groups(path, &extra_groups, AclPerm::SOCKET);
+    }
+    if open_to_all {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(io)?;
     }
     Ok(listener)
 }

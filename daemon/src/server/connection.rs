@@ -20,7 +20,7 @@ use tokio::sync::broadcast;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 
-use super::access::decode_hello;
+use super::access::{Identity, decode_hello};
 use crate::bus::answer::Answer;
 use crate::bus::{Handle, Peer};
 use crate::config::Limits;
@@ -177,7 +177,7 @@ pub(super) async fn connection(
     stream: UnixStream,
     handle: Handle,
     role: Option<Role>,
-    uid: u32,
+    who: Identity,
     limits: &Limits,
 ) {
     handle.metrics.clients_connected.inc();
@@ -192,7 +192,7 @@ pub(super) async fn connection(
         framed: Framed::new(stream, Frames::new()),
         handle,
         role,
-        uid,
+        who,
         limits,
         peer: None,
         hello_by: Some(tokio::time::Instant::now() + limits.hello_timeout),
@@ -224,7 +224,7 @@ struct Conn<'a> {
     handle: Handle,
     /// The role the socket's access rules give this uid (`None`: none).
     role: Option<Role>,
-    uid: u32,
+    who: Identity,
     limits: &'a Limits,
     /// Who is asking, once `hello` was answered.
     peer: Option<Peer>,
@@ -298,7 +298,7 @@ impl Conn<'_> {
         else {
             return true;
         };
-        tracing::info!("uid {}: {why}", self.uid);
+        tracing::info!("uid {}: {why}", self.who.uid);
         let _ = send(
             &mut self.framed,
             &Message::error(None, RpcError::new(codes::TIMEOUT, why)),
@@ -378,7 +378,7 @@ impl Conn<'_> {
     ) -> Result<Answer, RpcError> {
         match (&self.peer, decoded) {
             (_, None) if frame.method == Hello::NAME => {
-                decode_hello(frame.params, self.role, self.uid).map(|(p, v)| {
+                decode_hello(frame.params, self.role, &self.who).map(|(p, v)| {
                     self.peer = Some(p);
                     self.hello_by = None;
                     v

@@ -67,7 +67,9 @@ pub(crate) async fn serve(
         pause = ACCEPT_PAUSE;
         // Identity as the kernel recorded it at connect: the peer cannot
         // change it afterwards, and no pid is looked up (pids are reused).
-        let (role, uid) = role_of(&stream, &access);
+        let who = access::Identity::of(&stream);
+        let role = role_of(&who, &access);
+        let uid = who.uid;
         let Some(slot) = UidSlot::take(&per_uid, uid, limits.connections_per_uid) else {
             if let Some(n) = full_log.allow(std::time::Instant::now()) {
                 tracing::warn!(
@@ -82,7 +84,7 @@ pub(crate) async fn serve(
         let handle = handle.clone();
         let limits = limits.clone();
         tokio::spawn(async move {
-            connection(stream, handle, role, uid, &limits).await;
+            connection(stream, handle, role, who, &limits).await;
             drop(slot);
         });
     }

@@ -98,10 +98,11 @@ fn ax_events_shows_who_paused_resumed_and_reloaded() {
     let (_, out, _) = ax(&d.socket, &["events"]);
     let text = String::from_utf8_lossy(&out);
     let uid = nix::unistd::getuid();
+    let name = nix::unistd::User::from_uid(uid).unwrap().unwrap().name;
     for reason in ["DAG etl paused", "DAG etl resumed", "reloaded: 1 DAGs"] {
         assert!(
             text.lines()
-                .any(|l| l.contains(reason) && l.contains(&format!("[uid {uid} via ax]"))),
+                .any(|l| l.contains(reason) && l.contains(&format!("[{name} (uid {uid}) via ax]"))),
             "{reason:?} by ax in:\n{text}"
         );
     }

@@ -1,0 +1,90 @@
+//! Who is who on this machine: users and groups read from the password
+//! and group databases (NSS, so LDAP and sssd accounts count too). Every
+//! lookup reads the databases again: an account changed while axd runs is
+//! seen at the next connection or the next attempt.
+
+use std::ffi::CString;
+use std::path::PathBuf;
+
+/// A user as a job runs as it (docs/users.md, "What a job gets").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    /// The primary group from the password database.
+    pub gid: u32,
+    pub home: PathBuf,
+    pub shell: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("no such user {0:?}")]
+    NoUser(String),
+    #[error("no such group {0:?}")]
+    NoGroup(String),
+    #[error("uid {0} has no entry in the password database")]
+    NoUid(u32),
+    #[error("cannot read the groups of user {user:?}: {source}")]
+    Groups { user: String, source: nix::Error },
+}
+
+impl Account {
+    pub fn by_name(name: &str) -> Result<Account, AccountError> {
+        match nix::unistd::User::from_name(name) {
+            Ok(Some(u)) => Ok(Account::from(u)),
+            _ => Err(AccountError::NoUser(name.to_string())),
+        }
+    }
+
+    pub fn by_uid(uid: u32) -> Result<Account, AccountError> {
+        match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+            Ok(Some(u)) => Ok(Account::from(u)),
+            _ => Err(AccountError::NoUid(uid)),
+        }
+    }
+
+    /// Every group the user is in as `initgroups` would set them: the
+    /// primary group `gid` first, then the supplementary ones.
+    pub fn groups_with(&self, gid: u32) -> Result<Vec<u32>, AccountError> {
+        let groups_error = |source| AccountError::Groups {
+            user: self.name.clone(),
+            source,
+        };
+        let name =
+            CString::new(self.name.as_str()).map_err(|_| groups_error(nix::Error::EINVAL))?;
+        let list = nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid))
+            .map_err(groups_error)?;
+        let mut gids = vec![gid];
+        gids.extend(list.into_iter().map(|g| g.as_raw()).filter(|&g| g != gid));
+        Ok(gids)
+    }
+}
+
+impl From<nix::unistd::User> for Account {
+    fn from(u: nix::unistd::User) -> Account {
+        Account {
+            name: u.name,
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+            home: u.dir,
+            shell: u.shell,
+        }
+    }
+}
+
+/// The gid of group `name`.
+pub fn group_gid(name: &str) -> Result<u32, AccountError> {
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        _ => Err(AccountError::NoGroup(name.to_string())),
+    }
+}
+
+/// How `uid` is shown: its user name, or `uid N` when it has none.
+pub fn user_name(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => format!("uid {uid}"),
+    }
+}
