@@ -273,7 +273,7 @@ impl JobsFolder {
 }
 
 /// A file's first error, saying how many more there are.
-fn first_of(mut errors: Vec<FileError>) -> FileError {
+pub(crate) fn first_of(mut errors: Vec<FileError>) -> FileError {
     let mut first = errors.remove(0);
     let more = errors.len();
     if more > 0 {

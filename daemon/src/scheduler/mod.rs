@@ -22,6 +22,7 @@
 mod handlers;
 mod scans;
 mod submit;
+mod user_dags;
 mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
