@@ -17,6 +17,8 @@
 //! * `store`: SQLite and PostgreSQL, the writer thread, its journal,
 //!   retention.
 //! * `metrics`: the counters and their HTTP endpoint.
+//! * `user_dags`: users' own DAGs, their files under the state dir and
+//!   their rules.
 
 pub mod accounts;
 pub(crate) mod bus;
@@ -30,3 +32,4 @@ pub mod runtime;
 pub mod scheduler;
 pub(crate) mod server;
 pub mod store;
+pub mod user_dags;

@@ -515,3 +515,19 @@ pub struct LogInfoView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
 }
+
+/// `apply_dags`: the DAGs stored and loaded, or the files' errors (then
+/// nothing was stored).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApplyAnswer {
+    /// Full names (`@alice/standup`), in the request's order.
+    pub applied: Vec<String>,
+    pub errors: Vec<FileError>,
+}
+
+/// `export_dag`: a stored user DAG's file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DagText {
+    pub name: String,
+    pub text: String,
+}

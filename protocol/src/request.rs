@@ -14,8 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::api::{
-    DagRunView, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView, MetricsText,
-    PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
+    ApplyAnswer, DagRunView, DagText, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView,
+    MetricsText, PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
 };
 use crate::{RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -107,6 +107,9 @@ methods! {
     Events(Events) = "events" -> Vec<EventView>, write: false;
     Subscribe(Subscribe) = "subscribe" -> SubscribeAnswer, write: false;
     Metrics(Metrics) = "metrics" -> MetricsText, write: false;
+    ApplyDags(ApplyDags) = "apply_dags" -> ApplyAnswer, write: true;
+    ExportDag(ExportDag) = "export_dag" -> DagText, write: false;
+    RemoveDag(RemoveDag) = "remove_dag" -> Done, write: true;
 }
 
 fn decode_params<P: DeserializeOwned>(method: &str, params: Value) -> Result<P, RpcError> {
@@ -484,4 +487,44 @@ pub struct Events {
     /// (the answer is still oldest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub newest: Option<bool>,
+}
+
+/// One job file of `apply_dags`: the DAG's short name (`standup`, kept as
+/// `@user/standup`), the file's text, and where the client read it from
+/// (for its errors).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DagFileText {
+    pub name: String,
+    pub text: String,
+    pub file: String,
+}
+
+/// `apply_dags`: stores and loads a user's own DAGs (docs/users.md, "User
+/// DAGs"), all of them or, if any file has an error, none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApplyDags {
+    pub files: Vec<DagFileText>,
+    /// Whose DAGs (owners and admins only); default: the caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The apply ends an `ax edit` (its event says `edited`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edit: bool,
+}
+
+/// `export_dag`: the stored text of one user DAG, by its short name or
+/// its full `@user/name`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExportDag {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// `remove_dag`: deletes one user DAG, as a deleted job file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoveDag {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }

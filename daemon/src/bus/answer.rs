@@ -6,8 +6,8 @@
 //! by item while it reads them, to cut them at a frame (`Encoded`).
 
 use ax_protocol::api::{
-    DagRunView, DagView, Done, HelloAnswer, LogChunk, LogInfoView, MetricsText, PauseAnswer,
-    ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
+    ApplyAnswer, DagRunView, DagText, DagView, Done, HelloAnswer, LogChunk, LogInfoView,
+    MetricsText, PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
 };
 use ax_protocol::{Message, RpcError, codes, encode_answer};
 use serde_json::Value;
@@ -80,6 +80,8 @@ answers! {
     Log(LogChunk),
     LogInfo(LogInfoView),
     Subscribed(SubscribeAnswer),
+    Applied(ApplyAnswer),
+    DagText(DagText),
 }
 
 impl From<Encoded> for Answer {

@@ -48,6 +48,9 @@ impl PendingDefs {
 #[derive(Default)]
 pub(crate) struct DagRegistry {
     dags: BTreeMap<String, DagEntry>,
+    /// Users' own DAGs (`user_dags`), part of `dags` too: a scan of the
+    /// jobs folder replaces the folder's DAGs and keeps these.
+    users: BTreeMap<String, DagEntry>,
     /// Folders the last scan could not read.
     folder_errors: Vec<FileError>,
     /// Files and folders the last scan refused for their `@` name.
@@ -68,7 +71,9 @@ impl DagRegistry {
         scan: Scan,
         define: Define<'_>,
     ) -> Vec<Effect> {
-        let before = std::mem::replace(&mut self.dags, scan.dags);
+        let mut dags = scan.dags;
+        dags.extend(self.users.clone());
+        let before = std::mem::replace(&mut self.dags, dags);
         self.folder_errors = scan.folder_errors;
         self.reserved = scan.reserved;
         for e in &self.reserved {
@@ -128,14 +133,112 @@ impl DagRegistry {
                 }
                 None => tracing::info!(dag = %name, "DAG removed (file deleted)"),
             }
-            let input = Input::RemoveDag {
-                dag: name.clone(),
-                actor: actor.clone(),
-            };
-            effects.extend(engine.handle(now, input).effects);
+            effects.extend(remove_from_engine(engine, now, actor, &name));
             self.pending.removed.push(name);
         }
         effects
+    }
+
+    /// Replaces the users' DAGs, before the start-up load defines every
+    /// DAG (no engine yet holds any of them).
+    pub(crate) fn set_users(&mut self, users: BTreeMap<String, DagEntry>) {
+        self.users = users;
+    }
+
+    /// Puts the users' DAGs read again (a reload) in force: new and
+    /// changed valid ones are defined; those gone, or no longer valid
+    /// (their user removed or no longer allowed), are removed from the
+    /// engine, so they do not run.
+    pub(crate) fn reload_users(
+        &mut self,
+        engine: &mut Engine,
+        cfg: &Config,
+        now: Millis,
+        actor: &Arc<str>,
+        users: BTreeMap<String, DagEntry>,
+    ) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        let gone: Vec<String> = self
+            .users
+            .keys()
+            .filter(|n| !users.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            effects.extend(self.remove_user(engine, now, actor, &name));
+        }
+        for (name, entry) in users {
+            let before = self.users.get(&name);
+            let had_spec = before.is_some_and(|b| b.spec.is_some());
+            if entry.spec.is_none() {
+                if had_spec {
+                    tracing::warn!(dag = %name, "user DAG no longer valid: removed from the schedule");
+                    effects.extend(remove_from_engine(engine, now, actor, &name));
+                    self.pending.removed.push(name.clone());
+                }
+                self.dags.insert(name.clone(), entry.clone());
+                self.users.insert(name, entry);
+            } else if before.map(|b| &b.hash) != Some(&entry.hash) {
+                effects.extend(self.put_user(engine, cfg, now, entry));
+            }
+        }
+        effects
+    }
+
+    /// Stores a user's DAG that meets every rule and defines it (a new
+    /// version replaces the old one; DAG runs already started keep theirs).
+    pub(crate) fn put_user(
+        &mut self,
+        engine: &mut Engine,
+        cfg: &Config,
+        now: Millis,
+        entry: DagEntry,
+    ) -> Vec<Effect> {
+        let Some(spec) = entry.spec.clone() else {
+            return Vec::new();
+        };
+        let name = spec.name.clone();
+        tracing::info!(dag = %name, file = %entry.file.display(), "DAG loaded");
+        self.users.insert(name.clone(), entry.clone());
+        self.dags.insert(name, entry);
+        self.pending.dag_defs.push(spec.clone());
+        let tz = spec.timezone.as_deref().unwrap_or(&cfg.timezone);
+        let zone = ax_shared::cron::parse_zone(tz).unwrap_or(chrono_tz::UTC);
+        let input = Input::DefineDag {
+            spec,
+            zone,
+            watermark: None,
+        };
+        engine.handle(now, input).effects
+    }
+
+    /// Removes a user's DAG as a deleted job file removes its DAG: no new
+    /// triggers, waiting and ready runs cancelled, running ones finish.
+    pub(crate) fn remove_user(
+        &mut self,
+        engine: &mut Engine,
+        now: Millis,
+        actor: &Arc<str>,
+        name: &str,
+    ) -> Vec<Effect> {
+        let had_spec = self.users.remove(name).is_some_and(|e| e.spec.is_some());
+        self.dags.remove(name);
+        if !had_spec {
+            return Vec::new();
+        }
+        tracing::info!(dag = %name, "DAG removed");
+        self.pending.removed.push(name.to_string());
+        remove_from_engine(engine, now, actor, name)
+    }
+
+    /// `user`'s DAGs as they are in force.
+    pub(crate) fn users_of<'a>(
+        &'a self,
+        user: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a DagEntry)> + 'a {
+        self.users
+            .iter()
+            .filter(move |(n, _)| ax_shared::users::user_dag_owner(n) == Some(user))
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<&DagEntry> {
@@ -187,4 +290,17 @@ impl DagRegistry {
     pub(crate) fn take_pending(&mut self) -> PendingDefs {
         std::mem::take(&mut self.pending)
     }
+}
+
+fn remove_from_engine(
+    engine: &mut Engine,
+    now: Millis,
+    actor: &Arc<str>,
+    name: &str,
+) -> Vec<Effect> {
+    let input = Input::RemoveDag {
+        dag: name.to_string(),
+        actor: actor.clone(),
+    };
+    engine.handle(now, input).effects
 }

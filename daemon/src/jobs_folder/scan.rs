@@ -355,7 +355,7 @@ fn whole_file_error(path: &Path, message: String) -> FileError {
 }
 
 /// A file's first error, saying how many more there are.
-fn first_of(mut errors: Vec<FileError>) -> FileError {
+pub(crate) fn first_of(mut errors: Vec<FileError>) -> FileError {
     let mut first = errors.remove(0);
     let more = errors.len();
     if more > 0 {

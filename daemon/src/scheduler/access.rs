@@ -105,6 +105,9 @@ impl Scheduler {
             | Request::Events(_)
             | Request::Subscribe(_)
             | Request::Submit(_) => Ok(()),
+            // Users' own DAGs: each handler acts on the caller's own only
+            // (`user_dags`), and refuses `--user` for anyone else.
+            Request::ApplyDags(_) | Request::ExportDag(_) | Request::RemoveDag(_) => Ok(()),
             Request::GetRun(p) => self.user_run(user, p.id),
             Request::LogInfo(p) => self.user_run(user, p.run),
             Request::Logs(p) => self.user_run(user, p.run),

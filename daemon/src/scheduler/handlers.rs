@@ -116,6 +116,9 @@ impl Scheduler {
             Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
             Request::Events(p) => self.events(*p, own).map(Answer::List),
+            Request::ApplyDags(p) => wire(self.apply_dags(now, peer, *p, effects)),
+            Request::ExportDag(p) => wire(self.export_dag(peer, *p)),
+            Request::RemoveDag(p) => wire(self.remove_dag(now, peer, *p, effects)),
             Request::Subscribe(_) => Ok(SubscribeAnswer {
                 status: for_role(self.status(now), peer.role),
             }

@@ -23,6 +23,7 @@ pub(crate) mod access;
 mod handlers;
 mod scans;
 mod submit;
+mod user_dags;
 mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -40,6 +40,8 @@ impl Scheduler {
         }
         let scan = crate::jobs_folder::watcher::scan_measured(folder, &self.metrics.shared);
         self.metrics.scan_applied(!scan.folder_errors.is_empty());
+        let users = self.read_user_dags();
+        self.registry.set_users(users);
         let define = Define::All { watermarks };
         self.registry
             .apply(&mut self.engine, &self.cfg, now, actor, scan, define)
@@ -102,6 +104,11 @@ impl Scheduler {
             Define::Changed
         };
         self.metrics.scan_applied(!scan.folder_errors.is_empty());
+        // A reload reads the users' DAGs again too (their users may be
+        // gone); the watcher's scans are of the jobs folder only.
+        if !done.is_empty() {
+            effects.extend(self.reload_user_dags(now, &actor));
+        }
         effects.extend(
             self.registry
                 .apply(&mut self.engine, &self.cfg, now, &actor, scan, define),

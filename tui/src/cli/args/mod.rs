@@ -5,6 +5,7 @@
 
 mod events;
 mod submit;
+mod user_dags;
 
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use events::{EventsArgs, Since};
 pub use submit::SubmitArgs;
+pub use user_dags::{ApplyArgs, UserDagArgs};
 
 // Plain comments on `Cli` and on the command enums: a doc comment there
 // would become part of the `--help` text. A command's help is its
@@ -121,6 +123,27 @@ pub enum RemoteCommand {
     Events(EventsArgs),
     /// From inside a job: a heartbeat for $AX_RUN_ID, with an optional message.
     Heartbeat(HeartbeatArgs),
+    /// Store and load your own DAGs from job files, as `crontab FILE`.
+    ///
+    /// Each FILE is validated as `ax validate` does, as the DAG `@USER/<file
+    /// stem>`, with the rules of a user DAG (it runs as you). If any file has
+    /// an error, none is stored: the errors are printed (file:line:col) and
+    /// the exit code is 1. Otherwise each is stored and loaded, replacing a
+    /// DAG of that name (DAG runs already started keep their version).
+    Apply(ApplyArgs),
+    /// Edit one of your DAGs in $VISUAL, else $EDITOR, else vi, as `crontab -e`.
+    ///
+    /// The stored file (or, for a new NAME, a commented template) is written to
+    /// a private temp file; once the editor exits, the file is applied as by
+    /// `ax apply`. On errors they are printed and `re-edit? [Y/n]` is asked on
+    /// stdin: `n` leaves the stored DAG unchanged (exit 1). An unchanged file
+    /// prints `no changes`.
+    Edit(UserDagArgs),
+    /// Print one of your stored DAGs' job file, as `crontab -l`.
+    Export(UserDagArgs),
+    /// Delete one of your DAGs, as `crontab -r`: no new triggers, its waiting
+    /// and ready runs cancelled (`definition removed`), running ones finish.
+    Remove(UserDagArgs),
 }
 
 /// The flags of `ax validate`.

@@ -21,6 +21,7 @@ mod status;
 mod submit;
 mod terminal;
 mod trigger;
+mod user_dags;
 
 use std::io::Write;
 
@@ -96,5 +97,9 @@ async fn dispatch(
         RemoteCommand::Metrics => metrics::run(c, o).await,
         RemoteCommand::Events(args) => events::run(c, o, args).await,
         RemoteCommand::Heartbeat(args) => heartbeat::run(c, o, args).await,
+        RemoteCommand::Apply(args) => user_dags::apply(c, o, args).await,
+        RemoteCommand::Edit(args) => user_dags::edit(c, o, args).await,
+        RemoteCommand::Export(args) => user_dags::export(c, o, args).await,
+        RemoteCommand::Remove(args) => user_dags::remove(c, o, args).await,
     }
 }
