@@ -11,3 +11,4 @@ mod offline;
 mod reference;
 mod reload;
 mod support;
+mod trusted_files;
