@@ -141,7 +141,11 @@ impl Trust {
     /// regular file. A dangling link, a link loop and a link to a folder
     /// lead to [`Target::Skipped`], as the walk has always skipped them.
     pub fn follow_link(&mut self, folder: &Path, name: &Path) -> Result<Target, Refusal> {
-        let mut at = folder.to_path_buf();
+        // `..` is taken from the physical folder, as the kernel does (the
+        // jobs folder itself may be reached through a link).
+        let Ok(mut at) = std::fs::canonicalize(folder) else {
+            return Ok(Target::Skipped);
+        };
         let mut rest: VecDeque<PathBuf> = VecDeque::from([name.to_path_buf()]);
         let mut hops = 0;
         while let Some(next) = rest.pop_front() {
@@ -163,8 +167,8 @@ impl Trust {
                 if hops > MAX_HOPS {
                     return Ok(Target::Skipped);
                 }
-                // A link in a sticky folder may be anyone's: only one of
-                // root or axd's user is followed.
+                // A link in a sticky folder may be anyone's: only links
+                // of root or axd's user are followed.
                 self.check_owner(m.uid(), true)
                     .map_err(|why| Refusal::Link {
                         link: path.display().to_string(),

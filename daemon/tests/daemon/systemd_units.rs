@@ -176,6 +176,7 @@ fn the_system_unit_runs_axd_as_root_with_a_bounded_set_of_capabilities() {
         "CAP_CHOWN",
         "CAP_FOWNER",
         "CAP_DAC_READ_SEARCH",
+        "CAP_SYS_PTRACE",
     ] {
         assert!(caps.split_whitespace().any(|c| c == cap), "{cap} in {caps}");
     }

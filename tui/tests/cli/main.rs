@@ -11,4 +11,5 @@ mod offline;
 mod reference;
 mod reload;
 mod support;
+mod trusted_files;
 mod user_dags;

@@ -1,6 +1,7 @@
 //! DAGs: `ax dags`'s table and what `ax trigger` did.
 
 use ax_protocol::api::{DagView, SubmitResult, TriggerOutcome};
+use ax_shared::jobfile::FileError;
 
 use super::cells::truncate;
 use super::cluster;
@@ -47,6 +48,16 @@ pub(crate) fn dags_table(dags: &[DagView]) -> Vec<String> {
     }
     lines.extend(cluster::differences(dags));
     lines
+}
+
+/// The jobs folder's errors of files no DAG of `dags` comes from: names
+/// starting with `@`, folders that cannot be read (docs/users.md).
+pub(crate) fn other_errors(dags: &[DagView], errors: &[FileError]) -> Vec<String> {
+    errors
+        .iter()
+        .filter(|e| !dags.iter().any(|d| d.file == e.file))
+        .map(|e| format!("error: {e}"))
+        .collect()
 }
 
 /// What a trigger did, in words (`ax trigger` prints it on stderr), with
