@@ -86,7 +86,7 @@ impl Scheduler {
                 _ => Err(forbidden(
                     method,
                     &format!(
-                        "a role beyond job (a job's connection may only heartbeat its own run, {})",
+                        "{ADMIN} (a job's connection may only heartbeat its own run, run {})",
                         peer.run.map(|r| r.to_string()).unwrap_or_default()
                     ),
                     peer,

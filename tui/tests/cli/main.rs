@@ -10,4 +10,5 @@ mod local_users;
 mod offline;
 mod reference;
 mod reload;
+mod socket_roles;
 mod support;
