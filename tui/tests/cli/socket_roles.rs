@@ -151,6 +151,7 @@ fn a_user_sees_and_acts_on_their_own_runs_only() {
         vec!["logs", root_id.as_str()],
         vec!["cancel", root_id.as_str()],
         vec!["retry", root_id.as_str()],
+        vec!["submit", "--after", root_id.as_str(), "--", "true"],
     ] {
         let out = ax(&d, Some(&alice), &args);
         expect(&out, 4, &["not found"], &format!("alice: ax {args:?}"));
