@@ -33,8 +33,9 @@ pub struct Peer {
     pub user: Arc<str>,
     /// Who the event log says asked: `alice (uid 1000) via ax`.
     pub actor: Arc<str>,
-    /// With `Role::Job`: the run whose attempt the peer is part of, the
-    /// only one it may heartbeat.
+    /// The run whose running attempt the peer was part of at connect: it
+    /// may heartbeat it whatever its role (with `Role::Job`, that is all
+    /// it may do).
     pub run: Option<u64>,
 }
 

@@ -73,6 +73,11 @@ impl Scheduler {
     /// `list_dags`, `events`, `status`).
     pub(super) fn authorize(&mut self, peer: &Peer, request: &Request) -> Result<(), RpcError> {
         let method = request.method();
+        if let Request::Heartbeat(h) = request
+            && Some(h.run) == peer.run
+        {
+            return Ok(());
+        }
         match peer.role {
             Role::Owner | Role::Admin => Ok(()),
             Role::Viewer if request.is_write() => Err(forbidden(
@@ -81,17 +86,14 @@ impl Scheduler {
                 peer,
             )),
             Role::Viewer => Ok(()),
-            Role::Job => match request {
-                Request::Heartbeat(h) if Some(h.run) == peer.run => Ok(()),
-                _ => Err(forbidden(
-                    method,
-                    &format!(
-                        "a role beyond job (a job's connection may only heartbeat its own run, {})",
-                        peer.run.map(|r| r.to_string()).unwrap_or_default()
-                    ),
-                    peer,
-                )),
-            },
+            Role::Job => Err(forbidden(
+                method,
+                &format!(
+                    "{ADMIN} (a job's connection may only heartbeat its own run, run {})",
+                    peer.run.map(|r| r.to_string()).unwrap_or_default()
+                ),
+                peer,
+            )),
             Role::User => self.authorize_user(peer, request),
         }
     }
@@ -103,8 +105,14 @@ impl Scheduler {
             | Request::ListRuns(_)
             | Request::ListDags(_)
             | Request::Events(_)
-            | Request::Subscribe(_)
-            | Request::Submit(_) => Ok(()),
+            | Request::Subscribe(_) => Ok(()),
+            // Waiting on someone else's run would confirm it exists.
+            Request::Submit(p) => {
+                for id in p.after.iter().flatten() {
+                    self.user_run(user, *id)?;
+                }
+                Ok(())
+            }
             // Users' own DAGs: each handler acts on the caller's own only
             // (`user_dags`), and refuses `--user` for anyone else.
             Request::ApplyDags(_) | Request::ExportDag(_) | Request::RemoveDag(_) => Ok(()),

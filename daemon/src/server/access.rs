@@ -151,7 +151,8 @@ fn no_role(who: &Identity, access: &Access) -> String {
 
 /// `hello`: the protocol version must match and the peer must have a
 /// role; one with none that is part of a running attempt (`job_run`) gets
-/// the job role, bound to that run.
+/// the job role, bound to that run. Any peer part of one may heartbeat
+/// its run (`Peer::run`).
 pub(super) fn decode_hello(
     params: Value,
     role: Option<Role>,
@@ -177,7 +178,7 @@ pub(super) fn decode_hello(
         ));
     }
     let (role, run) = match (role, job_run) {
-        (Some(role), _) => (role, None),
+        (Some(role), run) => (role, run),
         (None, Some(run)) => (Role::Job, Some(run)),
         (None, None) => return Err(RpcError::new(codes::FORBIDDEN, no_role(who, access))),
     };

@@ -465,8 +465,13 @@ impl Conn<'_> {
             (_, None) if frame.method == Hello::NAME => {
                 // A peer with no role may still be part of a running
                 // attempt: the scheduler, which holds the attempts, says.
+                // The same for a user or a viewer, whose role alone may
+                // not reach the run its job is part of (a system DAG's job
+                // running as alice).
                 let job_run = match (self.role, self.who.pgid) {
-                    (None, Some(pgid)) => self.handle.attempt_of(pgid).await,
+                    (None | Some(Role::User | Role::Viewer), Some(pgid)) => {
+                        self.handle.attempt_of(pgid).await
+                    }
                     _ => None,
                 };
                 decode_hello(frame.params, self.role, job_run, &self.who, &self.access).map(

@@ -252,8 +252,8 @@ pub struct EventQuery {
     pub dag: Option<String>,
     /// Who asked: a user name or a uid, matched against the actor text
     /// `alice (uid 1000) via ax` as a whole word (`alice` is not
-    /// `alice2`); any other text is matched as a substring
-    /// (`scheduler`, `via ax-tui`).
+    /// `alice2`; `scheduler` is the actor `scheduler`); any other text is
+    /// matched as a substring (`via ax-tui`).
     pub actor: Option<String>,
     pub since: Option<Timestamp>,
     pub newest: bool,
@@ -265,13 +265,15 @@ pub struct EventQuery {
 /// stores write it in SQL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TextMatch {
+    Exact(String),
     Prefix(String),
     Contains(String),
 }
 
-/// What an actor filter matches: for a user name or uid, the forms an
-/// actor text names it in (`alice (uid 1000) via …`, `uid 1000 via …`);
-/// for other text, the text anywhere. Any one of them matches.
+/// What an actor filter matches: for a user name (or another one-word
+/// actor, `scheduler`) or a uid, the forms an actor text names it in
+/// (`alice (uid 1000) via …`, `uid 1000 via …`); for other text, the text
+/// anywhere. Any one of them matches.
 pub(crate) fn actor_matches(actor: &str) -> Vec<TextMatch> {
     let account = !actor.is_empty()
         && actor
@@ -280,9 +282,11 @@ pub(crate) fn actor_matches(actor: &str) -> Vec<TextMatch> {
     if !account {
         return vec![TextMatch::Contains(actor.to_string())];
     }
+    // The name as the actor's first word: `alice (uid 1000) via ax`,
+    // `scheduler`, not `alice2 …`.
     let mut out = vec![
-        TextMatch::Prefix(format!("{actor} (uid ")),
-        TextMatch::Prefix(format!("{actor} via ")),
+        TextMatch::Exact(actor.to_string()),
+        TextMatch::Prefix(format!("{actor} ")),
     ];
     if actor.chars().all(|c| c.is_ascii_digit()) {
         out.push(TextMatch::Contains(format!(" (uid {actor}) via ")));
@@ -302,6 +306,7 @@ impl TextMatch {
         bind: impl FnOnce(String) -> String,
     ) -> String {
         match self {
+            TextMatch::Exact(t) => format!("{column} = {}", bind(t.clone())),
             TextMatch::Prefix(t) => format!("{find}({column}, {}) = 1", bind(t.clone())),
             TextMatch::Contains(t) => format!("{find}({column}, {}) > 0", bind(t.clone())),
         }

@@ -37,7 +37,7 @@ async fn every_state_changing_request_records_an_event_with_its_actor() {
     let by_us = |what: &dyn Fn(&EventView) -> bool| {
         events
             .iter()
-            .any(|e| what(e) && e.actor.contains(actor) && e.actor.starts_with("uid "))
+            .any(|e| what(e) && e.actor.contains(actor) && e.actor.contains(" (uid "))
     };
     for text in ["DAG etl paused", "DAG etl resumed"] {
         let n = events

@@ -11,7 +11,7 @@ use std::process::Command;
 use ax_testkit::users::{Group, User, can_make_users, run_as};
 use ax_testkit::{Daemon, axd_beside};
 
-fn skip(test: &str) -> bool {
+pub(crate) fn skip(test: &str) -> bool {
     let skip = !can_make_users();
     if skip {
         eprintln!("{test}: skipped: needs root with useradd/groupadd to make throwaway users");

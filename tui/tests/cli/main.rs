@@ -10,6 +10,7 @@ mod local_users;
 mod offline;
 mod reference;
 mod reload;
+mod socket_roles;
 mod support;
 mod trusted_files;
 mod user_dags;

@@ -20,7 +20,7 @@ pub struct EventsArgs {
     /// Only events of this DAG's runs.
     #[arg(long, value_name = "NAME")]
     pub dag: Option<String>,
-    /// Only events whose actor contains TEXT (e.g. `scheduler`, `uid 1000`).
+    /// Only events of who asked: a user name or uid (alice, 1000, scheduler) matches the actors naming it; other TEXT is matched anywhere (via ax-tui).
     #[arg(long, value_name = "TEXT")]
     pub actor: Option<String>,
     /// Only events since TIME: RFC 3339 (2026-12-01T09:00:00Z) or a duration ago (10m, 2h).

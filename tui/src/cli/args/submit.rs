@@ -54,13 +54,16 @@ pub struct SubmitArgs {
 /// What `ax submit --help` says about flags with `-f` (docs/cli.md).
 const SUBMIT_FILE_FLAGS: &str = "\
 With -f FILE.toml, the job options come from the file: --priority, --pool,
---timeout, --retries and --heartbeat are refused (exit 2) rather than applied
-to some jobs or ignored. The DAG-run options apply to the whole DAG run:
+--timeout, --retries, --heartbeat, --env and --secret-env are refused (exit 2)
+rather than applied to some jobs or ignored. The DAG-run options apply to the whole DAG run:
 --name names the DAG (default: the file's stem), --after makes its root jobs
 wait for those runs, --unique/--unique-for deduplicate the DAG run.
 
 A bad flag value exits 2 naming the flag, whether ax or the daemon finds it
-(an unknown --pool is refused by the daemon with invalid_params).";
+(an unknown --pool is refused by the daemon with invalid_params).
+
+The jobs run as you (root's run as axd's user, or as --user NAME); a user
+allowed by [users] gets the DAG named @USER/NAME (docs/users.md).";
 
 /// A duration flag as the daemon reads it (`90s`, `1h30m`), checked here so
 /// a bad value is a usage error naming the flag.
