@@ -34,13 +34,15 @@ pub(crate) enum EnvFileRefused {
     #[error("env_file {}: not a regular file", path.display())]
     NotAFile { path: PathBuf },
     #[error(
-        "env_file {}: owned by uid {owner}, not by axd's uid {daemon} or root",
-        path.display()
+        "env_file {}: owned by {}, not by root or the job's user {}",
+        path.display(),
+        crate::accounts::user_name(*owner),
+        crate::accounts::user_name(*run_as)
     )]
     Owner {
         path: PathBuf,
         owner: u32,
-        daemon: u32,
+        run_as: u32,
     },
     #[error(
         "env_file {}: mode {mode:04o} lets group or others read or write it (chmod 600 it)",
@@ -55,13 +57,14 @@ pub(crate) enum EnvFileRefused {
     Syntax { path: PathBuf, source: EnvFileError },
 }
 
-/// Reads an env file as a job of a daemon running as `daemon_uid` may use
-/// it: a regular file owned by that uid or root, that neither group nor
+/// Reads an env file as a job running as `run_as_uid` may use it: a
+/// regular file owned by that uid or root (another user could set the
+/// job's environment), that neither group nor
 /// others may read or write (a secret others can read is no secret, and
 /// one others can write lets them set a job's environment).
 pub(crate) fn read_env_file(
     path: &Path,
-    daemon_uid: u32,
+    run_as_uid: u32,
 ) -> Result<Vec<(String, String)>, EnvFileRefused> {
     let path_buf = || path.to_path_buf();
     let unreadable = |source| EnvFileRefused::Unreadable {
@@ -80,11 +83,11 @@ pub(crate) fn read_env_file(
     if !meta.is_file() {
         return Err(EnvFileRefused::NotAFile { path: path_buf() });
     }
-    if meta.uid() != daemon_uid && meta.uid() != 0 {
+    if meta.uid() != run_as_uid && meta.uid() != 0 {
         return Err(EnvFileRefused::Owner {
             path: path_buf(),
             owner: meta.uid(),
-            daemon: daemon_uid,
+            run_as: run_as_uid,
         });
     }
     let mode = meta.mode() & 0o7777;
@@ -247,7 +250,7 @@ mod tests {
         assert!(e.contains("line 2") && !e.contains("hunter22"), "{e}");
         let e = read_env_file(dir.path(), me).unwrap_err();
         assert!(matches!(e, EnvFileRefused::NotAFile { .. }), "{e}");
-        // Owned by someone else: checked as if axd ran as another uid, and
+        // Owned by someone else: checked as if the job ran as another uid, and
         // (as root, who can give the file away) with the file chowned.
         write("A=hunter22\n", 0o600);
         let owner_refused = |r| matches!(r, Err(EnvFileRefused::Owner { .. }));
