@@ -167,12 +167,15 @@ pub(super) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // The job's user: groups, then gid, then uid (after the uid, the
         // others can no longer be changed). Raw system calls, never the C
         // library's setgroups/setresgid/setresuid: in a multi-threaded
-        // process glibc's wrappers signal every thread to change its
-        // credentials too (POSIX wants them process-wide), which here would
-        // change the daemon's own threads' credentials; posix_spawn uses the
-        // raw calls for the same reason. The kernel's calls change this
-        // thread (the child) only. Any failure ends the child before
-        // execve: a job never runs with other credentials than asked.
+        // process glibc's wrappers make every thread change its credentials
+        // too (POSIX wants them process-wide), by signalling each thread of
+        // the list glibc keeps in memory and waiting for them. This child
+        // shares the daemon's memory, so that list is the daemon's threads:
+        // they would be signalled, and the child could wait for ever.
+        // posix_spawn uses the raw calls for the same reason; they change
+        // the calling thread only, here the child. Any failure ends the
+        // child before execve: a job never runs with other credentials
+        // than asked.
         if a.set_credentials
             && (libc::syscall(libc::SYS_setgroups, a.group_count, a.groups) != 0
                 || libc::syscall(libc::SYS_setresgid, a.gid, a.gid, a.gid) != 0

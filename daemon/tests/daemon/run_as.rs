@@ -340,3 +340,53 @@ async fn an_env_file_must_belong_to_root_or_the_jobs_user() {
     assert!(!out.path().join("foreign.txt").exists());
     assert_eq!(d.term(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_removed_after_loading_fails_the_attempt_and_nothing_runs() {
+    if !users_at_hand("run_as") {
+        return;
+    }
+    let user = User::new(&[]).unwrap();
+    let out = shared_dir();
+    let o = out.path().display();
+    let mut d = Daemon::start(&[(
+        "gone.toml",
+        &format!(
+            "user = \"{}\"\ncommand = \"id -u > {o}/gone.txt\"\n",
+            user.name
+        ),
+    )]);
+    let mut c = d.client().await;
+    let name = user.name.clone();
+    drop(user);
+    let id = trigger(&mut c, "gone").await[0];
+    let reason = crate::wait_spawn_error(&mut c, id, 30).await;
+    assert!(
+        reason.contains(&format!("cannot run as user \"{name}\"")),
+        "{reason}"
+    );
+    assert!(!out.path().join("gone.txt").exists(), "nothing ran");
+    assert_eq!(d.term(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_job_env_and_shell_for_later_attempts() {
+    let out = shared_dir();
+    let o = out.path().display();
+    let config = format!("{BASE_CONFIG}\n[job_env]\nWHICH = \"first\"\n");
+    let mut d = Daemon::start_with(
+        &config,
+        &[(
+            "env.toml",
+            &format!("command = \"echo $WHICH ${{BASH_VERSION:+bash}} >> {o}/env.txt\"\n"),
+        )],
+    );
+    let mut c = d.client().await;
+    run_dag(&mut c, "env").await;
+    let text = read(&d.config).replace("WHICH = \"first\"", "WHICH = \"second\"");
+    std::fs::write(&d.config, format!("shell = \"/bin/bash\"\n{text}")).unwrap();
+    c.call("reload", json!({})).await.unwrap();
+    run_dag(&mut c, "env").await;
+    assert_eq!(read(&out.path().join("env.txt")), "first\nsecond bash\n");
+    assert_eq!(d.term(), Some(0));
+}
