@@ -155,6 +155,16 @@ impl BaseEnv {
         &kv[..kv.iter().position(|&b| b == b'=').unwrap_or(kv.len())]
     }
 
+    /// The value of `name`, when it is UTF-8.
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
+        self.entries.iter().find_map(|e| {
+            let value = e.as_bytes().get(name.len() + 1..)?;
+            (BaseEnv::name(e) == name.as_bytes())
+                .then(|| String::from_utf8(value.to_vec()).ok())
+                .flatten()
+        })
+    }
+
     fn has(&self, name: &[u8]) -> bool {
         self.entries.iter().any(|e| BaseEnv::name(e) == name)
     }

@@ -535,7 +535,7 @@ fn prepare(
         }
         None => Vec::new(),
     };
-    let redactor = secret_redactor(job, &file_env);
+    let redactor = secret_redactor(job, &file_env, &job_env.base);
     // The user's HOME, USER, LOGNAME and SHELL (under everything else),
     // the base (PATH, `pass_env`, `[job_env]`), then the AX_* variables
     // (which the base cannot set: axd.toml may not name them), then the
@@ -634,10 +634,12 @@ fn set_aside_stale_log(path: &Path) {
 
 /// The redactor of the values this attempt must not show: every value of
 /// its env file, and the value each `secret_env` name takes in the job's
-/// environment (the env file, the job's `env`, else the daemon's).
+/// environment (the job's `env`, the env file, else the base: `pass_env`
+/// and `[job_env]`).
 fn secret_redactor(
     job: &ax_shared::JobSpec,
     file_env: &[(String, String)],
+    base: &crate::execution::spawn::BaseEnv,
 ) -> Option<crate::execution::secrets::OutputRedactor> {
     if job.secret_env.is_empty() && file_env.is_empty() {
         return None;
@@ -656,7 +658,7 @@ fn secret_redactor(
                         .map(|(_, v)| v)
                 })
                 .cloned()
-                .or_else(|| std::env::var(name).ok())
+                .or_else(|| base.get(name))
         })
         .collect();
     crate::execution::secrets::OutputRedactor::new(
