@@ -91,7 +91,8 @@ pub fn user_name(uid: u32) -> String {
 
 /// The load-time check of a job file's `user` and `group` names against
 /// this host (docs/users.md, "Who a job runs as"): each must exist, and a
-/// daemon that does not run as root can only run jobs as its own user.
+/// daemon that does not run as root can only run jobs as its own user and
+/// group.
 /// One error per name, at the line it is written on.
 pub fn accounts_known(
     dag: ax_shared::jobfile::DagFile,
@@ -121,9 +122,16 @@ fn account_errors(dag: &ax_shared::jobfile::DagFile) -> Vec<ax_shared::jobfile::
                 }
                 Ok(_) => None,
             },
-            AccountKey::Group => group_gid(&at.name)
-                .err()
-                .map(|_| format!("`group`: no such group {:?} on this host", at.name)),
+            // Without root, the gid can only be set to axd's own.
+            AccountKey::Group => match group_gid(&at.name) {
+                Err(_) => Some(format!("`group`: no such group {:?} on this host", at.name)),
+                Ok(gid) if me != 0 && gid != nix::unistd::getegid().as_raw() => Some(format!(
+                    "`group`: axd runs as {}, not root, and can only run jobs with its own group, not {:?}",
+                    user_name(me),
+                    at.name
+                )),
+                Ok(_) => None,
+            },
         };
         if let Some(message) = problem {
             errors.push(FileError {

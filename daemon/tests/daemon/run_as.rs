@@ -229,6 +229,7 @@ async fn an_axd_that_is_not_root_runs_jobs_as_itself_only_and_is_not_dumpable() 
         &config,
         &[
             ("asroot.toml", "command = \"true\"\nuser = \"root\"\n"),
+            ("rootgroup.toml", "command = \"true\"\ngroup = \"root\"\n"),
             (
                 "mine.toml",
                 "command = \"{ id -u; if cat /proc/$PPID/environ >/dev/null 2>&1; then echo readable; else echo refused; fi; } > \\\"$OUT_DIR/mine.txt\\\"\"\n",
@@ -247,6 +248,10 @@ async fn an_axd_that_is_not_root_runs_jobs_as_itself_only_and_is_not_dumpable() 
             "can only run jobs as {}, not as \\\"root\\\"",
             user.name
         )),
+        "{dags}"
+    );
+    assert!(
+        dags.contains("can only run jobs with its own group, not \\\"root\\\""),
         "{dags}"
     );
     run_dag(&mut c, "mine").await;
