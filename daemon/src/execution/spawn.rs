@@ -7,9 +7,10 @@
 //! fifth of the machine's spawn rate. So this module does what glibc's
 //! `posix_spawn` does — `clone(CLONE_VM | CLONE_VFORK)` on a small private
 //! stack — with our own child code (`child`): wire stdio, close every other
-//! descriptor, setsid, PDEATHSIG, check the parent, reset signals, chdir,
-//! execve. Everything the child touches is prepared by the parent first;
-//! the child only makes system calls (it shares the parent's memory and
+//! descriptor, setsid, the job's user and umask, PDEATHSIG, check the
+//! parent, reset signals, chdir, execve. Everything the child touches is
+//! prepared by the parent first; the child only makes system calls (it
+//! shares the parent's memory and
 //! must not allocate: another thread may hold the allocator's lock).
 //!
 //! As in `posix_spawn`, every signal is blocked in the calling thread
