@@ -10,8 +10,8 @@
 //! descriptor, setsid, the job's user and umask, PDEATHSIG, check the
 //! parent, reset signals, chdir, execve. Everything the child touches is
 //! prepared by the parent first; the child only makes system calls (it
-//! shares the parent's memory and
-//! must not allocate: another thread may hold the allocator's lock).
+//! shares the parent's memory and must not allocate: another thread may
+//! hold the allocator's lock).
 //!
 //! As in `posix_spawn`, every signal is blocked in the calling thread
 //! around the `clone`: a handler of the daemon running in the child, on
