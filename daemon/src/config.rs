@@ -51,6 +51,37 @@ pub struct Config {
     /// `[users] allow`: user names and `@group`s that may keep their own
     /// DAGs and act on their own runs (docs/users.md); empty: nobody.
     pub users_allow: Vec<String>,
+    /// `shell`: what runs a job's `command` when the job names none.
+    pub shell: PathBuf,
+    /// `pass_env`: variables of axd's own environment that jobs keep.
+    pub pass_env: Vec<String>,
+    /// `[job_env]`: variables every job gets (names are unique, so their
+    /// order does not matter).
+    pub job_env: Vec<(String, String)>,
+}
+
+/// `shell` when not set.
+pub const DEFAULT_SHELL: &str = "/bin/sh";
+
+/// Variables of axd's that never reach a job (docs/users.md, "What a job
+/// gets"): systemd's, which would let a job speak for axd (notify,
+/// watchdog, sockets), and the ones axd sets itself. Names ending in `_`
+/// are prefixes.
+pub const DAEMON_ONLY_VARS: &[&str] = &[
+    "NOTIFY_SOCKET",
+    "WATCHDOG_",
+    "LISTEN_",
+    "INVOCATION_ID",
+    "JOURNAL_STREAM",
+    "AX_",
+];
+
+/// Whether `name` is one of [`DAEMON_ONLY_VARS`].
+pub fn is_daemon_only_var(name: &str) -> bool {
+    DAEMON_ONLY_VARS.iter().any(|v| match v.strip_suffix('_') {
+        Some(_) => name.starts_with(v),
+        None => name == *v,
+    })
 }
 
 /// `[limits]` (docs/config.md): connections and how long a client may
@@ -120,6 +151,51 @@ struct Raw {
     limits: RawLimits,
     #[serde(default)]
     users: RawUsers,
+    shell: Option<ShellPath>,
+    #[serde(default)]
+    pass_env: Vec<PassEnvName>,
+    #[serde(default)]
+    job_env: toml::Table,
+}
+
+/// `shell`: an absolute path, checked as it is read (so reported with its
+/// line).
+struct ShellPath(PathBuf);
+impl<'de> Deserialize<'de> for ShellPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let path = PathBuf::from(String::deserialize(d)?);
+        if !path.is_absolute() {
+            return Err(serde::de::Error::custom(format!(
+                "{} is not an absolute path",
+                path.display()
+            )));
+        }
+        Ok(ShellPath(path))
+    }
+}
+
+/// One `pass_env` name, checked as it is read.
+struct PassEnvName(String);
+impl<'de> Deserialize<'de> for PassEnvName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        check_job_var(&name).map_err(serde::de::Error::custom)?;
+        Ok(PassEnvName(name))
+    }
+}
+
+/// A name a job's environment may take from the config: a valid variable
+/// name that is none of axd's own.
+fn check_job_var(name: &str) -> Result<(), String> {
+    if !ax_shared::envfile::valid_env_name(name) {
+        return Err(format!("{name:?} is not a variable name"));
+    }
+    if is_daemon_only_var(name) {
+        return Err(format!(
+            "{name:?} is axd's own and never given to jobs (docs/users.md, \"What a job gets\")"
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, Default)]
@@ -456,7 +532,14 @@ impl Config {
         // absolute: jobs get AX_SOCKET and run in other directories.
         let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let base = absolute.parent().map(Path::to_path_buf).unwrap_or_default();
-        Config::from_raw(raw, Some(&base)).map_err(invalid_at_cluster)
+        let job_env_at = |message: String| match text.lines().position(|l| l.trim() == "[job_env]")
+        {
+            Some(i) if message.starts_with("[job_env]") => {
+                invalid(format!("line {}: {message}", i + 1))
+            }
+            _ => invalid_at_cluster(message),
+        };
+        Config::from_raw(raw, Some(&base)).map_err(job_env_at)
     }
 
     fn from_raw(raw: Raw, base: Option<&Path>) -> Result<Config, String> {
@@ -526,7 +609,20 @@ impl Config {
             Some(Extra::Count(n)) => n,
             Some(Extra::Percent(p)) => (f64::from(max_concurrency) * p / 100.0).ceil() as u32,
         };
+        let mut job_env = Vec::with_capacity(raw.job_env.len());
+        for (name, value) in raw.job_env {
+            check_job_var(&name).map_err(|e| format!("[job_env] {e}"))?;
+            let toml::Value::String(value) = value else {
+                return Err(format!("[job_env] {name}: the value must be a string"));
+            };
+            job_env.push((name, value));
+        }
         Ok(Config {
+            shell: raw
+                .shell
+                .map_or_else(|| PathBuf::from(DEFAULT_SHELL), |s| s.0),
+            pass_env: raw.pass_env.into_iter().map(|n| n.0).collect(),
+            job_env,
             jobs_dir: resolve(raw.jobs_dir, xdg_jobs),
             state_dir: resolve(raw.state_dir, xdg_state),
             store: raw.store.map(|s| s.0),
@@ -773,6 +869,20 @@ mod tests {
     }
 
     #[test]
+    fn job_environment_keys() {
+        let c = parse("").unwrap();
+        assert_eq!(c.shell, PathBuf::from("/bin/sh"));
+        assert!(c.pass_env.is_empty() && c.job_env.is_empty());
+        let c = parse(
+            "shell = \"/bin/bash\"\npass_env = [\"KEEP_ME\"]\n[job_env]\nLANG = \"C.UTF-8\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.shell, PathBuf::from("/bin/bash"));
+        assert_eq!(c.pass_env, ["KEEP_ME"]);
+        assert_eq!(c.job_env, [("LANG".to_string(), "C.UTF-8".to_string())]);
+    }
+
+    #[test]
     fn errors_name_key_and_line() {
         for (text, needle) in [
             ("max_concurrency = 4\ncolour = 1\n", "line 2"),
@@ -806,6 +916,23 @@ mod tests {
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
                 "line 3",
+            ),
+            (
+                "pass_env = [\"KEEP\", \"NOTIFY_SOCKET\"]\n",
+                "line 1, column 12 (key `pass_env`)",
+            ),
+            ("pass_env = [\"WATCHDOG_USEC\"]\n", "axd's own"),
+            (
+                "shell = \"bash\"\n",
+                "line 1, column 9 (key `shell`): bash is not an absolute path",
+            ),
+            (
+                "max_concurrency = 4\n[job_env]\nAX_JOB = \"x\"\n",
+                "line 2: [job_env] \"AX_JOB\" is axd's own",
+            ),
+            (
+                "[job_env]\nN = 1\n",
+                "line 1: [job_env] N: the value must be a string",
             ),
             (
                 "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"2s\"\nlease = \"5s\"\n",

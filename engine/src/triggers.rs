@@ -607,6 +607,23 @@ impl Engine {
             .insert("AX_STATE".into(), format!("{state:?}").to_lowercase());
         job.env.insert("AX_FAILED_JOBS".into(), failed.join(","));
         job.timeout = ax_shared::Timeout::After(std::time::Duration::from_secs(300));
+        // The hook runs as the DAG's jobs do when they all run as one user
+        // (always so for a user's own DAG): a hook must never give a DAG's
+        // author more than its jobs have. A system DAG whose jobs run as
+        // several users runs its hook as axd's user, who wrote the file
+        // (docs/users.md, "Who a job runs as").
+        if let Some(first) = dr.spec.jobs.first()
+            && dr
+                .spec
+                .jobs
+                .iter()
+                .all(|j| j.user == first.user && j.group == first.group)
+        {
+            job.user = first.user.clone();
+            job.group = first.group.clone();
+            job.umask = first.umask;
+            job.shell = first.shell.clone();
+        }
         if !self.pools.contains_key(&job.pool) {
             return;
         }

@@ -88,3 +88,59 @@ pub fn user_name(uid: u32) -> String {
         _ => format!("uid {uid}"),
     }
 }
+
+/// The load-time check of a job file's `user` and `group` names against
+/// this host (docs/users.md, "Who a job runs as"): each must exist, and a
+/// daemon that does not run as root can only run jobs as its own user and
+/// group.
+/// One error per name, at the line it is written on.
+pub fn accounts_known(
+    dag: ax_shared::jobfile::DagFile,
+) -> Result<ax_shared::jobfile::DagFile, Vec<ax_shared::jobfile::FileError>> {
+    let errors = account_errors(&dag);
+    if errors.is_empty() {
+        Ok(dag)
+    } else {
+        Err(errors)
+    }
+}
+
+fn account_errors(dag: &ax_shared::jobfile::DagFile) -> Vec<ax_shared::jobfile::FileError> {
+    use ax_shared::jobfile::{AccountKey, FileError};
+    let me = nix::unistd::geteuid().as_raw();
+    let mut errors = Vec::new();
+    for at in &dag.accounts_at {
+        let problem = match at.key {
+            AccountKey::User => match Account::by_name(&at.name) {
+                Err(_) => Some(format!("`user`: no such user {:?} on this host", at.name)),
+                Ok(a) if me != 0 && a.uid != me => {
+                    let axd = user_name(me);
+                    Some(format!(
+                        "`user`: axd runs as {axd}, not root, and can only run jobs as {axd}, not as {:?}",
+                        at.name
+                    ))
+                }
+                Ok(_) => None,
+            },
+            // Without root, the gid can only be set to axd's own.
+            AccountKey::Group => match group_gid(&at.name) {
+                Err(_) => Some(format!("`group`: no such group {:?} on this host", at.name)),
+                Ok(gid) if me != 0 && gid != nix::unistd::getegid().as_raw() => Some(format!(
+                    "`group`: axd runs as {}, not root, and can only run jobs with its own group, not {:?}",
+                    user_name(me),
+                    at.name
+                )),
+                Ok(_) => None,
+            },
+        };
+        if let Some(message) = problem {
+            errors.push(FileError {
+                file: dag.spec.file.clone(),
+                line: Some(at.line),
+                column: Some(at.column),
+                message,
+            });
+        }
+    }
+    errors
+}

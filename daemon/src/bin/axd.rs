@@ -18,6 +18,14 @@ struct Args {
 fn main() -> ExitCode {
     // Before any thread exists, so that all inherit it (see the function).
     ax_daemon::execution::reaper::block_sigchld();
+    // SAFETY: no other thread exists yet. What systemd told axd stays
+    // axd's: no job inherits it (docs/users.md, "What a job gets").
+    unsafe { ax_daemon::runtime::systemd::take_from_env() };
+    // Not dumpable: a job running as axd's own user cannot attach to axd
+    // or read its memory or /proc/<pid>/environ (a job's process is
+    // dumpable again after its execve).
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let args = Args::parse();
     // Plain lines (no colour) under systemd/journald or when not a terminal.
     let plain = std::env::var_os("JOURNAL_STREAM").is_some()

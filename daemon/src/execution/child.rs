@@ -50,6 +50,26 @@ pub(super) struct ChildArgs {
     /// negative: not read).
     pub(super) stat: [u8; STAT_BYTES],
     pub(super) stat_len: isize,
+    /// Whether to switch to `uid`, `gid` and `groups` (false: the job runs
+    /// with axd's credentials and none of these calls is made).
+    pub(super) set_credentials: bool,
+    pub(super) uid: libc::uid_t,
+    pub(super) gid: libc::gid_t,
+    pub(super) groups: *const libc::gid_t,
+    pub(super) group_count: usize,
+    pub(super) umask: libc::mode_t,
+    /// Which step failed, written with `errno`.
+    pub(super) failed_at: FailedAt,
+}
+
+/// The steps of the child whose failure the parent words apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum FailedAt {
+    Nothing,
+    Credentials,
+    Cwd,
+    Other,
 }
 
 /// Room for /proc/PID/stat: its 52 numeric fields and a `comm` of at most
@@ -107,10 +127,12 @@ pub(super) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // at the moment of the clone.
     unsafe {
         let a = &mut *(arg as *mut ChildArgs);
-        let fail = |a: &mut ChildArgs| -> ! {
+        let fail_at = |a: &mut ChildArgs, step: FailedAt| -> ! {
+            std::ptr::write_volatile(&mut a.failed_at, step);
             std::ptr::write_volatile(&mut a.errno, *libc::__errno_location());
             libc::_exit(127);
         };
+        let fail = |a: &mut ChildArgs| -> ! { fail_at(a, FailedAt::Other) };
         // First, the job's stdio, and nothing else of the daemon's: until
         // it execs, this child holds copies of every descriptor (the state
         // dir's lock, the listening socket, the database). If axd is killed
@@ -142,6 +164,27 @@ pub(super) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::setsid() < 0 {
             fail(a);
         }
+        // The job's user: groups, then gid, then uid (after the uid, the
+        // others can no longer be changed). Raw system calls, never the C
+        // library's setgroups/setresgid/setresuid: in a multi-threaded
+        // process glibc's wrappers make every thread change its credentials
+        // too (POSIX wants them process-wide), by signalling each thread of
+        // the list glibc keeps in memory and waiting for them. This child
+        // shares the daemon's memory, so that list is the daemon's threads:
+        // they would be signalled, and the child could wait for ever.
+        // posix_spawn uses the raw calls for the same reason; they change
+        // the calling thread only, here the child. Any failure ends the
+        // child before execve: a job never runs with other credentials
+        // than asked.
+        if a.set_credentials
+            && (libc::syscall(libc::SYS_setgroups, a.group_count, a.groups) != 0
+                || libc::syscall(libc::SYS_setresgid, a.gid, a.gid, a.gid) != 0
+                || libc::syscall(libc::SYS_setresuid, a.uid, a.uid, a.uid) != 0)
+        {
+            fail_at(a, FailedAt::Credentials);
+        }
+        libc::umask(a.umask);
+        // After the credentials: a change of them clears PDEATHSIG.
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
             fail(a);
         }
@@ -176,8 +219,9 @@ pub(super) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // As the job's user, so its permissions are the ones that count.
         if !a.cwd.is_null() && libc::chdir(a.cwd) < 0 {
-            fail(a);
+            fail_at(a, FailedAt::Cwd);
         }
         libc::execve(a.path, a.argv, a.envp);
         fail(a)

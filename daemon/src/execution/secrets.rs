@@ -34,13 +34,15 @@ pub(crate) enum EnvFileRefused {
     #[error("env_file {}: not a regular file", path.display())]
     NotAFile { path: PathBuf },
     #[error(
-        "env_file {}: owned by uid {owner}, not by axd's uid {daemon} or root",
-        path.display()
+        "env_file {}: owned by {}, not by root or the job's user {}",
+        path.display(),
+        crate::accounts::user_name(*owner),
+        crate::accounts::user_name(*run_as)
     )]
     Owner {
         path: PathBuf,
         owner: u32,
-        daemon: u32,
+        run_as: u32,
     },
     #[error(
         "env_file {}: mode {mode:04o} lets group or others read or write it (chmod 600 it)",
@@ -55,13 +57,17 @@ pub(crate) enum EnvFileRefused {
     Syntax { path: PathBuf, source: EnvFileError },
 }
 
-/// Reads an env file as a job of a daemon running as `daemon_uid` may use
-/// it: a regular file owned by that uid or root, that neither group nor
-/// others may read or write (a secret others can read is no secret, and
-/// one others can write lets them set a job's environment).
+/// Reads an env file as a job running as `run_as_uid` may use it: a
+/// regular file owned by that uid, or by root when `root_may_own` (another
+/// user could set the job's environment), that neither group nor others
+/// may read or write (a secret others can read is no secret, and one
+/// others can write lets them set a job's environment). A user's own DAG
+/// passes `root_may_own = false`: axd reads the file as root, and would
+/// otherwise hand the user any private file of root's in `KEY=VALUE` form.
 pub(crate) fn read_env_file(
     path: &Path,
-    daemon_uid: u32,
+    run_as_uid: u32,
+    root_may_own: bool,
 ) -> Result<Vec<(String, String)>, EnvFileRefused> {
     let path_buf = || path.to_path_buf();
     let unreadable = |source| EnvFileRefused::Unreadable {
@@ -80,11 +86,11 @@ pub(crate) fn read_env_file(
     if !meta.is_file() {
         return Err(EnvFileRefused::NotAFile { path: path_buf() });
     }
-    if meta.uid() != daemon_uid && meta.uid() != 0 {
+    if meta.uid() != run_as_uid && !(root_may_own && meta.uid() == 0) {
         return Err(EnvFileRefused::Owner {
             path: path_buf(),
             owner: meta.uid(),
-            daemon: daemon_uid,
+            run_as: run_as_uid,
         });
     }
     let mode = meta.mode() & 0o7777;
@@ -231,11 +237,11 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         };
         write("A=hunter22\n", 0o600);
-        let vars = read_env_file(&path, me).unwrap();
+        let vars = read_env_file(&path, me, true).unwrap();
         assert_eq!(vars, vec![("A".to_string(), "hunter22".to_string())]);
         for mode in [0o640, 0o604, 0o620, 0o602] {
             write("A=hunter22\n", mode);
-            let e = read_env_file(&path, me).unwrap_err();
+            let e = read_env_file(&path, me, true).unwrap_err();
             assert!(
                 matches!(e, EnvFileRefused::Mode { mode: m, .. } if m == mode),
                 "{e}"
@@ -243,23 +249,27 @@ mod tests {
             assert!(e.to_string().contains(&format!("mode {mode:04o}")), "{e}");
         }
         write("A=hunter22\nhunter22\n", 0o600);
-        let e = read_env_file(&path, me).unwrap_err().to_string();
+        let e = read_env_file(&path, me, true).unwrap_err().to_string();
         assert!(e.contains("line 2") && !e.contains("hunter22"), "{e}");
-        let e = read_env_file(dir.path(), me).unwrap_err();
+        let e = read_env_file(dir.path(), me, true).unwrap_err();
         assert!(matches!(e, EnvFileRefused::NotAFile { .. }), "{e}");
-        // Owned by someone else: checked as if axd ran as another uid, and
+        // Owned by someone else: checked as if the job ran as another uid, and
         // (as root, who can give the file away) with the file chowned.
         write("A=hunter22\n", 0o600);
         let owner_refused = |r| matches!(r, Err(EnvFileRefused::Owner { .. }));
         if me == 0 {
             assert!(
-                read_env_file(&path, 4242).is_ok(),
+                read_env_file(&path, 4242, true).is_ok(),
                 "root's file is accepted"
             );
+            assert!(
+                owner_refused(read_env_file(&path, 4242, false)),
+                "root's file is refused to a user's own DAG"
+            );
             std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
-            assert!(owner_refused(read_env_file(&path, 0)));
+            assert!(owner_refused(read_env_file(&path, 0, true)));
         } else {
-            assert!(owner_refused(read_env_file(&path, me + 1)));
+            assert!(owner_refused(read_env_file(&path, me + 1, true)));
         }
     }
 

@@ -7,10 +7,11 @@
 //! fifth of the machine's spawn rate. So this module does what glibc's
 //! `posix_spawn` does — `clone(CLONE_VM | CLONE_VFORK)` on a small private
 //! stack — with our own child code (`child`): wire stdio, close every other
-//! descriptor, setsid, PDEATHSIG, check the parent, reset signals, chdir,
-//! execve. Everything the child touches is prepared by the parent first;
-//! the child only makes system calls (it shares the parent's memory and
-//! must not allocate: another thread may hold the allocator's lock).
+//! descriptor, setsid, the job's user and umask, PDEATHSIG, check the
+//! parent, reset signals, chdir, execve. Everything the child touches is
+//! prepared by the parent first; the child only makes system calls (it
+//! shares the parent's memory and must not allocate: another thread may
+//! hold the allocator's lock).
 //!
 //! As in `posix_spawn`, every signal is blocked in the calling thread
 //! around the `clone`: a handler of the daemon running in the child, on
@@ -77,31 +78,50 @@ use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
 
 pub(crate) use crate::execution::child::CloseFds;
-use crate::execution::child::{ChildArgs, STAT_BYTES, child_main};
+use crate::execution::child::{ChildArgs, FailedAt, STAT_BYTES, child_main};
 
 /// Everything needed to start one process.
 pub(crate) struct Plan {
     pub program: PathBuf,
     pub args: Vec<std::ffi::OsString>,
+    /// Variables the process gets unless `base_env` or `env` sets them.
+    pub defaults: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// The environment every job starts from.
-    pub base_env: &'static BaseEnv,
+    pub base_env: Arc<BaseEnv>,
     /// This process's variables on top of `base_env`: a later value of a
     /// name replaces an earlier one, and any replaces the base's.
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     pub cwd: Option<PathBuf>,
+    /// Who the process runs as; `None`: as axd (nothing is changed).
+    pub credentials: Option<Credentials>,
+    pub umask: libc::mode_t,
     /// stdout and stderr.
     pub output: OwnedFd,
     /// How the child closes the daemon's other descriptors.
     pub close_fds: CloseFds,
 }
 
+/// The uid and groups a process is switched to before execve, resolved by
+/// the parent (the child cannot read the password database).
+#[derive(Clone, Debug)]
+pub(crate) struct Credentials {
+    /// The account's name, for errors.
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (the primary `gid` among them, as
+    /// `initgroups` sets them).
+    pub groups: Vec<libc::gid_t>,
+}
+
 /// An environment converted for execve once, shared by every spawn: a
-/// job's process only adds its own variables (converting the daemon's
-/// thirty-odd variables per spawn was a tenth of a spawner's time).
+/// job's process only adds its own variables (converting variables per
+/// spawn was a tenth of a spawner's time).
 pub(crate) struct BaseEnv {
     /// `NAME=value` entries, one per name.
     entries: Vec<CString>,
@@ -109,17 +129,21 @@ pub(crate) struct BaseEnv {
 }
 
 impl BaseEnv {
-    /// Entries with a NUL byte are left out (they cannot be passed on).
+    /// Entries with a NUL byte are left out (they cannot be passed on); a
+    /// later value of a name replaces an earlier one.
     pub(crate) fn new(vars: Vec<(std::ffi::OsString, std::ffi::OsString)>) -> BaseEnv {
         let mut env = BaseEnv {
             entries: Vec::with_capacity(vars.len()),
             path: None,
         };
-        for (k, v) in vars {
+        for (i, (k, v)) in vars.iter().enumerate() {
+            if vars[i + 1..].iter().any(|(later, _)| later == k) {
+                continue;
+            }
             if k == "PATH" {
                 env.path = Some(v.clone());
             }
-            if let Ok(c) = entry(&k, &v) {
+            if let Ok(c) = entry(k, v) {
                 env.entries.push(c);
             }
         }
@@ -130,6 +154,20 @@ impl BaseEnv {
     fn name(entry: &CString) -> &[u8] {
         let kv = entry.as_bytes();
         &kv[..kv.iter().position(|&b| b == b'=').unwrap_or(kv.len())]
+    }
+
+    /// The value of `name`, when it is UTF-8.
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
+        self.entries.iter().find_map(|e| {
+            let value = e.as_bytes().get(name.len() + 1..)?;
+            (BaseEnv::name(e) == name.as_bytes())
+                .then(|| String::from_utf8(value.to_vec()).ok())
+                .flatten()
+        })
+    }
+
+    fn has(&self, name: &[u8]) -> bool {
+        self.entries.iter().any(|e| BaseEnv::name(e) == name)
     }
 }
 
@@ -334,10 +372,18 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         .map(|c| c.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
+    // ...the defaults neither sets...
+    let base = &plan.base_env;
+    let mut defaults_c: Vec<CString> = Vec::with_capacity(plan.defaults.len());
+    for (k, v) in &plan.defaults {
+        if !own_names.contains(&k.as_bytes()) && !base.has(k.as_bytes()) {
+            defaults_c.push(entry(k, v)?);
+        }
+    }
     // ...then the base's entries they do not replace.
-    let base = plan.base_env;
     let mut envp: Vec<*const libc::c_char> =
-        Vec::with_capacity(base.entries.len() + env_c.len() + 1);
+        Vec::with_capacity(defaults_c.len() + base.entries.len() + env_c.len() + 1);
+    envp.extend(defaults_c.iter().map(|c| c.as_ptr()));
     for e in &base.entries {
         if !own_names.contains(&BaseEnv::name(e)) {
             envp.push(e.as_ptr());
@@ -351,7 +397,15 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         .map(|c| cstr(c.as_os_str()))
         .transpose()?;
     let null = dev_null()?;
+    let creds = plan.credentials.as_ref();
     let mut args = ChildArgs {
+        set_credentials: creds.is_some(),
+        uid: creds.map_or(0, |c| c.uid),
+        gid: creds.map_or(0, |c| c.gid),
+        groups: creds.map_or(std::ptr::null(), |c| c.groups.as_ptr()),
+        group_count: creds.map_or(0, |c| c.groups.len()),
+        umask: plan.umask,
+        failed_at: FailedAt::Nothing,
         path: path.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -437,9 +491,28 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         // local int.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         crate::execution::reaper::forget_leader(pid);
-        return Err(SpawnError::NotStarted(std::io::Error::from_raw_os_error(
-            errno,
-        )));
+        let error = std::io::Error::from_raw_os_error(errno);
+        // SAFETY: as for `errno` above: the child no longer runs.
+        let failed_at = unsafe { std::ptr::read_volatile(&args.failed_at) };
+        return Err(SpawnError::NotStarted(match (failed_at, creds) {
+            // Not the bare errno: an EAGAIN or EPERM here is about the
+            // account, not a shortage of axd's.
+            (FailedAt::Credentials, Some(c)) => std::io::Error::other(format!(
+                "cannot run as user {} (uid {}, gid {}): {error}",
+                c.user, c.uid, c.gid
+            )),
+            (FailedAt::Cwd, _) => std::io::Error::new(
+                error.kind(),
+                format!(
+                    "cannot enter the working folder {}: {error}",
+                    plan.cwd
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("?"))
+                        .display()
+                ),
+            ),
+            _ => error,
+        }));
     }
     let start_time = usize::try_from(args.stat_len)
         .ok()
@@ -513,22 +586,24 @@ pub(crate) fn start_time_of_stat(stat: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// The job sees the base environment with its own variables on top:
-    /// the last value of a name wins, over the base's and over earlier ones.
+    /// The job sees the defaults under the base environment under its own
+    /// variables: the last value of a name wins, over the base's and over
+    /// earlier ones.
     #[tokio::test]
     async fn own_variables_replace_the_base_and_the_last_wins() {
-        static BASE: std::sync::OnceLock<BaseEnv> = std::sync::OnceLock::new();
-        let base = BASE.get_or_init(|| {
-            BaseEnv::new(vec![
-                ("KEEP".into(), "base".into()),
-                ("SHADOWED".into(), "base".into()),
-                ("PATH".into(), "/usr/bin:/bin".into()),
-            ])
-        });
+        let base = Arc::new(BaseEnv::new(vec![
+            ("KEEP".into(), "base".into()),
+            ("SHADOWED".into(), "base".into()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+        ]));
         let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         let plan = Plan {
             program: "env".into(),
             args: vec![],
+            defaults: vec![
+                ("KEEP".into(), "default".into()),
+                ("UNDER".into(), "default".into()),
+            ],
             base_env: base,
             env: vec![
                 ("SHADOWED".into(), "first".into()),
@@ -536,6 +611,8 @@ mod tests {
                 ("SHADOWED".into(), "last".into()),
             ],
             cwd: None,
+            credentials: None,
+            umask: 0o022,
             output: write_end,
             close_fds: CloseFds::Range,
         };
@@ -547,7 +624,13 @@ mod tests {
         lines.sort();
         assert_eq!(
             lines,
-            ["KEEP=base", "OWN=x", "PATH=/usr/bin:/bin", "SHADOWED=last"]
+            [
+                "KEEP=base",
+                "OWN=x",
+                "PATH=/usr/bin:/bin",
+                "SHADOWED=last",
+                "UNDER=default"
+            ]
         );
     }
 
@@ -557,8 +640,7 @@ mod tests {
     /// reading the shell's status could see that mask), then `ls` of the
     /// shell's descriptors.
     async fn job_view(close_fds: CloseFds) -> String {
-        static BASE: std::sync::OnceLock<BaseEnv> = std::sync::OnceLock::new();
-        let base = BASE.get_or_init(|| BaseEnv::new(vec![("PATH".into(), "/usr/bin:/bin".into())]));
+        let base = Arc::new(BaseEnv::new(vec![("PATH".into(), "/usr/bin:/bin".into())]));
         let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         let plan = Plan {
             program: "/bin/sh".into(),
@@ -566,9 +648,12 @@ mod tests {
                 "-c".into(),
                 "while IFS= read -r l; do case $l in SigBlk*|SigIgn*) echo \"$l\";; esac; done </proc/$$/status; ls /proc/$$/fd".into(),
             ],
+            defaults: vec![],
             base_env: base,
             env: vec![],
             cwd: None,
+            credentials: None,
+            umask: 0o022,
             output: write_end,
             close_fds,
         };
@@ -620,16 +705,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_is_an_error_not_a_process() {
-        static BASE: std::sync::OnceLock<BaseEnv> = std::sync::OnceLock::new();
-        let base = BASE.get_or_init(|| BaseEnv::new(vec![]));
+        let base = Arc::new(BaseEnv::new(vec![]));
         let (_read_end, write_end) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         let plan = Plan {
             program: "/nonexistent/ax-test-program".into(),
             args: vec![],
+            defaults: vec![],
             base_env: base,
             env: vec![],
             cwd: None,
+            credentials: None,
+            umask: 0o022,
             output: write_end,
             close_fds: CloseFds::Range,
         };

@@ -243,7 +243,11 @@ impl JobsFolder {
                 refused.push((name, path, e));
                 continue;
             }
-            match load_file(&path, Some(&self.dir), &self.opts) {
+            // The accounts are checked at each scan: a user created or
+            // removed since is seen at the next one.
+            let loaded = load_file(&path, Some(&self.dir), &self.opts)
+                .and_then(crate::accounts::accounts_known);
+            match loaded {
                 Ok(d) => parsed.push(d),
                 Err(errors) => broken.push((name, path, first_of(errors))),
             }
@@ -330,6 +334,7 @@ impl JobsFolder {
                     ..DagSpec::adhoc(spec.name.clone(), Vec::new())
                 },
                 after_at: Vec::new(),
+                accounts_at: Vec::new(),
             })
             .collect();
         let refs: Vec<&DagFile> = parsed.iter().chain(&kept).collect();

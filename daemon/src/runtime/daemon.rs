@@ -60,12 +60,12 @@ async fn until_scheduler_ends(
     let mut deadline: Option<tokio::time::Instant> = None;
     let scheduler_ended = loop {
         tokio::select! {
-            _ = term.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
-            _ = int.recv() => { notify(&[sd_notify::NotifyState::Stopping]); shutdown.drain(); }
+            _ = term.recv() => { notify(&[crate::runtime::systemd::Notify::Stopping]); shutdown.drain(); }
+            _ = int.recv() => { notify(&[crate::runtime::systemd::Notify::Stopping]); shutdown.drain(); }
             _ = hup.recv() => {
-                notify(&[sd_notify::NotifyState::Reloading]);
+                notify(&[crate::runtime::systemd::Notify::Reloading]);
                 let _ = tx.send(Msg::Reload);
-                notify(&[sd_notify::NotifyState::Ready]);
+                notify(&[crate::runtime::systemd::Notify::Ready]);
             }
             // A signal, or a fault that stops axd (`Shutdown::fail`).
             _ = shutdown.draining(), if deadline.is_none() => {

@@ -13,5 +13,5 @@ pub(crate) mod services;
 pub(crate) mod shutdown;
 pub mod startup;
 pub(crate) mod state_dir;
-pub(crate) mod systemd;
+pub mod systemd;
 pub(crate) mod time;

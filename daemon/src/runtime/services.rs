@@ -307,7 +307,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
     });
     ready(&cfg, started);
     // 17. The systemd status.
-    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+    if crate::runtime::systemd::under_systemd() {
         tokio::spawn(crate::runtime::systemd::status_loop(handle.clone()));
         list.push(Service::detached("systemd status"));
     }
@@ -507,7 +507,7 @@ fn ready(cfg: &crate::config::Config, started: std::time::Instant) {
         started.elapsed().as_millis()
     );
     crate::runtime::systemd::notify(&[
-        sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&format!("serving {}", cfg.socket.display())),
+        crate::runtime::systemd::Notify::Ready,
+        crate::runtime::systemd::Notify::Status(&format!("serving {}", cfg.socket.display())),
     ]);
 }

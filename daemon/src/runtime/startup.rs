@@ -283,6 +283,9 @@ fn executor_parts(
                 log_max_bytes: Arc::new(std::sync::atomic::AtomicU64::new(cfg.log_max_bytes)),
                 ship: ship.as_ref().map(|s| s.notices.clone()),
                 follows: follows.clone(),
+                job_env: Arc::new(std::sync::RwLock::new(Arc::new(
+                    crate::execution::executor::JobEnv::from_config(cfg),
+                ))),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));

@@ -694,6 +694,7 @@ impl Scheduler {
                 )
             })?;
             self.exec.set_log_max_bytes(new.log_max_bytes);
+            self.exec.set_job_env(&new);
             // DAGs without a zone of their own follow the daemon's.
             define_all = new.timezone != self.cfg.timezone;
             self.cfg = new;

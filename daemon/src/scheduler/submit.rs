@@ -95,7 +95,9 @@ impl Scheduler {
                 let opts = ValidateOptions {
                     pools: Some(self.pool_names()),
                 };
-                match parse_dag(name, file, text, &opts) {
+                let checked =
+                    parse_dag(name, file, text, &opts).and_then(crate::accounts::accounts_known);
+                match checked {
                     Ok(d) => d.spec,
                     Err(errors) => {
                         let list: Vec<String> = errors.iter().map(FileError::to_string).collect();

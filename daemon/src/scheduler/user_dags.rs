@@ -87,6 +87,7 @@ fn after_only(spec: &DagSpec) -> DagFile {
             ..DagSpec::adhoc(spec.name.clone(), Vec::new())
         },
         after_at: Vec::new(),
+        accounts_at: Vec::new(),
     }
 }
 

@@ -142,17 +142,18 @@ fn allowed(account: &Account, groups: &[u32], allow: &[String]) -> bool {
     })
 }
 
-/// An `env_file` of a user DAG must be a regular file of the user's (or
-/// root's), mode `0600`: axd reads it for the job, and must not read for
-/// them what they could not read themselves or what others may change.
+/// An `env_file` of a user DAG must be a regular file of the user's own,
+/// mode `0600`: axd reads it (as root) for the job, and must not read for
+/// them what they could not read themselves (a private file of root's) or
+/// what others may change.
 fn env_file_is_private(path: &std::path::Path, uid: u32) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it ({e})"))?;
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    if meta.uid() != uid && meta.uid() != 0 {
+    if meta.uid() != uid {
         return Err(format!(
-            "owned by {}; it must be the DAG's user's (or root's)",
+            "owned by {}; it must be the DAG's user's",
             crate::accounts::user_name(meta.uid())
         ));
     }

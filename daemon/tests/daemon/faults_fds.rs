@@ -62,7 +62,7 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
     }
     let config = format!(
         "max_concurrency = {JOBS}\nshutdown_grace = \"5s\"\ntimezone = \"UTC\"\n\
-         [pools.default]\nslots = {JOBS}\n"
+         pass_env = [\"OUT\"]\n[pools.default]\nslots = {JOBS}\n"
     );
     let mut d = Daemon::prepare(&config, &[("many.toml", &toml)]);
     let out = d.path("attempts.txt");

@@ -22,6 +22,7 @@ mod operator_reads;
 mod protocol;
 mod reload;
 mod roles;
+mod run_as;
 mod secrets;
 mod state_dir_faults;
 mod store_faults;
@@ -48,4 +49,20 @@ pub(crate) fn free_port() -> u16 {
 pub(crate) fn parse_prometheus(text: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
         .expect("Prometheus text")
+}
+
+/// Waits until run `id` failed without its job ever starting
+/// (`spawn_error`); returns the reason given.
+pub(crate) async fn wait_spawn_error(
+    c: &mut ax_protocol::client::Client,
+    id: u64,
+    secs: u64,
+) -> String {
+    let r = support::wait_state(c, id, "failed", secs).await;
+    assert_eq!(
+        r.attempts[0].outcome.map(|o| o.as_str()),
+        Some("spawn_error"),
+        "{r:?}"
+    );
+    r.reason.unwrap_or_default()
 }

@@ -11,6 +11,7 @@ use serde_json::json;
 const TOKEN: &str = "s3cr3t-value";
 const API_KEY: &str = "key-from-the-job-file";
 const DAEMON_SECRET: &str = "from-axd-environment";
+const CONFIG_SECRET: &str = "from-axd-toml-job-env";
 
 fn write_mode(path: &Path, text: &str, mode: u32) {
     std::fs::write(path, text).unwrap();
@@ -52,7 +53,11 @@ async fn everything_shown(d: &Daemon, c: &mut ax_protocol::client::Client, runs:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn env_file_and_secret_env_values_reach_the_job_but_are_never_shown() {
-    let mut d = Daemon::prepare(BASE_CONFIG, &[]);
+    // A variable of axd's own reaches a job only through `pass_env`.
+    let config = format!(
+        "pass_env = [\"DAEMON_SECRET\"]\n{BASE_CONFIG}\n[job_env]\nCONFIG_SECRET = \"{CONFIG_SECRET}\"\n"
+    );
+    let mut d = Daemon::prepare(&config, &[]);
     d.set_log_level("debug");
     d.set_env("DAEMON_SECRET", DAEMON_SECRET);
     let env_file = d.path("secrets.env");
@@ -66,11 +71,11 @@ async fn env_file_and_secret_env_values_reach_the_job_but_are_never_shown() {
     // of the pipe), then beside a plain value that stays visible.
     let job = format!(
         r#"env_file = "{env_file}"
-secret_env = ["API_KEY", "DAEMON_SECRET"]
+secret_env = ["API_KEY", "DAEMON_SECRET", "CONFIG_SECRET"]
 env = {{ API_KEY = "{API_KEY}", PLAIN = "visible-value" }}
 command = """
 printf '%s\n%s\n' "$TOKEN" "$API_KEY" > {received}
-echo "token=$TOKEN key=$API_KEY plain=$PLAIN daemon=$DAEMON_SECRET"
+echo "token=$TOKEN key=$API_KEY plain=$PLAIN daemon=$DAEMON_SECRET config=$CONFIG_SECRET"
 printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; echo '!'
 """
 "#,
@@ -90,7 +95,7 @@ printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; 
     );
     let log = c.call("logs", json!({"run": first})).await.unwrap();
     assert_eq!(
-        log["data"], "token=*** key=*** plain=visible-value daemon=***\n***!\n",
+        log["data"], "token=*** key=*** plain=visible-value daemon=*** config=***\n***!\n",
         "output is redacted, across reads too"
     );
 
@@ -105,13 +110,19 @@ printf '%s' "$TOKEN" | head -c 5; sleep 0.2; printf '%s' "$TOKEN" | tail -c +6; 
     let log = c.call("logs", json!({"run": second})).await.unwrap();
     assert_eq!(
         log["data"],
-        "token=*** key=*** plain=visible-value daemon=***\n***!\n"
+        "token=*** key=*** plain=visible-value daemon=*** config=***\n***!\n"
     );
 
     let seen = everything_shown(&d, &mut c, &[first, second]).await;
     assert!(seen.contains("visible-value"), "the check sees job output");
     assert!(seen.contains("DAG loaded"), "the check sees the daemon log");
-    for secret in [TOKEN, API_KEY, DAEMON_SECRET, "rotated-value"] {
+    for secret in [
+        TOKEN,
+        API_KEY,
+        DAEMON_SECRET,
+        CONFIG_SECRET,
+        "rotated-value",
+    ] {
         assert!(!seen.contains(secret), "{secret:?} leaked: {seen}");
     }
 }
@@ -138,13 +149,7 @@ async fn an_env_file_others_can_read_or_that_is_missing_fails_the_attempt() {
         ("missing", &missing, "No such file"),
     ] {
         let id = trigger(&mut c, dag).await[0];
-        let r = wait_state(&mut c, id, "failed", 15).await;
-        assert_eq!(
-            r.attempts[0].outcome.map(|o| o.as_str()),
-            Some("spawn_error"),
-            "{r:?}"
-        );
-        let reason = r.reason.unwrap_or_default();
+        let reason = crate::wait_spawn_error(&mut c, id, 15).await;
         assert!(
             reason.contains(&path.display().to_string()) && reason.contains(why),
             "{dag}: {reason}"

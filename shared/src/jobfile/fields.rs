@@ -12,6 +12,8 @@ pub(super) struct Cx<'a> {
     /// for: each error's line is then a binary search, not a count of the
     /// newlines before it (which made many errors in a big file quadratic).
     pub(super) line_starts: std::cell::OnceCell<Vec<usize>>,
+    /// The account names read so far (`DagFile::accounts_at`).
+    pub(super) accounts_at: Vec<AccountAt>,
 }
 
 pub(super) type Table<'i> = DeTable<'i>;
@@ -85,7 +87,11 @@ impl Cx<'_> {
             self.dag_jobs(root, defaults, opts, &mut spec);
         }
         self.check_graph(root, &spec);
-        DagFile { spec, after_at }
+        DagFile {
+            spec,
+            after_at,
+            accounts_at: std::mem::take(&mut self.accounts_at),
+        }
     }
 
     /// Top-level keys: a DAG's, or also a job's in a single-job file
@@ -515,12 +521,28 @@ impl Cx<'_> {
     /// (names only: whether the accounts exist is the daemon's check, at
     /// load and at each start).
     fn job_identity(&mut self, t: JobTable<'_, '_>, job: &mut JobSpec) {
-        for (key, slot) in [("user", &mut job.user), ("group", &mut job.group)] {
+        for (account, slot) in [
+            (AccountKey::User, &mut job.user),
+            (AccountKey::Group, &mut job.group),
+        ] {
+            let key = account.as_str();
             if let Some(v) = t.get(key)
                 && let Some(name) = self.as_str(v, key)
             {
                 if valid_account_name(name) {
                     *slot = Some(name.to_string());
+                    // A `[defaults]` or top-level value is read for every
+                    // job: recorded once.
+                    let (line, column) = self.line_col(v.span().start);
+                    let at = AccountAt {
+                        key: account,
+                        name: name.to_string(),
+                        line,
+                        column,
+                    };
+                    if !self.accounts_at.contains(&at) {
+                        self.accounts_at.push(at);
+                    }
                 } else {
                     self.err(
                         v.span(),

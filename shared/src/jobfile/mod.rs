@@ -55,6 +55,35 @@ pub struct ValidateOptions {
 pub struct DagFile {
     pub spec: DagSpec,
     pub after_at: Vec<(usize, usize)>,
+    /// Every `user` and `group` name the jobs take, once per place it is
+    /// written: what the daemon checks against the accounts of its host
+    /// (this crate reads no password database).
+    pub accounts_at: Vec<AccountAt>,
+}
+
+/// Which account field a name was given in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccountKey {
+    User,
+    Group,
+}
+
+impl AccountKey {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountKey::User => "user",
+            AccountKey::Group => "group",
+        }
+    }
+}
+
+/// One `user = "…"` or `group = "…"` of a job file, with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountAt {
+    pub key: AccountKey,
+    pub name: String,
+    pub line: usize,
+    pub column: usize,
 }
 
 const DAG_KEYS: &[&str] = &[
@@ -217,6 +246,7 @@ pub fn parse_dag(
         text,
         errors: Vec::new(),
         line_starts: std::cell::OnceCell::new(),
+        accounts_at: Vec::new(),
     };
     if text.trim().is_empty() {
         cx.errors.push(FileError {

@@ -35,6 +35,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::mpsc;
 
+use crate::accounts::{Account, group_gid};
+use crate::execution::spawn::Credentials;
 use crate::logs::paths::log_path;
 use ax_engine::{Input, RunId, SpawnOrder};
 
@@ -53,6 +55,9 @@ pub(crate) use groups::{kill_all, sweep_orphan};
 /// one thread would cap starts well below the machine's rate.
 const SPAWNER_THREADS: usize = 4;
 
+/// A job's umask when it sets none (as cron).
+const DEFAULT_UMASK: u32 = 0o022;
+
 /// How long a started job runs before `Started` (its pid) is reported on
 /// its own; see `supervise`.
 const STARTED_COALESCE: Duration = Duration::from_millis(10);
@@ -70,6 +75,9 @@ pub struct ExecConfig {
     /// Told when an attempt's log grows and when it ends, so that `logs`
     /// follows read again (`crate::logs::follow`).
     pub follows: crate::logs::follow::LogWatch,
+    /// What jobs start from, replaced at a config reload for attempts
+    /// that start afterwards.
+    pub job_env: Arc<std::sync::RwLock<Arc<JobEnv>>>,
 }
 
 /// One attempt on its way to a spawner thread.
@@ -83,6 +91,7 @@ struct Order {
 /// attempt's supervising task.
 pub struct Executor {
     log_max_bytes: Arc<AtomicU64>,
+    job_env: Arc<std::sync::RwLock<Arc<JobEnv>>>,
     spawners: Vec<mpsc::UnboundedSender<Order>>,
     next_spawner: usize,
     /// Attempts started and not yet reported ended (`Exited` or
@@ -132,6 +141,7 @@ impl Executor {
         events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
     ) -> std::io::Result<(Executor, Spawners)> {
         let log_max_bytes = cfg.log_max_bytes.clone();
+        let job_env = cfg.job_env.clone();
         let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
         let mut bodies = Spawners(Vec::with_capacity(SPAWNER_THREADS));
         for i in 0..SPAWNER_THREADS {
@@ -148,6 +158,7 @@ impl Executor {
         }
         let executor = Executor {
             log_max_bytes,
+            job_env,
             spawners,
             next_spawner: 0,
             attempts: HashMap::new(),
@@ -159,6 +170,13 @@ impl Executor {
     /// `logs.max_bytes` for attempts that start from now on.
     pub fn set_log_max_bytes(&self, bytes: u64) {
         self.log_max_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// `shell`, `pass_env` and `[job_env]` for attempts that start from
+    /// now on.
+    pub fn set_job_env(&self, cfg: &crate::config::Config) {
+        let env = Arc::new(JobEnv::from_config(cfg));
+        *self.job_env.write().unwrap_or_else(|e| e.into_inner()) = env;
     }
 
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
@@ -380,16 +398,37 @@ async fn start_when_possible(
     }
 }
 
-/// The daemon's environment as every job starts from it, built once (it
-/// does not change while axd runs): with the directory of `axd` on PATH,
-/// so `ax heartbeat` works inside jobs.
-fn base_env() -> &'static crate::execution::spawn::BaseEnv {
-    static BASE: std::sync::OnceLock<crate::execution::spawn::BaseEnv> = std::sync::OnceLock::new();
-    BASE.get_or_init(|| {
-        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-            std::env::vars_os().filter(|(k, _)| k != "PATH").collect();
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut parts: Vec<PathBuf> = std::env::split_paths(&path).collect();
+/// PATH for jobs when `pass_env` does not keep axd's (as cron's), with
+/// axd's own folder appended so `ax heartbeat` works inside jobs.
+const DEFAULT_JOB_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What every job starts from (docs/users.md, "What a job gets"), built
+/// at start and at each config reload, shared by every spawn: the
+/// variables converted once, and axd's own account read once (a job that
+/// names no `user` runs as it).
+pub struct JobEnv {
+    /// PATH, the `pass_env` variables, then `[job_env]`.
+    base: Arc<crate::execution::spawn::BaseEnv>,
+    /// `shell` of axd.toml.
+    shell: PathBuf,
+    /// axd's own user; `None` when its uid has no password entry.
+    own: Option<Account>,
+}
+
+/// Without the variables' values: `[job_env]` may hold secrets.
+impl std::fmt::Debug for JobEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobEnv")
+            .field("shell", &self.shell)
+            .field("own", &self.own.as_ref().map(|a| &a.name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobEnv {
+    pub fn from_config(cfg: &crate::config::Config) -> JobEnv {
+        let mut vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
+        let mut parts: Vec<PathBuf> = std::env::split_paths(DEFAULT_JOB_PATH).collect();
         if let Ok(exe) = std::env::current_exe()
             && let Some(dir) = exe.parent()
             && !parts.iter().any(|p| p == dir)
@@ -397,10 +436,76 @@ fn base_env() -> &'static crate::execution::spawn::BaseEnv {
             parts.push(dir.to_path_buf());
         }
         if let Ok(joined) = std::env::join_paths(parts) {
-            env.push(("PATH".into(), joined));
+            vars.push(("PATH".into(), joined));
         }
-        crate::execution::spawn::BaseEnv::new(env)
-    })
+        for name in &cfg.pass_env {
+            if let Some(value) = std::env::var_os(name) {
+                vars.push((name.into(), value));
+            }
+        }
+        for (name, value) in &cfg.job_env {
+            vars.push((name.into(), value.into()));
+        }
+        JobEnv {
+            base: Arc::new(crate::execution::spawn::BaseEnv::new(vars)),
+            shell: cfg.shell.clone(),
+            own: Account::by_uid(nix::unistd::geteuid().as_raw()).ok(),
+        }
+    }
+}
+
+/// Who an attempt runs as: its account (as the password database has it
+/// now), and the credentials to switch to (`None`: axd's own, unchanged).
+fn run_as(
+    job: &ax_shared::JobSpec,
+    own: Option<&Account>,
+) -> Result<(Option<Account>, Option<Credentials>), String> {
+    let me = nix::unistd::geteuid().as_raw();
+    let account = match &job.user {
+        // Resolved at each start: a removed user fails the attempt, it
+        // never runs as axd instead.
+        Some(name) => Some(Account::by_name(name).map_err(|e| {
+            format!("cannot run as user {name:?}: {e} (the user was removed or renamed)")
+        })?),
+        None => own.cloned(),
+    };
+    if job.user.is_none() && job.group.is_none() {
+        return Ok((account, None));
+    }
+    let (name, uid, primary) = match &account {
+        Some(a) => (a.name.clone(), a.uid, a.gid),
+        None => (format!("uid {me}"), me, nix::unistd::getegid().as_raw()),
+    };
+    let gid = match &job.group {
+        Some(g) => group_gid(g)
+            .map_err(|e| format!("cannot run as user {name:?} with group {g:?}: {e}"))?,
+        None => primary,
+    };
+    if me != 0 && uid == me && gid == nix::unistd::getegid().as_raw() {
+        // A daemon that is not root running its own jobs changes nothing.
+        return Ok((account, None));
+    }
+    let groups = match &account {
+        Some(a) => a
+            .groups_with(gid)
+            .map_err(|e| format!("cannot run as user {name:?}: {e}"))?,
+        None => vec![gid],
+    };
+    let credentials = Credentials {
+        user: name,
+        uid,
+        gid,
+        groups,
+    };
+    Ok((account, Some(credentials)))
+}
+
+/// Where a job runs without `cwd`: its user's home, else `/` (as cron).
+fn default_cwd(account: Option<&Account>) -> PathBuf {
+    account
+        .map(|a| a.home.clone())
+        .filter(|home| home.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// Why an attempt's command could not be built.
@@ -416,8 +521,17 @@ fn prepare(
     order: &SpawnOrder,
 ) -> Result<(crate::execution::spawn::Plan, OwnedFd, JobLog), Prepared> {
     let job = order.job();
+    let job_env = cfg
+        .job_env
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let (account, credentials) = run_as(job, job_env.own.as_ref()).map_err(Prepared::Failed)?;
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
-        Exec::Shell(s) => ("/bin/sh".into(), vec!["-c".into(), s.into()]),
+        Exec::Shell(s) => (
+            job.shell.clone().unwrap_or_else(|| job_env.shell.clone()),
+            vec!["-c".into(), s.into()],
+        ),
         Exec::Argv(argv) => (
             argv[0].clone().into(),
             argv[1..].iter().map(Into::into).collect(),
@@ -426,15 +540,30 @@ fn prepare(
     // Read at each start, not at load: a rotated secret needs no reload.
     let file_env = match &job.env_file {
         Some(path) => {
-            crate::execution::secrets::read_env_file(path, nix::unistd::geteuid().as_raw())
+            let run_as_uid = credentials
+                .as_ref()
+                .map_or_else(|| nix::unistd::geteuid().as_raw(), |c| c.uid);
+            let root_may_own = ax_shared::users::user_dag_owner(&order.dag).is_none();
+            crate::execution::secrets::read_env_file(path, run_as_uid, root_may_own)
                 .map_err(|e| Prepared::Failed(e.to_string()))?
         }
         None => Vec::new(),
     };
-    let redactor = secret_redactor(job, &file_env);
-    // The daemon's environment, then the AX_* variables, then the env
-    // file's, then the job's `env`, then the cookie; a later value of a
-    // name replaces an earlier one (`spawn` keeps the last).
+    let redactor = secret_redactor(job, &file_env, &job_env.base);
+    // The user's HOME, USER, LOGNAME and SHELL (under everything else),
+    // the base (PATH, `pass_env`, `[job_env]`), then the AX_* variables
+    // (which the base cannot set: axd.toml may not name them), then the
+    // env file's, then the job's `env`, then the cookie; a later value of
+    // a name replaces an earlier one (`spawn` keeps the last).
+    let defaults: Vec<(std::ffi::OsString, std::ffi::OsString)> = match &account {
+        Some(a) => vec![
+            ("HOME".into(), a.home.clone().into()),
+            ("USER".into(), a.name.clone().into()),
+            ("LOGNAME".into(), a.name.clone().into()),
+            ("SHELL".into(), a.shell.clone().into()),
+        ],
+        None => Vec::new(),
+    };
     let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
         Vec::with_capacity(7 + file_env.len() + job.env.len());
     let mut set = |k: std::ffi::OsString, v: std::ffi::OsString| env.push((k, v));
@@ -470,9 +599,16 @@ fn prepare(
     let plan = crate::execution::spawn::Plan {
         program,
         args,
-        base_env: base_env(),
+        defaults,
+        base_env: job_env.base.clone(),
         env,
-        cwd: job.cwd.clone(),
+        cwd: Some(
+            job.cwd
+                .clone()
+                .unwrap_or_else(|| default_cwd(account.as_ref())),
+        ),
+        credentials,
+        umask: job.umask.unwrap_or(DEFAULT_UMASK) as libc::mode_t,
         output: write_end,
         close_fds: crate::execution::spawn::CloseFds::Range,
     };
@@ -512,10 +648,12 @@ fn set_aside_stale_log(path: &Path) {
 
 /// The redactor of the values this attempt must not show: every value of
 /// its env file, and the value each `secret_env` name takes in the job's
-/// environment (the env file, the job's `env`, else the daemon's).
+/// environment (the job's `env`, the env file, else the base: `pass_env`
+/// and `[job_env]`).
 fn secret_redactor(
     job: &ax_shared::JobSpec,
     file_env: &[(String, String)],
+    base: &crate::execution::spawn::BaseEnv,
 ) -> Option<crate::execution::secrets::OutputRedactor> {
     if job.secret_env.is_empty() && file_env.is_empty() {
         return None;
@@ -534,7 +672,7 @@ fn secret_redactor(
                         .map(|(_, v)| v)
                 })
                 .cloned()
-                .or_else(|| std::env::var(name).ok())
+                .or_else(|| base.get(name))
         })
         .collect();
     crate::execution::secrets::OutputRedactor::new(
