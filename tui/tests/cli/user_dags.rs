@@ -435,3 +435,22 @@ fn a_dag_whose_user_is_gone_is_listed_with_its_error_and_does_not_run() {
     let (code, _, err) = ax(&d, None, &["trigger", &full]);
     assert_eq!(code, 1, "{err}");
 }
+
+#[test]
+fn a_user_name_cannot_leave_the_users_folder() {
+    if skip("a_user_name_cannot_leave_the_users_folder") {
+        return;
+    }
+    let alice = User::new(&[]).unwrap();
+    let d = daemon(&[&alice], "");
+    std::fs::write(d.dir.path().join("state/secret.toml"), "command = \"x\"\n").unwrap();
+    for args in [
+        ["export", "--user", "..", "secret"],
+        ["remove", "--user", "..", "secret"],
+    ] {
+        let (code, out, err) = ax(&d, None, &args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("is not a user name"), "{err}");
+    }
+    assert!(d.dir.path().join("state/secret.toml").exists());
+}
