@@ -70,6 +70,10 @@ pub struct RunView {
     pub progress: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<EventView>>,
+    /// The user the run's job runs as (absent when not known: a run
+    /// listed from the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -357,6 +357,14 @@ pub struct Submit {
     pub unique: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_for: Option<String>,
+    /// The user every job runs as (root only; anyone else's jobs run as
+    /// themselves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Names of `env` whose values are secret: axd keeps them in memory
+    /// only, never in the store (an ad-hoc job only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

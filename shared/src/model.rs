@@ -271,6 +271,12 @@ pub struct JobSpec {
     /// What runs a `command`; `None` is axd's `shell` (`/bin/sh`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<PathBuf>,
+    /// Names of secret variables of an ad-hoc submission (`ax submit
+    /// --secret-env`) whose values axd holds in memory only, never in the
+    /// store (docs/job-files.md, "Secrets"): they are put in `env` for
+    /// each attempt, and an attempt without them fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_secrets: Vec<String>,
 }
 
 impl JobSpec {
@@ -298,6 +304,7 @@ impl JobSpec {
             group: None,
             umask: None,
             shell: None,
+            held_secrets: Vec::new(),
         }
     }
 }

@@ -131,12 +131,19 @@ impl Daemon {
     ) -> Result<Daemon, HarnessError> {
         let dir = tempfile::tempdir()?;
         std::fs::create_dir_all(dir.path().join("jobs.d"))?;
+        // Modes set whatever the test's umask: axd loads only files and
+        // folders no group or other user may write (docs/users.md).
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |m| std::fs::Permissions::from_mode(m);
+        std::fs::set_permissions(dir.path().join("jobs.d"), mode(0o755))?;
         for (name, text) in jobs {
             let path = dir.path().join("jobs.d").join(name);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
+                std::fs::set_permissions(parent, mode(0o755))?;
             }
-            std::fs::write(path, text)?;
+            std::fs::write(&path, text)?;
+            std::fs::set_permissions(&path, mode(0o644))?;
         }
         let config_path = dir.path().join("axd.toml");
         std::fs::write(&config_path, format!("{LOCATIONS}{config}"))?;

@@ -33,6 +33,9 @@ pub struct Peer {
     pub user: Arc<str>,
     /// Who the event log says asked: `alice (uid 1000) via ax`.
     pub actor: Arc<str>,
+    /// With `Role::Job`: the run whose attempt the peer is part of, the
+    /// only one it may heartbeat.
+    pub run: Option<u64>,
 }
 
 impl Peer {
@@ -45,6 +48,7 @@ impl Peer {
             uid,
             user: Arc::from(crate::accounts::user_name(uid)),
             actor: Arc::from(what),
+            run: None,
         }
     }
 }
@@ -96,6 +100,27 @@ pub enum Msg {
     /// Events other nodes committed (a cluster), for this node's
     /// subscribers.
     RemoteEvents(Vec<ax_protocol::api::EventView>),
+    /// The run whose running attempt has process group `pgid`, if any
+    /// (a role-less peer's `hello`, docs/protocol.md, "Access").
+    AttemptOf {
+        pgid: u32,
+        reply: oneshot::Sender<Option<u64>>,
+    },
+    /// The DAG names of these runs and DAG runs (a user's notifications
+    /// are filtered by them).
+    DagNames {
+        runs: Vec<u64>,
+        dag_runs: Vec<u64>,
+        reply: oneshot::Sender<DagNames>,
+    },
+}
+
+/// The answer to `Msg::DagNames`: each id's DAG name, `None` for an id
+/// unknown here.
+#[derive(Debug, Default)]
+pub struct DagNames {
+    pub runs: Vec<(u64, Option<String>)>,
+    pub dag_runs: Vec<(u64, Option<String>)>,
 }
 
 impl Msg {
@@ -186,6 +211,27 @@ impl Handle {
             })
             .map_err(|_| shutting_down())?;
         rx.await.map_err(|_| shutting_down())?
+    }
+
+    /// The run whose running attempt has process group `pgid`.
+    pub(crate) async fn attempt_of(&self, pgid: u32) -> Option<u64> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Msg::AttemptOf { pgid, reply }).ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// The DAG names of `runs` and `dag_runs`.
+    pub(crate) async fn dag_names(&self, runs: Vec<u64>, dag_runs: Vec<u64>) -> DagNames {
+        let (reply, rx) = oneshot::channel();
+        let asked = Msg::DagNames {
+            runs,
+            dag_runs,
+            reply,
+        };
+        if self.tx.send(asked).is_err() {
+            return DagNames::default();
+        }
+        rx.await.unwrap_or_default()
     }
 
     /// One typed request, for the daemon's own use (`logs`, the systemd

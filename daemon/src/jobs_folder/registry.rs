@@ -53,12 +53,15 @@ pub(crate) struct DagRegistry {
     users: BTreeMap<String, DagEntry>,
     /// Folders the last scan could not read.
     folder_errors: Vec<FileError>,
+    /// Files and folders the last scan refused for their `@` name.
+    reserved: Vec<FileError>,
     pending: PendingDefs,
 }
 
 impl DagRegistry {
     /// Puts a scan in force: changed DAGs (or all, per `define`) are
-    /// defined in the engine, deleted ones removed from it.
+    /// defined in the engine; those whose file is deleted, or no longer
+    /// trusted (a DAG without a version), are removed from it.
     pub(crate) fn apply(
         &mut self,
         engine: &mut Engine,
@@ -72,10 +75,14 @@ impl DagRegistry {
         dags.extend(self.users.clone());
         let before = std::mem::replace(&mut self.dags, dags);
         self.folder_errors = scan.folder_errors;
+        self.reserved = scan.reserved;
+        for e in &self.reserved {
+            tracing::warn!("job file error: {e}");
+        }
         let removed: Vec<String> = before
-            .keys()
-            .filter(|n| !self.dags.contains_key(*n))
-            .cloned()
+            .iter()
+            .filter(|(n, e)| e.spec.is_some() && self.dags.get(*n).is_none_or(|d| d.spec.is_none()))
+            .map(|(n, _)| n.clone())
             .collect();
         let before: BTreeMap<String, String> =
             before.into_iter().map(|(k, v)| (k, v.hash)).collect();
@@ -120,7 +127,12 @@ impl DagRegistry {
             effects.extend(engine.handle(now, input).effects);
         }
         for name in removed {
-            tracing::info!(dag = %name, "DAG removed (file deleted)");
+            match self.dags.get(&name).and_then(|d| d.error.as_ref()) {
+                Some(e) => {
+                    tracing::info!(dag = %name, "DAG removed (file not loaded: {})", e.message)
+                }
+                None => tracing::info!(dag = %name, "DAG removed (file deleted)"),
+            }
             effects.extend(remove_from_engine(engine, now, actor, &name));
             self.pending.removed.push(name);
         }
@@ -245,19 +257,20 @@ impl DagRegistry {
         self.dags.len()
     }
 
-    /// Every job file's error, then every folder the last scan could not
-    /// read.
+    /// Every job file's error, then every `@` name refused, then every
+    /// folder the last scan could not read.
     pub(crate) fn errors(&self) -> Vec<FileError> {
         self.dags
             .values()
             .filter_map(|d| d.error.clone())
+            .chain(self.reserved.iter().cloned())
             .chain(self.folder_errors.iter().cloned())
             .collect()
     }
 
-    /// Job files that fail to load.
+    /// Job files (and `@` names) that fail to load.
     pub(crate) fn file_errors(&self) -> usize {
-        self.dags.values().filter(|d| d.error.is_some()).count()
+        self.dags.values().filter(|d| d.error.is_some()).count() + self.reserved.len()
     }
 
     /// Folders the last scan could not read.

@@ -14,6 +14,8 @@ use ax_shared::jobfile::{
     DagFile, FileError, ValidateOptions, check_after, is_ignored_name, load_file,
 };
 
+use crate::jobs_folder::trust::{Refusal, Target, Trust};
+
 #[derive(Clone, Debug)]
 pub struct DagEntry {
     /// The last good version; `None` if the file never parsed.
@@ -42,11 +44,15 @@ impl DagEntry {
 /// What a walk of the jobs folder found.
 #[derive(Debug, Default)]
 pub struct Walk {
-    /// Every job file that is not ignored, sorted.
-    pub files: Vec<PathBuf>,
+    /// Every job file that is not ignored, sorted, with the verdict of
+    /// the trust check (docs/users.md, "Trusted job files").
+    pub files: Vec<(PathBuf, Result<(), Refusal>)>,
     /// Folders (or entries) that could not be read, with the error: what
     /// lies below them is unknown, not absent.
     pub failed: Vec<(PathBuf, std::io::Error)>,
+    /// Job files and folders whose name starts with `@`, refused and not
+    /// entered: those names are kept for users' own DAGs.
+    pub reserved: Vec<PathBuf>,
 }
 
 /// Walks `dir` physically (docs/job-files.md): folders are entered, links
@@ -54,15 +60,19 @@ pub struct Walk {
 /// under one path), a link to a regular file counts as that file. Names
 /// starting with `.` are skipped with all below them, and files with an
 /// ignored name. A folder seen before by device and inode (a bind mount
-/// of an ancestor) is not entered again.
-pub fn walk(dir: &Path) -> Walk {
+/// of an ancestor) is not entered again. Every file found gets `trust`'s
+/// verdict; below a folder that is not trusted, every file gets that
+/// folder's refusal.
+pub fn walk(dir: &Path, trust: &mut Trust) -> Walk {
     let mut out = Walk::default();
     let mut entered: HashSet<(u64, u64)> = HashSet::new();
+    let mut top = None;
     if let Ok(m) = std::fs::metadata(dir) {
         entered.insert((m.dev(), m.ino()));
+        top = trust.check_folder(&m, &dir.display().to_string()).err();
     }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(folder) = stack.pop() {
+    let mut stack = vec![(dir.to_path_buf(), top)];
+    while let Some((folder, refused)) = stack.pop() {
         let entries = match std::fs::read_dir(&folder) {
             Ok(entries) => entries,
             // A sub-folder removed (or replaced by a file) since its parent
@@ -105,27 +115,62 @@ pub fn walk(dir: &Path) -> Walk {
                     continue;
                 }
             };
-            if kind.is_dir() {
+            let reserved = name.starts_with('@');
+            if kind.is_dir() && reserved {
+                out.reserved.push(path);
+            } else if kind.is_dir() {
                 match entry.metadata() {
                     Ok(m) if !entered.insert((m.dev(), m.ino())) => {}
-                    Ok(_) => stack.push(path),
+                    Ok(m) => {
+                        let label = path.strip_prefix(dir).unwrap_or(&path).display();
+                        let below = refused
+                            .clone()
+                            .or_else(|| trust.check_folder(&m, &label.to_string()).err());
+                        stack.push((path, below));
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => out.failed.push((path, e)),
                 }
-            } else if !is_ignored_name(&name) && (kind.is_file() || is_link_to_file(&path, kind)) {
-                out.files.push(path);
+            } else if is_ignored_name(&name) {
+                continue;
+            } else if reserved {
+                out.reserved.push(path);
+            } else if let Some(r) = &refused {
+                out.files.push((path, Err(r.clone())));
+            } else if let Some(verdict) = file_verdict(trust, &entry, kind, &folder) {
+                out.files.push((path, verdict));
             }
         }
     }
-    out.files.sort();
+    out.files.sort_by(|a, b| a.0.cmp(&b.0));
+    out.reserved.sort();
     out
 }
 
-/// A link followed to its target: a regular file counts; a folder, a
-/// dangling link or a link loop does not, and is skipped without an error,
-/// as anything else that is not a regular file.
-fn is_link_to_file(path: &Path, kind: std::fs::FileType) -> bool {
-    kind.is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+/// The trust verdict on a job file in the trusted `folder`; `None` for
+/// what the walk skips without an error: an entry gone since the listing,
+/// a dangling link, a link loop, a link to a folder.
+fn file_verdict(
+    trust: &mut Trust,
+    entry: &std::fs::DirEntry,
+    kind: std::fs::FileType,
+    folder: &Path,
+) -> Option<Result<(), Refusal>> {
+    if kind.is_symlink() {
+        return match trust.follow_link(folder, Path::new(&entry.file_name())) {
+            Ok(Target::File) => Some(Ok(())),
+            Ok(Target::Skipped) => None,
+            Err(r) => Some(Err(r)),
+        };
+    }
+    if !kind.is_file() {
+        return Some(Err(Refusal::NotRegular));
+    }
+    match entry.metadata() {
+        Ok(m) => Some(trust.check_file(&m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(Err(Refusal::Unreadable(e.to_string()))),
+    }
 }
 
 /// One scan's result: the whole DAG set to put in force.
@@ -135,6 +180,8 @@ pub struct Scan {
     /// Folders this scan could not read; the DAGs of the files below them
     /// are kept as they were.
     pub folder_errors: Vec<FileError>,
+    /// Job files and folders refused for a name starting with `@`.
+    pub reserved: Vec<FileError>,
 }
 
 /// The jobs folder and the DAG set its last scan produced, which the next
@@ -143,6 +190,8 @@ pub struct JobsFolder {
     dir: PathBuf,
     opts: ValidateOptions,
     dags: BTreeMap<String, DagEntry>,
+    /// Who must own every trusted file and folder: axd's effective user.
+    owner: u32,
 }
 
 impl JobsFolder {
@@ -151,6 +200,7 @@ impl JobsFolder {
             dir: dir.to_path_buf(),
             opts: ValidateOptions { pools: Some(pools) },
             dags: BTreeMap::new(),
+            owner: nix::unistd::geteuid().as_raw(),
         }
     }
 
@@ -173,19 +223,26 @@ impl JobsFolder {
 
     /// Reads the folder again and merges it into the DAG set: new and
     /// changed valid files replace their DAG; broken files keep the last
-    /// good version and set the error; DAGs whose file is gone are
-    /// removed, except below a folder the walk could not read, where they
-    /// stay as they were.
+    /// good version and set the error; files that are not trusted lose
+    /// their DAG (as a deleted file does) and set the error; DAGs whose
+    /// file is gone are removed, except below a folder the walk could not
+    /// read, where they stay as they were.
     pub fn scan(&mut self) -> Scan {
-        let walk = walk(&self.dir);
+        let walk = walk(&self.dir, &mut Trust::owned_by(self.owner));
         let mut parsed: Vec<DagFile> = Vec::new();
         let mut broken: Vec<(String, PathBuf, FileError)> = Vec::new();
+        let mut refused: Vec<(String, PathBuf, FileError)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        for path in walk.files {
+        for (path, verdict) in walk.files {
             let Some(name) = ax_shared::jobfile::dag_name_for(&self.dir, &path) else {
                 continue;
             };
             seen.insert(name.clone());
+            if let Err(why) = verdict {
+                let e = whole_file_error(&path, why.to_string());
+                refused.push((name, path, e));
+                continue;
+            }
             match load_file(&path, Some(&self.dir), &self.opts) {
                 Ok(d) => parsed.push(d),
                 Err(errors) => broken.push((name, path, first_of(errors))),
@@ -223,24 +280,39 @@ impl JobsFolder {
             let entry = self.dags.entry(name).or_insert_with(|| DagEntry::new(path));
             entry.error = Some(e);
         }
+        // No last good version is kept for a file that is not trusted: what
+        // it held may never have been its owner's.
+        for (name, path, e) in refused {
+            let entry = DagEntry {
+                error: Some(e),
+                ..DagEntry::new(path)
+            };
+            self.dags.insert(name, entry);
+        }
         let kept: HashSet<String> = kept.into_iter().collect();
         self.dags
             .retain(|name, _| seen.contains(name) || kept.contains(name));
         let folder_errors = walk
             .failed
             .into_iter()
-            .map(|(folder, e)| FileError {
-                file: folder.display().to_string(),
-                line: None,
-                column: None,
-                message: format!(
-                    "cannot read this folder ({e}); the DAGs of the files below it stay as last loaded"
-                ),
+            .map(|(folder, e)| {
+                whole_file_error(
+                    &folder,
+                    format!(
+                        "cannot read this folder ({e}); the DAGs of the files below it stay as last loaded"
+                    ),
+                )
             })
+            .collect();
+        let reserved = walk
+            .reserved
+            .iter()
+            .map(|path| whole_file_error(path, Refusal::AtName.to_string()))
             .collect();
         Scan {
             dags: self.dags.clone(),
             folder_errors,
+            reserved,
         }
     }
 
@@ -269,6 +341,16 @@ impl JobsFolder {
             }
         }
         errors
+    }
+}
+
+/// An error of a whole file or folder (no line).
+fn whole_file_error(path: &Path, message: String) -> FileError {
+    FileError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
     }
 }
 

@@ -4,7 +4,8 @@
 //! reads, parses and validates the folder off the scheduler thread.
 //!
 //! Only events that can change what a scan reads start one: a file or
-//! folder created, written, renamed, removed or given other permissions.
+//! folder created, written, renamed, removed or given other permissions
+//! or another owner (the trust check reads both: docs/users.md).
 //! Opening, reading and closing after reading do not: a scan opens every
 //! file, so counting those would make every scan start the next. A batch
 //! whose paths all lie below a name starting with `.` (which the walk

@@ -16,11 +16,13 @@ use ax_protocol::{Request, RpcError, codes};
 use ax_shared::RunState;
 
 use super::Scheduler;
+use super::access::{for_role, owns};
 use crate::bus::Peer;
 use crate::bus::answer::Answer;
 use crate::bus::encoded::Encoded;
 use crate::store::{EventQuery, RunQuery, StoreError};
 use ax_engine::{DagRunId, Effect, EngineError, Event, Fired, Input, Millis, Reply, RunId, Submit};
+use ax_protocol::api::Role;
 
 pub(super) fn bad(msg: impl Into<String>) -> RpcError {
     RpcError::new(codes::INVALID_PARAMS, msg)
@@ -71,12 +73,9 @@ impl Scheduler {
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, RpcError> {
         let method = request.method();
-        if request.is_write() && peer.role == ax_protocol::api::Role::Viewer {
-            return Err(RpcError::new(
-                codes::FORBIDDEN,
-                format!("{method}: members of socket_group may only read"),
-            ));
-        }
+        self.authorize(peer, &request)?;
+        // The user role sees only their own (docs/users.md).
+        let own = (peer.role == Role::User).then(|| peer.user.to_string());
         if self.shutdown_at.is_some()
             && matches!(
                 request,
@@ -99,11 +98,11 @@ impl Scheduler {
             ));
         }
         match request {
-            Request::Status(_) => Ok(self.status_with_config(now).into()),
+            Request::Status(_) => Ok(for_role(self.status_with_config(now), peer.role).into()),
             Request::Metrics(_) => Ok(self.metrics_text(now).into()),
-            Request::ListRuns(p) => self.list_runs(now, *p).map(Answer::List),
+            Request::ListRuns(p) => self.list_runs(now, *p, own).map(Answer::List),
             Request::GetRun(p) => wire(self.get_run(now, p.id)),
-            Request::ListDags(p) => self.list_dags(now, *p).map(Answer::List),
+            Request::ListDags(p) => self.list_dags(now, *p, own).map(Answer::List),
             Request::GetDag(p) => wire(self.get_dag(now, *p)),
             Request::GetDagRun(p) => wire(self.dag_run_view(now, p.id)),
             Request::Submit(p) => wire(self.submit(now, peer, *p, effects)),
@@ -116,12 +115,12 @@ impl Scheduler {
             Request::Reload(_) => wire(self.reload_request(now, peer, effects)),
             Request::Heartbeat(p) => wire(self.heartbeat(now, *p, effects)),
             Request::LogInfo(p) => wire(self.log_info(*p)),
-            Request::Events(p) => self.events(*p).map(Answer::List),
+            Request::Events(p) => self.events(*p, own).map(Answer::List),
             Request::ApplyDags(p) => wire(self.apply_dags(now, peer, *p, effects)),
             Request::ExportDag(p) => wire(self.export_dag(peer, *p)),
             Request::RemoveDag(p) => wire(self.remove_dag(now, peer, *p, effects)),
             Request::Subscribe(_) => Ok(SubscribeAnswer {
-                status: self.status(now),
+                status: for_role(self.status(now), peer.role),
             }
             .into()),
             // Answered by the connection itself (`server`).
@@ -145,9 +144,15 @@ impl Scheduler {
         step.reply.map_err(engine_err)
     }
 
-    fn list_runs(&mut self, now: Millis, p: ListRuns) -> Result<Encoded, RpcError> {
+    fn list_runs(
+        &mut self,
+        now: Millis,
+        p: ListRuns,
+        owner: Option<String>,
+    ) -> Result<Encoded, RpcError> {
         let mut q = RunQuery {
             limit: 50,
+            owner,
             ..RunQuery::default()
         };
         if let Some(filter) = &p.state {
@@ -199,11 +204,23 @@ impl Scheduler {
             .map_err(store_err)?
             .ok_or_else(|| not_found(format!("run {id}")))?;
         let mut view = self.live(view, now);
+        if view.user.is_none() {
+            let spec = self.store.dag_run_spec(view.dag_run).map_err(store_err)?;
+            let job = spec
+                .as_ref()
+                .and_then(|s| s.jobs.iter().find(|j| j.id == view.job));
+            view.user = job.map(super::views::job_user);
+        }
         view.events = Some(self.store.run_events(id, 1000).map_err(store_err)?);
         Ok(view)
     }
 
-    fn list_dags(&mut self, now: Millis, p: ListDags) -> Result<Encoded, RpcError> {
+    fn list_dags(
+        &mut self,
+        now: Millis,
+        p: ListDags,
+        owner: Option<String>,
+    ) -> Result<Encoded, RpcError> {
         let last = self.store.last_dag_runs().map_err(store_err)?;
         let active = self.active_since();
         let versions = self.nodes.as_ref().and_then(|n| n.versions());
@@ -214,6 +231,7 @@ impl Scheduler {
             .registry
             .iter()
             .filter(|(n, _)| p.after.as_ref().is_none_or(|a| n.as_str() > a.as_str()))
+            .filter(|(n, _)| owner.as_deref().is_none_or(|o| owns(o, n)))
         {
             let view = self.dag_view(now, n, e, &last, &active, versions.as_ref());
             if !out.push(&view)? {
@@ -606,7 +624,7 @@ impl Scheduler {
         })
     }
 
-    fn events(&mut self, p: Events) -> Result<Encoded, RpcError> {
+    fn events(&mut self, p: Events, owner: Option<String>) -> Result<Encoded, RpcError> {
         let query = EventQuery {
             after: p.after.unwrap_or(0),
             limit: p.limit.unwrap_or(1000).min(10_000) as usize,
@@ -615,6 +633,7 @@ impl Scheduler {
             actor: p.actor,
             since: p.since,
             newest: p.newest.unwrap_or(false),
+            owner,
         };
         let events = self.store.events(&query).map_err(store_err)?;
         let mut out = Encoded::default();

@@ -19,13 +19,14 @@
 //! for submissions), views built by `views`, DAGs kept by `jobs_folder::registry`, the
 //! jobs folder's scans put in force by `scans`.
 
+pub(crate) mod access;
 mod handlers;
 mod scans;
 mod submit;
 mod user_dags;
 mod views;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender};
@@ -47,7 +48,7 @@ use crate::jobs_folder::registry::DagRegistry;
 use crate::runtime::shutdown::{Phase, Shutdown};
 use crate::runtime::time::{now_ms, steady_ms};
 use crate::store::{Changes, Store};
-use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId};
+use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId, SpawnOrder};
 
 /// What a step's effects change in the store: the DAG runs and runs they
 /// touched (as the engine now has them), their events and cron marks.
@@ -156,6 +157,10 @@ struct WaitingReload {
 }
 
 pub struct Scheduler {
+    /// Secret values of ad-hoc DAG runs (`submit` with `secret_env`),
+    /// held in memory only until the DAG run finishes: never stored, so
+    /// lost with a restart (docs/job-files.md, "Secrets").
+    held_secrets: HashMap<DagRunId, submit::HeldSecrets>,
     cfg: Config,
     config_path: Option<PathBuf>,
     engine: Engine,
@@ -223,6 +228,7 @@ impl Scheduler {
             registry: DagRegistry::default(),
             exec: parts.exec,
             notify: parts.notify,
+            held_secrets: HashMap::new(),
             started: crate::runtime::time::monotonic(),
             stored_terminal: parts.stored_terminal,
             shutdown: parts.shutdown,
@@ -379,6 +385,16 @@ impl Scheduler {
                     self.follow_paused(now, &before, &paused, effects);
                 }
                 Msg::RemoteEvents(events) => self.announce_remote(now, events),
+                Msg::AttemptOf { pgid, reply } => {
+                    let _ = reply.send(self.attempt_of(pgid));
+                }
+                Msg::DagNames {
+                    runs,
+                    dag_runs,
+                    reply,
+                } => {
+                    let _ = reply.send(self.dag_names(&runs, &dag_runs));
+                }
                 Msg::IdsSeen { run, dag_run } => self.engine.skip_ids_past(run, dag_run),
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
@@ -590,11 +606,36 @@ impl Scheduler {
         }))
     }
 
+    /// The order with its job's held secret values put in its `env`; an
+    /// order whose values are not held (axd restarted) goes as it is, and
+    /// the executor fails the attempt.
+    fn with_held_secrets(&self, o: &SpawnOrder) -> SpawnOrder {
+        let job = o.job();
+        let Some(held) = self
+            .held_secrets
+            .get(&o.dag_run)
+            .filter(|_| !job.held_secrets.is_empty())
+        else {
+            return o.clone();
+        };
+        let mut spec = (*o.spec).clone();
+        let j = &mut spec.jobs[o.job_index as usize];
+        for name in &job.held_secrets {
+            if let Some(v) = held.get(&(job.id.clone(), name.clone())) {
+                j.env.insert(name.clone(), v.clone());
+            }
+        }
+        SpawnOrder {
+            spec: Arc::new(spec),
+            ..o.clone()
+        }
+    }
+
     fn execute(&mut self, effects: &[Effect]) {
         for e in effects {
             match e {
                 Effect::Spawn(o) => {
-                    self.exec.spawn(o.clone());
+                    self.exec.spawn(self.with_held_secrets(o));
                 }
                 Effect::Kill {
                     run,
@@ -616,6 +657,7 @@ impl Scheduler {
                     state,
                     dag_run,
                 } => {
+                    self.held_secrets.remove(dag_run);
                     tracing::info!(dag = %dag, dag_run = dag_run.0, "DAG run finished: {state:?}");
                 }
                 _ => {}

@@ -82,8 +82,14 @@ impl Scheduler {
                 })
             }
         };
-        let name = p.name.as_deref().unwrap_or("adhoc");
-        let spec = match &p.toml {
+        let runs_as = runs_as(peer, p.user.as_deref())?;
+        let name = dag_name(
+            peer,
+            p.name.as_deref().unwrap_or("adhoc"),
+            runs_as.as_deref(),
+        )?;
+        let name = name.as_str();
+        let mut spec = match &p.toml {
             Some(text) => {
                 let file = p.file.as_deref().unwrap_or(name);
                 let opts = ValidateOptions {
@@ -106,6 +112,19 @@ impl Scheduler {
             }
             None => DagSpec::adhoc(name, vec![self.adhoc_job(&p)?]),
         };
+        if let Some(user) = &runs_as {
+            for job in &mut spec.jobs {
+                may_run_as(peer, user, job)?;
+                job.user = Some(user.clone());
+            }
+        }
+        if p.secret_env.as_ref().is_some_and(|s| !s.is_empty()) && p.toml.is_some() {
+            return Err(bad(
+                "secret_env: for an ad-hoc job only; a job file names its secrets itself (secret_env, env_file)",
+            ));
+        }
+        // Held in memory, out of the spec that is stored.
+        let held = take_held_secrets(&mut spec);
         let submit = Submit {
             dag: Arc::new(spec),
             trigger: format!("submit by {}", peer.actor),
@@ -113,7 +132,12 @@ impl Scheduler {
             unique,
             after,
         };
-        self.create(now, submit, effects)
+        let answer = self.create(now, submit, effects)?;
+        if !held.is_empty() && !answer.deduplicated {
+            self.held_secrets
+                .insert(ax_engine::DagRunId(answer.dag_run), held);
+        }
+        Ok(answer)
     }
 
     /// In a cluster, an unfinished DAG run with the key that this engine
@@ -187,8 +211,126 @@ impl Scheduler {
             job.cwd = Some(rules::check_absolute("cwd", cwd).map_err(refused)?);
         }
         job.env.extend(p.env.clone().unwrap_or_default());
+        for name in p.secret_env.iter().flatten() {
+            if !job.env.contains_key(name) {
+                return Err(bad(format!(
+                    "secret_env: {name:?} is not in `env` (give it with --env {name}=VALUE)"
+                )));
+            }
+            if !job.held_secrets.contains(name) {
+                job.held_secrets.push(name.clone());
+                job.secret_env.push(name.clone());
+            }
+        }
         Ok(job)
     }
+}
+
+/// The values of `spec`'s held secrets, taken out of its jobs' `env`.
+fn take_held_secrets(spec: &mut DagSpec) -> HeldSecrets {
+    let mut held = HeldSecrets::new();
+    for job in &mut spec.jobs {
+        for name in &job.held_secrets {
+            if let Some(value) = job.env.remove(name) {
+                held.insert((job.id.clone(), name.clone()), value);
+            }
+        }
+    }
+    held
+}
+
+/// An ad-hoc DAG run's secret values, by (job id, variable name).
+pub(super) type HeldSecrets = std::collections::BTreeMap<(String, String), String>;
+
+/// Whom a submission's jobs run as: root's `--user` (an existing user);
+/// for any other peer, the peer's own user, or `None` (axd's user) when
+/// the peer is axd's own user or root without `--user`
+/// (docs/users.md, "Who may do what on the socket").
+fn runs_as(peer: &Peer, asked: Option<&str>) -> Result<Option<String>, RpcError> {
+    if let Some(user) = asked {
+        if peer.uid != 0 {
+            return Err(RpcError::new(
+                codes::FORBIDDEN,
+                format!(
+                    "submit --user: only root may run jobs as another user; {} is not root",
+                    peer.user
+                ),
+            ));
+        }
+        crate::accounts::Account::by_name(user).map_err(|e| bad(format!("submit --user: {e}")))?;
+        return Ok(Some(user.to_string()));
+    }
+    if peer.uid == 0 || peer.uid == nix::unistd::getuid().as_raw() {
+        return Ok(None);
+    }
+    match crate::accounts::Account::by_uid(peer.uid) {
+        Ok(account) => Ok(Some(account.name)),
+        Err(e) => Err(RpcError::new(
+            codes::FORBIDDEN,
+            format!("submit: {e}: a job cannot run as it"),
+        )),
+    }
+}
+
+/// The DAG name of a submission: a user's goes in their namespace
+/// (`@alice/NAME`); a name in a user's namespace is refused from anyone
+/// else but root (who may name the namespace of the `--user` the jobs
+/// run as).
+fn dag_name(peer: &Peer, name: &str, runs_as: Option<&str>) -> Result<String, RpcError> {
+    let owner = ax_shared::users::user_dag_owner(name);
+    if peer.role == ax_protocol::api::Role::User {
+        return match owner {
+            Some(o) if o == &*peer.user => Ok(name.to_string()),
+            None if !ax_shared::users::is_user_namespace(name) => {
+                Ok(ax_shared::users::user_dag_name(&peer.user, name))
+            }
+            _ => Err(RpcError::new(
+                codes::FORBIDDEN,
+                format!(
+                    "submit: `name` {name:?}: {} may only name DAGs @{}/…",
+                    peer.user, peer.user
+                ),
+            )),
+        };
+    }
+    if ax_shared::users::is_user_namespace(name)
+        && (peer.uid != 0 || owner.is_none_or(|o| Some(o) != runs_as))
+    {
+        return Err(RpcError::new(
+            codes::FORBIDDEN,
+            format!(
+                "submit: `name` {name:?}: names starting with @ are users' own; only root may use one, with --user naming that user"
+            ),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// A job file's `user` and `group` must be what the caller may use: its
+/// own user (or root's `--user`) and that user's groups.
+fn may_run_as(peer: &Peer, user: &str, job: &JobSpec) -> Result<(), RpcError> {
+    let refuse = |what: String| RpcError::new(codes::FORBIDDEN, format!("job {}: {what}", job.id));
+    if let Some(named) = &job.user
+        && named != user
+    {
+        return Err(refuse(format!(
+            "user = {named:?}: {} may only run jobs as {user}",
+            peer.user
+        )));
+    }
+    if let Some(group) = &job.group {
+        let gid = crate::accounts::group_gid(group).map_err(|e| refuse(e.to_string()))?;
+        let account = crate::accounts::Account::by_name(user).map_err(|e| refuse(e.to_string()))?;
+        let groups = account
+            .groups_with(account.gid)
+            .map_err(|e| refuse(e.to_string()))?;
+        if !groups.contains(&gid) {
+            return Err(refuse(format!(
+                "group = {group:?}: {user} is not in group {group}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A number from the socket as the rules take it: any past `i64::MAX` is

@@ -193,6 +193,7 @@ impl Scheduler {
             message: r.message.clone(),
             progress: r.progress,
             events: None,
+            user: Some(job_user(r.job())),
         }
     }
 
@@ -314,4 +315,11 @@ impl Scheduler {
             jobs,
         })
     }
+}
+
+/// Who a job runs as: its `user`, else axd's own user.
+pub(super) fn job_user(job: &ax_shared::JobSpec) -> String {
+    job.user
+        .clone()
+        .unwrap_or_else(|| crate::accounts::user_name(nix::unistd::getuid().as_raw()))
 }

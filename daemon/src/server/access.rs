@@ -42,6 +42,10 @@ pub(crate) struct Identity {
     pub uid: u32,
     /// The primary gid first, then the supplementary ones.
     pub gids: Vec<u32>,
+    /// The process group of the process that connected, read from
+    /// `/proc/PID/stat` at accept (PID from `SO_PEERCRED`): a role-less
+    /// peer inside a running attempt's group gets the job role.
+    pub pgid: Option<u32>,
 }
 
 impl Identity {
@@ -50,6 +54,7 @@ impl Identity {
             return Identity {
                 uid: u32::MAX,
                 gids: Vec::new(),
+                pgid: None,
             };
         };
         let uid = cred.uid();
@@ -58,8 +63,17 @@ impl Identity {
             Ok(groups) => gids.extend(groups.into_iter().filter(|&g| g != cred.gid())),
             Err(e) => tracing::warn!("uid {uid}: cannot read its groups (SO_PEERGROUPS): {e}"),
         }
-        Identity { uid, gids }
+        let pgid = cred.pid().and_then(|pid| process_group(pid as u32));
+        Identity { uid, gids, pgid }
     }
+}
+
+/// The process group of `pid` (field 5 of `/proc/PID/stat`, after the
+/// command name in parentheses, which may itself hold spaces and `)`).
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The role `access` gives a peer: root and axd's own uid are owners, then
@@ -116,11 +130,34 @@ fn peer_groups(fd: std::os::fd::RawFd) -> std::io::Result<Vec<u32>> {
     }
 }
 
-/// `hello`: the protocol version must match and the peer must have a role.
+/// Why a peer has no role, naming each way to one.
+fn no_role(who: &Identity, access: &Access) -> String {
+    let group = |gid: Option<u32>| match gid {
+        None => "not set".to_string(),
+        Some(g) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(g))
+            .ok()
+            .flatten()
+            .map(|g| g.name)
+            .unwrap_or_else(|| format!("gid {g}")),
+    };
+    format!(
+        "uid {} ({}) has no role on this socket: not root or axd's user, not in admin_group ({}) or socket_group ({}), not allowed by [users] allow",
+        who.uid,
+        crate::accounts::user_name(who.uid),
+        group(access.admin_gid),
+        group(access.socket_gid),
+    )
+}
+
+/// `hello`: the protocol version must match and the peer must have a
+/// role; one with none that is part of a running attempt (`job_run`) gets
+/// the job role, bound to that run.
 pub(super) fn decode_hello(
     params: Value,
     role: Option<Role>,
+    job_run: Option<u64>,
     who: &Identity,
+    access: &Access,
 ) -> Result<(Peer, Answer), RpcError> {
     let uid = who.uid;
     let hello = match Request::decode(Hello::NAME, params)? {
@@ -139,14 +176,10 @@ pub(super) fn decode_hello(
             ),
         ));
     }
-    let Some(role) = role else {
-        return Err(RpcError::new(
-            codes::FORBIDDEN,
-            format!(
-                "uid {uid} ({}) may not use this socket: it has no role (not root or axd's user, not in admin_group or socket_group, not allowed by [users])",
-                crate::accounts::user_name(uid)
-            ),
-        ));
+    let (role, run) = match (role, job_run) {
+        (Some(role), _) => (role, None),
+        (None, Some(run)) => (Role::Job, Some(run)),
+        (None, None) => return Err(RpcError::new(codes::FORBIDDEN, no_role(who, access))),
     };
     let client: String = hello
         .client
@@ -167,6 +200,7 @@ pub(super) fn decode_hello(
         uid,
         user: Arc::from(user),
         actor: Arc::from(actor),
+        run,
     };
     let answer = HelloAnswer {
         protocol: PROTOCOL_VERSION,

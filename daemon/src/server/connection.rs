@@ -1,7 +1,7 @@
 //! One client's connection: frames in, answers and notifications out,
 //! within the connection's budget and timeouts.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,11 +20,12 @@ use tokio::sync::broadcast;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder, Framed, LinesCodec, LinesCodecError};
 
-use super::access::{Identity, decode_hello};
+use super::access::{Access, Identity, decode_hello};
 use crate::bus::answer::Answer;
-use crate::bus::{Handle, Peer};
+use crate::bus::{DagNames, Handle, Peer};
 use crate::config::Limits;
 use crate::logs::read::logs;
+use crate::scheduler::access::{for_role, owns};
 
 /// Requests of one connection in flight at once.
 const MAX_INFLIGHT: usize = 4096;
@@ -178,6 +179,7 @@ pub(super) async fn connection(
     handle: Handle,
     role: Option<Role>,
     who: Identity,
+    access: Access,
     limits: &Limits,
 ) {
     handle.metrics.clients_connected.inc();
@@ -193,6 +195,7 @@ pub(super) async fn connection(
         handle,
         role,
         who,
+        access,
         limits,
         peer: None,
         hello_by: Some(tokio::time::Instant::now() + limits.hello_timeout),
@@ -200,6 +203,7 @@ pub(super) async fn connection(
         inflight: FuturesOrdered::new(),
         costs: VecDeque::new(),
         reserved: 0,
+        owned: Owned::default(),
     };
     loop {
         let reading = conn.reading();
@@ -225,6 +229,8 @@ struct Conn<'a> {
     /// The role the socket's access rules give this uid (`None`: none).
     role: Option<Role>,
     who: Identity,
+    /// Who may use the socket (named in a refusal).
+    access: Access,
     limits: &'a Limits,
     /// Who is asking, once `hello` was answered.
     peer: Option<Peer>,
@@ -239,6 +245,36 @@ struct Conn<'a> {
     costs: VecDeque<usize>,
     /// The sum of `costs`.
     reserved: usize,
+    /// For a user's connection: which runs and DAG runs are theirs.
+    owned: Owned,
+}
+
+/// Whether runs and DAG runs are the connection's user's, as the
+/// scheduler said: at most `OWNED_CAP` of each are kept.
+#[derive(Default)]
+struct Owned {
+    runs: HashMap<u64, bool>,
+    dag_runs: HashMap<u64, bool>,
+}
+
+const OWNED_CAP: usize = 100_000;
+
+impl Owned {
+    fn learn(&mut self, user: &str, names: DagNames) {
+        if self.runs.len() > OWNED_CAP {
+            self.runs.clear();
+        }
+        if self.dag_runs.len() > OWNED_CAP {
+            self.dag_runs.clear();
+        }
+        let mine = |dag: Option<String>| dag.is_some_and(|d| owns(user, &d));
+        for (id, dag) in names.runs {
+            self.runs.insert(id, mine(dag));
+        }
+        for (id, dag) in names.dag_runs {
+            self.dag_runs.insert(id, mine(dag));
+        }
+    }
 }
 
 impl Conn<'_> {
@@ -279,7 +315,16 @@ impl Conn<'_> {
         note: Result<Arc<str>, broadcast::error::RecvError>,
     ) -> bool {
         match note {
-            Ok(line) => send_line(&mut self.framed, line.to_string()).await,
+            Ok(line) => match self.peer.as_ref().filter(|p| p.role == Role::User) {
+                None => send_line(&mut self.framed, line.to_string()).await,
+                Some(p) => {
+                    let user = p.user.clone();
+                    match self.own_part(&user, &line).await {
+                        Some(own) => send_line(&mut self.framed, own).await,
+                        None => true,
+                    }
+                }
+            },
             Err(broadcast::error::RecvError::Lagged(missed)) => {
                 self.subscription = None;
                 self.handle.metrics.subscribers_lagged.inc();
@@ -291,6 +336,46 @@ impl Conn<'_> {
             }
             Err(broadcast::error::RecvError::Closed) => false,
         }
+    }
+
+    /// What of a notification a user's connection may see: the events of
+    /// their own DAG runs, the progress of their own runs, a status
+    /// without others' counts (docs/users.md); `None` when nothing of it
+    /// is theirs. A DAG run's DAG never changes, so what the scheduler
+    /// said of an id is kept (a bounded cache).
+    async fn own_part(&mut self, user: &str, line: &str) -> Option<String> {
+        let Ok(Notification::Changed(mut changed)) = serde_json::from_str::<Notification>(line)
+        else {
+            return None;
+        };
+        let unknown_dag_runs: Vec<u64> = changed
+            .events
+            .iter()
+            .map(|e| e.dag_run)
+            .filter(|d| !self.owned.dag_runs.contains_key(d))
+            .collect();
+        let unknown_runs: Vec<u64> = changed
+            .progress
+            .iter()
+            .copied()
+            .filter(|r| !self.owned.runs.contains_key(r))
+            .collect();
+        if !unknown_dag_runs.is_empty() || !unknown_runs.is_empty() {
+            let names = self.handle.dag_names(unknown_runs, unknown_dag_runs).await;
+            self.owned.learn(user, names);
+        }
+        let owned = &self.owned;
+        changed
+            .events
+            .retain(|e| owned.dag_runs.get(&e.dag_run) == Some(&true));
+        changed
+            .progress
+            .retain(|r| owned.runs.get(r) == Some(&true));
+        if changed.events.is_empty() && changed.progress.is_empty() {
+            return None;
+        }
+        changed.status = Box::new(for_role(*changed.status, Role::User));
+        Some(Notification::Changed(changed).to_line())
     }
 
     async fn on_tick(&mut self, reading: bool) -> bool {
@@ -378,11 +463,19 @@ impl Conn<'_> {
     ) -> Result<Answer, RpcError> {
         match (&self.peer, decoded) {
             (_, None) if frame.method == Hello::NAME => {
-                decode_hello(frame.params, self.role, &self.who).map(|(p, v)| {
-                    self.peer = Some(p);
-                    self.hello_by = None;
-                    v
-                })
+                // A peer with no role may still be part of a running
+                // attempt: the scheduler, which holds the attempts, says.
+                let job_run = match (self.role, self.who.pgid) {
+                    (None, Some(pgid)) => self.handle.attempt_of(pgid).await,
+                    _ => None,
+                };
+                decode_hello(frame.params, self.role, job_run, &self.who, &self.access).map(
+                    |(p, v)| {
+                        self.peer = Some(p);
+                        self.hello_by = None;
+                        v
+                    },
+                )
             }
             (None, _) | (_, None) => Err(RpcError::new(
                 codes::HELLO_REQUIRED,

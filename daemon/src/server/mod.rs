@@ -66,7 +66,9 @@ pub(crate) async fn serve(
         };
         pause = ACCEPT_PAUSE;
         // Identity as the kernel recorded it at connect: the peer cannot
-        // change it afterwards, and no pid is looked up (pids are reused).
+        // change it afterwards. Its process group is read now, while the
+        // connecting process is alive, and only counts for a peer with no
+        // role (docs/protocol.md, "Access").
         let who = access::Identity::of(&stream);
         let role = role_of(&who, &access);
         let uid = who.uid;
@@ -83,8 +85,9 @@ pub(crate) async fn serve(
         };
         let handle = handle.clone();
         let limits = limits.clone();
+        let access = access.clone();
         tokio::spawn(async move {
-            connection(stream, handle, role, who, &limits).await;
+            connection(stream, handle, role, who, access, &limits).await;
             drop(slot);
         });
     }

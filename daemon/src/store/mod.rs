@@ -236,6 +236,9 @@ pub struct RunQuery {
     /// Only runs with an id below this (paging, newest first).
     pub before: Option<u64>,
     pub limit: usize,
+    /// Only runs of this user's DAGs (names starting `@owner/`,
+    /// docs/users.md, "Who may do what on the socket").
+    pub owner: Option<String>,
 }
 
 /// A read of the event log: events after `after` matching every filter
@@ -247,10 +250,67 @@ pub struct EventQuery {
     pub limit: usize,
     pub run: Option<u64>,
     pub dag: Option<String>,
-    /// Matched as a substring.
+    /// Who asked: a user name or a uid, matched against the actor text
+    /// `alice (uid 1000) via ax` as a whole word (`alice` is not
+    /// `alice2`); any other text is matched as a substring
+    /// (`scheduler`, `via ax-tui`).
     pub actor: Option<String>,
     pub since: Option<Timestamp>,
     pub newest: bool,
+    /// Only events of this user's DAG runs (see `RunQuery::owner`).
+    pub owner: Option<String>,
+}
+
+/// One condition on a text column, literal (no wildcards), as both
+/// stores write it in SQL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TextMatch {
+    Prefix(String),
+    Contains(String),
+}
+
+/// What an actor filter matches: for a user name or uid, the forms an
+/// actor text names it in (`alice (uid 1000) via …`, `uid 1000 via …`);
+/// for other text, the text anywhere. Any one of them matches.
+pub(crate) fn actor_matches(actor: &str) -> Vec<TextMatch> {
+    let account = !actor.is_empty()
+        && actor
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'));
+    if !account {
+        return vec![TextMatch::Contains(actor.to_string())];
+    }
+    let mut out = vec![
+        TextMatch::Prefix(format!("{actor} (uid ")),
+        TextMatch::Prefix(format!("{actor} via ")),
+    ];
+    if actor.chars().all(|c| c.is_ascii_digit()) {
+        out.push(TextMatch::Contains(format!(" (uid {actor}) via ")));
+        out.push(TextMatch::Prefix(format!("uid {actor} via ")));
+    }
+    out
+}
+
+impl TextMatch {
+    /// The condition on `column` (`find` is `instr` in SQLite, `strpos`
+    /// in PostgreSQL: both 1-based, 0 when absent); `bind` binds the text
+    /// and gives its placeholder.
+    pub(crate) fn sql(
+        &self,
+        find: &str,
+        column: &str,
+        bind: impl FnOnce(String) -> String,
+    ) -> String {
+        match self {
+            TextMatch::Prefix(t) => format!("{find}({column}, {}) = 1", bind(t.clone())),
+            TextMatch::Contains(t) => format!("{find}({column}, {}) > 0", bind(t.clone())),
+        }
+    }
+}
+
+/// The DAG names of `owner`'s DAGs: `@owner/…`.
+pub(crate) fn owner_match(owner: &str) -> TextMatch {
+    TextMatch::Prefix(ax_shared::users::user_dag_name(owner, ""))
 }
 
 pub trait Store: Send {

@@ -26,6 +26,8 @@ mod secrets;
 mod state_dir_faults;
 mod store_faults;
 mod systemd_status;
+mod systemd_units;
+mod trust;
 
 /// A run's or attempt's time in milliseconds; fails the test when unset.
 pub(crate) fn ms(t: &Option<ax_shared::time::Timestamp>) -> i64 {

@@ -198,7 +198,7 @@ async fn viewers_read_admins_act_and_others_are_refused_with_real_uids() {
     expect(
         &out,
         1,
-        "may not use this socket",
+        "has no role on this socket",
         "an outsider is refused at hello",
     );
     drop(accounts);

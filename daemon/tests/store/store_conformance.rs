@@ -255,6 +255,15 @@ fn a_restart_loads_what_was_committed(b: &dyn Backend) {
     assert!(loaded.trigger_queues.is_empty());
 }
 
+/// The DAG run of `run`, as its events say.
+fn g_dag_run(events: &[EventView], run: u64) -> u64 {
+    events
+        .iter()
+        .find(|e| e.run == Some(run))
+        .map(|e| e.dag_run)
+        .expect("an event of the run")
+}
+
 fn events_are_numbered_in_order_and_filtered(b: &dyn Backend) {
     let mut store = b.open();
     // One slot: `two` waits in the queue, so its cancel is immediate.
@@ -273,6 +282,20 @@ fn events_are_numbered_in_order_and_filtered(b: &dyn Backend) {
     })
     .unwrap();
     let cancel = commit(&mut sim, &mut *store);
+    // A user's DAG, its runs cancelled by two users whose names share a
+    // prefix.
+    let g = sim.submit(dag("@alice/gamma", vec![job("one"), job("two")]));
+    for (run, who) in [
+        (g[0], "alice (uid 1042) via ax"),
+        (g[1], "alice2 (uid 1001) via ax"),
+    ] {
+        sim.input(Input::Cancel {
+            run,
+            actor: Arc::from(who),
+        })
+        .unwrap();
+    }
+    let mine = commit(&mut sim, &mut *store);
     sim.now += 60_000;
     let since = sim.now;
     let b_runs = sim.submit(dag("beta", vec![job("one")]));
@@ -288,7 +311,7 @@ fn events_are_numbered_in_order_and_filtered(b: &dyn Backend) {
     let got: Vec<i64> = all.iter().map(|e| e.seq).collect();
     assert_eq!(
         got,
-        [seqs.clone(), cancel, more.clone()].concat(),
+        [seqs.clone(), cancel, mine, more.clone()].concat(),
         "oldest first, as numbered"
     );
     let first = &all[0];
@@ -323,6 +346,30 @@ fn events_are_numbered_in_order_and_filtered(b: &dyn Backend) {
     assert!(
         q(EventQuery {
             actor: Some("5%x".into()),
+            ..Default::default()
+        })
+        .is_empty()
+    );
+    // A user name or a uid is who asked, as a whole word.
+    for who in ["alice", "1042"] {
+        let by = q(EventQuery {
+            actor: Some(who.into()),
+            ..Default::default()
+        });
+        assert!(
+            !by.is_empty() && by.iter().all(|e| e.actor == "alice (uid 1042) via ax"),
+            "{who}: {by:#?}"
+        );
+    }
+    let owned = q(EventQuery {
+        owner: Some("alice".into()),
+        ..Default::default()
+    });
+    assert!(!owned.is_empty());
+    assert!(owned.iter().all(|e| e.dag_run == g_dag_run(&all, g[0].0)));
+    assert!(
+        q(EventQuery {
+            owner: Some("alic".into()),
             ..Default::default()
         })
         .is_empty()
@@ -368,6 +415,7 @@ fn runs_are_listed_filtered_and_paged(b: &dyn Backend) {
     let mut sim = Sim::new(cfg(1, &[("default", 1)]));
     let etl_runs = sim.submit(dag("ETL_daily", vec![job("Fetch"), job("load")]));
     let other = sim.submit(dag("other", vec![job("x")]));
+    let bobs = sim.submit(dag("@bob/nightly", vec![job("x")]));
     start(&mut sim, etl_runs[0], 10);
     sim.exit(etl_runs[0], 0);
     commit(&mut sim, &mut *store);
@@ -384,9 +432,17 @@ fn runs_are_listed_filtered_and_paged(b: &dyn Backend) {
     let everything = list(RunQuery::default());
     assert_eq!(
         everything,
-        ids(&[etl_runs.clone(), other.clone()].concat()),
+        ids(&[etl_runs.clone(), other.clone(), bobs.clone()].concat()),
         "newest first"
     );
+    // A user's: the DAGs named in their namespace only.
+    for (owner, want) in [("bob", ids(&bobs)), ("bo", vec![]), ("other", vec![])] {
+        let got = list(RunQuery {
+            owner: Some(owner.into()),
+            ..Default::default()
+        });
+        assert_eq!(got, want, "owner {owner}");
+    }
     assert_eq!(
         list(RunQuery {
             dag: Some("other".into()),
@@ -467,7 +523,7 @@ fn runs_are_listed_filtered_and_paged(b: &dyn Backend) {
         "every state, zero or not"
     );
     assert_eq!(counts["success"], 1);
-    assert_eq!(counts.values().sum::<u64>(), 3);
+    assert_eq!(counts.values().sum::<u64>(), 4);
 }
 
 fn a_commit_keeps_the_last_version_of_each_row(b: &dyn Backend) {

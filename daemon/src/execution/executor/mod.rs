@@ -249,6 +249,19 @@ fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
         Err(Prepared::Short(e)) => return Started::Short(e),
         Err(Prepared::Failed(e)) => return Started::Failed(e),
     };
+    if let Some(name) = order
+        .job()
+        .held_secrets
+        .iter()
+        .find(|n| !order.job().env.contains_key(*n))
+    {
+        // axd held the value in memory only (docs/job-files.md, "Secrets").
+        let error = format!(
+            "secret {name} was not kept across axd's restart (ad-hoc secret values are held in memory only): submit the job again"
+        );
+        let _ = writeln!(log.file, "[ax] {error}");
+        return Started::Failed(error);
+    }
     // The plan (and with it this process's copy of the pipe's write end)
     // is dropped once the child has exec'ed, so the log reader sees EOF
     // when the job's processes exit.

@@ -14,6 +14,7 @@ use super::{PgStore, on_client};
 use crate::store::rows::{self, ATTEMPT_VIEW_COLUMNS, Columns, EVENT_COLUMNS, RUN_VIEW_COLUMNS};
 use crate::store::specs::parse_spec;
 use crate::store::{EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError};
+use crate::store::{actor_matches, owner_match};
 use ax_engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 
 /// SQL with numbered parameters, built clause by clause.
@@ -83,6 +84,10 @@ async fn list_runs(client: &Object, q: &RunQuery) -> Result<Vec<RunView>, StoreE
     if let Some(dag) = &q.dag {
         sql.push_str(&format!(" AND dag = {}", p.add(dag.clone())));
     }
+    if let Some(owner) = &q.owner {
+        let cond = owner_match(owner).sql("strpos", "dag", |t| p.add(t));
+        sql.push_str(&format!(" AND {cond}"));
+    }
     if let Some(dr) = q.dag_run {
         sql.push_str(&format!(" AND dag_run = {}", p.add(dr as i64)));
     }
@@ -118,7 +123,15 @@ async fn events(client: &Object, q: &EventQuery) -> Result<Vec<EventView>, Store
     }
     if let Some(actor) = &q.actor {
         // `strpos`, not LIKE: the text is matched literally.
-        conditions.push(format!("strpos(actor, {}) > 0", p.add(actor.clone())));
+        let any: Vec<String> = actor_matches(actor)
+            .iter()
+            .map(|m| m.sql("strpos", "actor", |t| p.add(t)))
+            .collect();
+        conditions.push(format!("({})", any.join(" OR ")));
+    }
+    if let Some(owner) = &q.owner {
+        let cond = owner_match(owner).sql("strpos", "dag", |t| p.add(t));
+        conditions.push(format!("dag_run IN (SELECT id FROM dag_runs WHERE {cond})"));
     }
     if let Some(since) = q.since {
         conditions.push(format!("at >= {}", p.add(since.millis())));

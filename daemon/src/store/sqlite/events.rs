@@ -9,7 +9,7 @@ use rusqlite::types::Value;
 
 use super::all;
 use crate::store::rows::{EVENT_COLUMNS, event_view};
-use crate::store::{EventQuery, StoreError};
+use crate::store::{EventQuery, StoreError, actor_matches, owner_match};
 
 /// The events matching `q`, oldest first.
 pub(super) fn query(conn: &Connection, q: &EventQuery) -> Result<Vec<EventView>, StoreError> {
@@ -25,9 +25,24 @@ pub(super) fn query(conn: &Connection, q: &EventQuery) -> Result<Vec<EventView>,
     }
     if let Some(actor) = &q.actor {
         // `instr`, not LIKE: the text is matched literally (`%` and `_`
-        // in an actor name mean themselves).
-        conditions.push("instr(actor, ?) > 0".into());
-        values.push(Value::Text(actor.clone()));
+        // in an actor name mean themselves) and with its case.
+        let any: Vec<String> = actor_matches(actor)
+            .iter()
+            .map(|m| {
+                m.sql("instr", "actor", |t| {
+                    values.push(Value::Text(t));
+                    "?".into()
+                })
+            })
+            .collect();
+        conditions.push(format!("({})", any.join(" OR ")));
+    }
+    if let Some(owner) = &q.owner {
+        let sql = owner_match(owner).sql("instr", "dag", |t| {
+            values.push(Value::Text(t));
+            "?".into()
+        });
+        conditions.push(format!("dag_run IN (SELECT id FROM dag_runs WHERE {sql})"));
     }
     if let Some(since) = q.since {
         conditions.push("at >= ?".into());

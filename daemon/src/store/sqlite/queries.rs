@@ -13,7 +13,9 @@ use crate::store::rows::{
     self, ATTEMPT_VIEW_COLUMNS, Columns, EVENT_COLUMNS, RUN_VIEW_COLUMNS, decode, fit,
 };
 use crate::store::specs::parse_spec;
-use crate::store::{Commit, EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError};
+use crate::store::{
+    Commit, EventQuery, LastDagRun, Loaded, RunQuery, Store, StoreError, owner_match,
+};
 use ax_engine::{DagRunId, RestoredDagRun, RunId, UniqueHolder};
 
 impl SqliteStore {
@@ -77,9 +79,11 @@ impl Store for SqliteStore {
     }
 
     fn list_runs(&mut self, q: &RunQuery) -> Result<Vec<RunView>, StoreError> {
+        use rusqlite::types::Value;
         let limit = q.limit.clamp(1, 10_000) as i64;
         let before = q.before.map(|b| b as i64).unwrap_or(i64::MAX);
-        let mut sql = format!("SELECT {RUN_VIEW_COLUMNS} FROM runs WHERE id < ?1");
+        let mut sql = format!("SELECT {RUN_VIEW_COLUMNS} FROM runs WHERE id < ?");
+        let mut values = vec![Value::Integer(before)];
         if !q.states.is_empty() {
             let list = q
                 .states
@@ -89,30 +93,36 @@ impl Store for SqliteStore {
                 .join(",");
             sql.push_str(&format!(" AND state IN ({list})"));
         }
-        if q.dag.is_some() {
-            sql.push_str(" AND dag = ?3");
+        if let Some(dag) = &q.dag {
+            sql.push_str(" AND dag = ?");
+            values.push(Value::Text(dag.clone()));
+        }
+        if let Some(owner) = &q.owner {
+            let cond = owner_match(owner).sql("instr", "dag", |t| {
+                values.push(Value::Text(t));
+                "?".into()
+            });
+            sql.push_str(&format!(" AND {cond}"));
         }
         if let Some(dr) = q.dag_run {
             sql.push_str(&format!(" AND dag_run = {dr}"));
         }
-        let pattern = q.text.as_ref().map(|t| {
-            format!(
+        if let Some(t) = &q.text {
+            let pattern = format!(
                 "%{}%",
                 t.replace('\\', "\\\\")
                     .replace('%', "\\%")
                     .replace('_', "\\_")
-            )
-        });
-        if pattern.is_some() {
-            sql.push_str(" AND (dag LIKE ?4 ESCAPE '\\' OR job LIKE ?4 ESCAPE '\\')");
+            );
+            sql.push_str(" AND (dag LIKE ? ESCAPE '\\' OR job LIKE ? ESCAPE '\\')");
+            values.push(Value::Text(pattern.clone()));
+            values.push(Value::Text(pattern));
         }
-        sql.push_str(" ORDER BY id DESC LIMIT ?2");
-        let dag = q.dag.clone().unwrap_or_default();
-        match (&q.dag, &pattern) {
-            (Some(d), None) => self.run_views(&sql, &[&before, &limit, d]),
-            (None, None) => self.run_views(&sql, &[&before, &limit]),
-            (_, Some(p)) => self.run_views(&sql, &[&before, &limit, &dag, p]),
-        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        values.push(Value::Integer(limit));
+        let params: Vec<&dyn rusqlite::ToSql> =
+            values.iter().map(|v| v as &dyn rusqlite::ToSql).collect();
+        self.run_views(&sql, &params)
     }
 
     fn get_run(&mut self, id: u64) -> Result<Option<RunView>, StoreError> {

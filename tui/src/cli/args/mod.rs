@@ -106,7 +106,7 @@ pub enum RemoteCommand {
     /// skipped because DAG run M is active). Exit 0 in every case.
     Trigger(TriggerArgs),
     /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// Cancel runs, or a whole DAG run (--dag-run).
     Cancel(CancelArgs),
     /// Retry ended runs (revives downstream runs cancelled because of them).

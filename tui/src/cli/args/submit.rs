@@ -34,6 +34,16 @@ pub struct SubmitArgs {
     /// With --unique: also deduplicate against runs created this recently.
     #[arg(long, requires = "unique", value_parser = duration_flag)]
     pub unique_for: Option<String>,
+    /// Set a variable in the job's environment (repeatable; not with -f).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = env_flag)]
+    pub env: Vec<(String, String)>,
+    /// A variable of --env whose value is secret: kept in axd's memory
+    /// only, never stored, redacted from the log (repeatable; not with -f).
+    #[arg(long = "secret-env", value_name = "NAME")]
+    pub secret_env: Vec<String>,
+    /// Run the jobs as this user (root only).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     /// A job file to run as an ad-hoc DAG run.
     #[arg(short = 'f', long = "file", conflicts_with = "command")]
     pub file: Option<PathBuf>,
@@ -58,6 +68,14 @@ fn duration_flag(text: &str) -> Result<String, String> {
     ax_shared::duration::parse_duration(text).map(|_| text.to_string())
 }
 
+/// `--env NAME=VALUE`.
+fn env_flag(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err("expected NAME=VALUE".into()),
+    }
+}
+
 /// `--timeout`: a duration, or `none`.
 fn timeout_flag(text: &str) -> Result<String, String> {
     if text == "none" {
@@ -73,6 +91,15 @@ impl SubmitArgs {
     pub fn usage_error(&self) -> Option<String> {
         if self.file.is_none() && self.command.is_empty() {
             return Some("give a command after `--`, or -f FILE.toml".into());
+        }
+        if let Some(name) = self
+            .secret_env
+            .iter()
+            .find(|n| !self.env.iter().any(|(k, _)| k == *n))
+        {
+            return Some(format!(
+                "--secret-env {name}: give its value with --env {name}=VALUE"
+            ));
         }
         self.job_flag_refused_with_file().map(|flag| {
             format!(
@@ -90,6 +117,8 @@ impl SubmitArgs {
             ("--timeout", self.timeout.is_some()),
             ("--retries", self.retries.is_some()),
             ("--heartbeat", self.heartbeat.is_some()),
+            ("--env", !self.env.is_empty()),
+            ("--secret-env", !self.secret_env.is_empty()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))

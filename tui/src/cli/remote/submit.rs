@@ -30,6 +30,9 @@ fn params(args: &SubmitArgs) -> Result<Submit, ClientError> {
         unique_for: args.unique_for.clone(),
         after: (!args.after.is_empty()).then(|| args.after.clone()),
         name: args.name.clone(),
+        env: (!args.env.is_empty()).then(|| args.env.iter().cloned().collect()),
+        secret_env: (!args.secret_env.is_empty()).then(|| args.secret_env.clone()),
+        user: args.user.clone(),
         ..Submit::default()
     };
     match &args.file {

@@ -58,6 +58,9 @@ pub(crate) fn run_page(r: &RunView) -> Vec<String> {
         r.priority, r.effective_priority
     ));
     lines.push(format!("  pool        {}", r.pool));
+    if let Some(user) = &r.user {
+        lines.push(format!("  user        {user}"));
+    }
     lines.push(format!("  attempts    {}", attempts_line(r)));
     for (k, t) in [
         ("created", r.created_at),
