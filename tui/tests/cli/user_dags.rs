@@ -395,6 +395,12 @@ fn only_the_user_root_and_admins_act_on_a_user_dag() {
             "{args:?}: {err}"
         );
     }
+    let (code, out, err) = ax(&d, Some(&bob), &["trigger", &full]);
+    assert_ne!(code, 0, "bob triggered alice's DAG: {out}{err}");
+    assert!(
+        run_specs(&d, &full).is_empty(),
+        "a DAG run of alice's DAG was made"
+    );
     // Bob's own names are his.
     let (code, _, err) = ax(&d, Some(&bob), &["export", "standup"]);
     assert_eq!(code, 4, "{err}");
