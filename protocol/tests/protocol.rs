@@ -121,6 +121,9 @@ fn same_typed_answer(method: &str, line: &str) {
         "log_info" => same_answer::<<LogInfo as Method>::Answer>(line),
         "events" => same_answer::<<Events as Method>::Answer>(line),
         "subscribe" => same_answer::<<Subscribe as Method>::Answer>(line),
+        "apply_dags" => same_answer::<<ApplyDags as Method>::Answer>(line),
+        "export_dag" => same_answer::<<ExportDag as Method>::Answer>(line),
+        "remove_dag" => same_answer::<<RemoveDag as Method>::Answer>(line),
         other => panic!("no answer type for {other}"),
     }
 }
@@ -172,6 +175,9 @@ fn every_request_and_answer_keeps_its_exact_json() {
         "log_info",
         "events",
         "subscribe",
+        "apply_dags",
+        "export_dag",
+        "remove_dag",
     ] {
         assert!(methods.contains(m), "no golden line for {m}");
     }
@@ -228,6 +234,8 @@ fn writes_are_the_methods_that_change_state() {
         "resume",
         "reload",
         "heartbeat",
+        "apply_dags",
+        "remove_dag",
     ] {
         assert!(writes.contains(&w), "{w} is a write");
     }
@@ -239,6 +247,7 @@ fn writes_are_the_methods_that_change_state() {
         "events",
         "subscribe",
         "log_info",
+        "export_dag",
     ] {
         assert!(!writes.contains(&r), "{r} only reads");
     }

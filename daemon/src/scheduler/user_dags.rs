@@ -29,6 +29,13 @@ fn forbidden(message: String) -> RpcError {
 /// Whose DAGs a request acts on: the caller's, or with `user` another's
 /// (owners and admins only).
 fn whose(peer: &Peer, user: Option<&str>, method: &str) -> Result<String, RpcError> {
+    // The name becomes a folder under `state_dir/users/`: only an account
+    // name (no `/`, no `..`) may.
+    if let Some(user) = user
+        && (!ax_shared::jobfile::valid_account_name(user) || user.starts_with('.'))
+    {
+        return Err(bad(format!("{method}: {user:?} is not a user name")));
+    }
     match (peer.role, user) {
         (Role::Owner | Role::Admin, Some(user)) => Ok(user.to_string()),
         (Role::Owner | Role::Admin | Role::User, None) => Ok(peer.user.to_string()),
@@ -102,8 +109,13 @@ impl Scheduler {
         }
     }
 
-    /// Every stored user DAG, read and checked again.
+    /// Every stored user DAG, read and checked again. A cluster keeps
+    /// none (`apply_dags` refuses them there): files left from a single
+    /// node's life are not loaded on one node of many.
     pub(super) fn read_user_dags(&self) -> BTreeMap<String, DagEntry> {
+        if self.nodes.is_some() {
+            return BTreeMap::new();
+        }
         let (dags, errors) = load_stored(
             &self.user_files(),
             &self.cfg.users_allow,

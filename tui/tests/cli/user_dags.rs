@@ -395,6 +395,12 @@ fn only_the_user_root_and_admins_act_on_a_user_dag() {
             "{args:?}: {err}"
         );
     }
+    let (code, out, err) = ax(&d, Some(&bob), &["trigger", &full]);
+    assert_ne!(code, 0, "bob triggered alice's DAG: {out}{err}");
+    assert!(
+        run_specs(&d, &full).is_empty(),
+        "a DAG run of alice's DAG was made"
+    );
     // Bob's own names are his.
     let (code, _, err) = ax(&d, Some(&bob), &["export", "standup"]);
     assert_eq!(code, 4, "{err}");
@@ -410,4 +416,47 @@ fn only_the_user_root_and_admins_act_on_a_user_dag() {
     let (code, _, err) = ax(&d, None, &["remove", "--user", &alice.name, "standup"]);
     assert_eq!(code, 0, "{err}");
     assert!(!dag_names(&d, None).contains(&full));
+}
+
+#[test]
+fn a_dag_whose_user_is_gone_is_listed_with_its_error_and_does_not_run() {
+    if skip("a_dag_whose_user_is_gone") {
+        return;
+    }
+    let alice = User::new(&[]).unwrap();
+    let name = alice.name.clone();
+    let d = daemon(&[&alice], "");
+    let t = files(&[("standup.toml", STANDUP)]);
+    let (code, _, err) = ax(&d, Some(&alice), &["apply", &path_of(&t, "standup.toml")]);
+    assert_eq!(code, 0, "{err}");
+    drop(alice);
+    let (code, _, err) = ax(&d, None, &["reload"]);
+    assert_eq!(code, 0, "{err}");
+    let full = format!("@{name}/standup");
+    let (_, out, _) = ax(&d, None, &["--json", "dags"]);
+    let dags: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let dag = dags.iter().find(|d| d["name"] == full.as_str()).unwrap();
+    let message = dag["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no such user"), "{dag}");
+    let (code, _, err) = ax(&d, None, &["trigger", &full]);
+    assert_eq!(code, 1, "{err}");
+}
+
+#[test]
+fn a_user_name_cannot_leave_the_users_folder() {
+    if skip("a_user_name_cannot_leave_the_users_folder") {
+        return;
+    }
+    let alice = User::new(&[]).unwrap();
+    let d = daemon(&[&alice], "");
+    std::fs::write(d.dir.path().join("state/secret.toml"), "command = \"x\"\n").unwrap();
+    for args in [
+        ["export", "--user", "..", "secret"],
+        ["remove", "--user", "..", "secret"],
+    ] {
+        let (code, out, err) = ax(&d, None, &args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("is not a user name"), "{err}");
+    }
+    assert!(d.dir.path().join("state/secret.toml").exists());
 }
