@@ -116,17 +116,6 @@ pub fn check(
             *target = full;
         }
     }
-    for (key, hook) in [
-        ("on_failure", &mut spec.on_failure),
-        ("on_success", &mut spec.on_success),
-    ] {
-        if let Some(target) = hook.as_mut() {
-            let here = at(key, target, String::new());
-            if let Some(full) = own(target, key, &mut errors, here) {
-                *target = full;
-            }
-        }
-    }
     if errors.is_empty() {
         Ok(dag)
     } else {

@@ -356,6 +356,41 @@ fn hooks_run_as_recorded_dag_runs_with_the_result() {
     );
 }
 
+#[test]
+fn a_hook_runs_as_its_dags_jobs_when_they_share_one_user() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let as_user = |id: &str, user: &str| {
+        let mut j = job(id);
+        j.user = Some(user.into());
+        j.umask = Some(0o077);
+        j
+    };
+    let mut d = DagSpec::adhoc(
+        "@alice/x",
+        vec![as_user("a", "alice"), as_user("b", "alice")],
+    );
+    d.on_failure = Some("notify".into());
+    let r = sim.submit(Arc::new(d));
+    sim.exit(r[0], 1);
+    sim.exit(r[1], 0);
+    let hook_job = |sim: &Sim, dag: &str| {
+        let hook = sim.engine.dag_runs().find(|x| &*x.dag == dag).unwrap();
+        sim.engine.run(hook.runs[0]).unwrap().job().clone()
+    };
+    let j = hook_job(&sim, "@alice/x:on_failure");
+    assert_eq!((j.user.as_deref(), j.umask), (Some("alice"), Some(0o077)));
+    let mut mixed = DagSpec::adhoc("mixed", vec![as_user("a", "alice"), as_user("b", "bob")]);
+    mixed.on_failure = Some("notify".into());
+    let r = sim.submit(Arc::new(mixed));
+    sim.exit(r[0], 1);
+    sim.exit(r[1], 0);
+    assert_eq!(
+        hook_job(&sim, "mixed:on_failure").user,
+        None,
+        "axd's own user"
+    );
+}
+
 /// The triggers of a DAG's runs, oldest DAG run first.
 fn triggers_of(sim: &Sim, dag: &str) -> Vec<String> {
     let mut runs: Vec<&DagRun> = sim.engine.dag_runs().filter(|d| &*d.dag == dag).collect();
