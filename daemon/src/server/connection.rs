@@ -469,7 +469,8 @@ impl Conn<'_> {
                 // not reach the run its job is part of (a system DAG's job
                 // running as alice).
                 let job_run = match (self.role, self.who.pgid) {
-                    (None | Some(Role::User | Role::Viewer), Some(pgid)) => {
+                    (None, Some(pgid)) => attempt_of_group(&self.handle, pgid).await,
+                    (Some(Role::User | Role::Viewer), Some(pgid)) => {
                         self.handle.attempt_of(pgid).await
                     }
                     _ => None,
@@ -510,5 +511,30 @@ async fn recv_opt(
     match sub {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// How long `hello` of a peer with no role waits for its process group to
+/// be known as a running attempt's.
+const JOB_ROLE_WAIT: Duration = Duration::from_secs(2);
+
+/// The run whose running attempt has process group `pgid`, waiting up to
+/// [`JOB_ROLE_WAIT`] while the group exists: a job may connect as soon as
+/// it starts, before the scheduler has recorded the attempt's start (the
+/// executor reports it after the process is already running). A peer in
+/// no attempt is refused that much later, which also slows anyone
+/// probing the socket.
+async fn attempt_of_group(handle: &Handle, pgid: u32) -> Option<u64> {
+    let deadline = tokio::time::Instant::now() + JOB_ROLE_WAIT;
+    loop {
+        if let Some(run) = handle.attempt_of(pgid).await {
+            return Some(run);
+        }
+        let group = nix::unistd::Pid::from_raw(-(pgid as i32));
+        let alive = nix::sys::signal::kill(group, None).is_ok();
+        if !alive || tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -96,6 +96,14 @@ fn wait_state(d: &Daemon, id: u64, states: &[&str], limit: Duration) -> Value {
     }
 }
 
+/// What run `id` printed, once it succeeded (read by root).
+fn output_of(d: &Daemon, id: u64) -> String {
+    wait_state(d, id, &["success"], Duration::from_secs(20));
+    let out = ax(d, None, &["logs", &id.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Exit `code` and stderr containing each of `says`.
 fn expect(out: &Output, code: i32, says: &[&str], what: &str) {
     assert_eq!(out.status.code(), Some(code), "{what}: {}", describe(out));
@@ -302,14 +310,16 @@ fn a_submit_runs_as_its_caller_and_only_root_names_another_user() {
         "admin_group = {:?}\n[users]\nallow = [{:?}]\n",
         admins.name, alice.name
     ));
-    let id = submit(&d, Some(&admin), &["--", "true"]);
+    let id = submit(&d, Some(&admin), &["--", "id", "-u"]);
     assert_eq!(
         run_view(&d, id)["user"],
         admin.name.as_str(),
         "an admin's job is the admin's"
     );
-    let id = submit(&d, None, &["--user", &bob.name, "--", "true"]);
+    assert_eq!(output_of(&d, id), admin.uid.to_string(), "the admin's process");
+    let id = submit(&d, None, &["--user", &bob.name, "--", "id", "-u"]);
     assert_eq!(run_view(&d, id)["user"], bob.name.as_str(), "root's --user");
+    assert_eq!(output_of(&d, id), bob.uid.to_string(), "bob's process");
 
     let out = ax(
         &d,

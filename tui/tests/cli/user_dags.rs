@@ -126,7 +126,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-const STANDUP: &str = "# alice's standup\ncommand = \"true\"\n";
+const STANDUP: &str = "# alice's standup\ncommand = \"id -u\"\n";
 
 #[test]
 fn a_user_applies_exports_and_triggers_her_dag_and_it_outlives_a_restart() {
@@ -160,6 +160,21 @@ fn a_user_applies_exports_and_triggers_her_dag_and_it_outlives_a_restart() {
         "{}",
         specs[0]
     );
+    // The process itself runs as alice.
+    let mut log = String::new();
+    wait_for("the run's output", || {
+        let (_, listed, _) = ax(&d, Some(&alice), &["--json", "ls", "--dag", &full]);
+        let runs: serde_json::Value = serde_json::from_str(&listed).unwrap_or_default();
+        let Some(run) = runs.as_array().and_then(|r| r.first()) else {
+            return false;
+        };
+        if run["state"] != "success" {
+            return false;
+        }
+        log = ax(&d, Some(&alice), &["logs", &run["id"].to_string()]).1;
+        true
+    });
+    assert_eq!(log.trim(), alice.uid.to_string(), "the job's `id -u`");
     let (_, events, _) = ax(&d, None, &["events"]);
     assert!(
         events.contains(&format!(
