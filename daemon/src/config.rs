@@ -539,7 +539,25 @@ impl Config {
             }
             _ => invalid_at_cluster(message),
         };
-        Config::from_raw(raw, Some(&base)).map_err(job_env_at)
+        let cfg = Config::from_raw(raw, Some(&base)).map_err(job_env_at)?;
+        cfg.folders_apart().map_err(invalid)?;
+        Ok(cfg)
+    }
+
+    /// `state_dir` and `jobs_dir` must not hold each other: users' own
+    /// DAGs are root's files under `state_dir`, and the jobs folder would
+    /// load them again as system DAGs, run as root (docs/users.md).
+    fn folders_apart(&self) -> Result<(), String> {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let (jobs, state) = (real(&self.jobs_dir), real(&self.state_dir));
+        if state.starts_with(&jobs) || jobs.starts_with(&state) {
+            return Err(format!(
+                "state_dir {} and jobs_dir {} must not be inside one another: the jobs folder would load axd's own files",
+                self.state_dir.display(),
+                self.jobs_dir.display()
+            ));
+        }
+        Ok(())
     }
 
     fn from_raw(raw: Raw, base: Option<&Path>) -> Result<Config, String> {
@@ -825,6 +843,18 @@ mod tests {
         assert_eq!(c.retry_per_minute, 100);
         assert_eq!(c.log_max_bytes, 10 << 20);
         assert!(c.jobs_dir.ends_with("config/jobs.d"));
+    }
+
+    #[test]
+    fn state_dir_and_jobs_dir_may_not_hold_each_other() {
+        for text in [
+            "jobs_dir = \"/srv/ax/jobs\"\nstate_dir = \"/srv/ax/jobs/state\"\n",
+            "jobs_dir = \"/srv/ax/state/jobs\"\nstate_dir = \"/srv/ax/state\"\n",
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains("must not be inside one another"), "{e}");
+        }
+        assert!(parse("jobs_dir = \"/srv/ax/jobs\"\nstate_dir = \"/srv/ax/state\"\n").is_ok());
     }
 
     #[test]

@@ -34,14 +34,26 @@ pub(crate) enum EnvFileRefused {
     #[error("env_file {}: not a regular file", path.display())]
     NotAFile { path: PathBuf },
     #[error(
-        "env_file {}: owned by {}, not by root or the job's user {}",
+        "env_file {}: owned by {}, not by {}the job's user {}",
         path.display(),
         crate::accounts::user_name(*owner),
+        if *root_may_own { "root or " } else { "" },
         crate::accounts::user_name(*run_as)
     )]
     Owner {
         path: PathBuf,
         owner: u32,
+        run_as: u32,
+        root_may_own: bool,
+    },
+    #[error(
+        "env_file {}: root's file, but {why}: a job running as {} could have put it there",
+        path.display(),
+        crate::accounts::user_name(*run_as)
+    )]
+    UntrustedPath {
+        path: PathBuf,
+        why: String,
         run_as: u32,
     },
     #[error(
@@ -91,6 +103,20 @@ pub(crate) fn read_env_file(
             path: path_buf(),
             owner: meta.uid(),
             run_as: run_as_uid,
+            root_may_own,
+        });
+    }
+    // axd opens the file as root: a root-owned file read for a job of
+    // another user must be reached by a path that user cannot have
+    // bent (a link of theirs to a private file of root's).
+    if meta.uid() == 0
+        && run_as_uid != 0
+        && let Err(why) = root_path(path, &meta)
+    {
+        return Err(EnvFileRefused::UntrustedPath {
+            path: path_buf(),
+            why,
+            run_as: run_as_uid,
         });
     }
     let mode = meta.mode() & 0o7777;
@@ -111,6 +137,48 @@ pub(crate) fn read_env_file(
         path: path_buf(),
         source,
     })
+}
+
+/// Whether `path` reaches the opened file `opened` through root's folders
+/// alone: it is absolute, no part of it is a symbolic link, every folder
+/// on the way is root's and writable by nobody else (or sticky), and its
+/// last part is the file that was opened. Then nobody but root could have
+/// changed where it leads.
+fn root_path(path: &Path, opened: &std::fs::Metadata) -> Result<(), String> {
+    if !path.is_absolute() {
+        return Err("its path is not absolute".into());
+    }
+    let mut here = PathBuf::from("/");
+    let parts: Vec<_> = path.components().skip(1).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let std::path::Component::Normal(name) = part else {
+            return Err(format!("its path has {:?}", part.as_os_str()));
+        };
+        let folder =
+            std::fs::symlink_metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        // A sticky folder (`/tmp`) lets others add entries, never replace
+        // root's.
+        let others_write = folder.mode() & 0o022 != 0 && folder.mode() & 0o1000 == 0;
+        if folder.uid() != 0 || others_write {
+            return Err(format!(
+                "folder {} is not root's alone (owner {}, mode {:04o})",
+                here.display(),
+                crate::accounts::user_name(folder.uid()),
+                folder.mode() & 0o7777
+            ));
+        }
+        here.push(name);
+        let meta =
+            std::fs::symlink_metadata(&here).map_err(|e| format!("{}: {e}", here.display()))?;
+        if meta.file_type().is_symlink() {
+            return Err(format!("{} is a symbolic link", here.display()));
+        }
+        let last = i + 1 == parts.len();
+        if last && (meta.dev() != opened.dev() || meta.ino() != opened.ino()) {
+            return Err("it changed while it was read".into());
+        }
+    }
+    Ok(())
 }
 
 /// Replaces secret values in a byte stream with [`MASK`], across read
@@ -271,6 +339,36 @@ mod tests {
         } else {
             assert!(owner_refused(read_env_file(&path, me + 1, true)));
         }
+    }
+
+    #[test]
+    fn a_root_file_reached_through_a_link_is_refused_to_another_users_job() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("root.env");
+        std::fs::write(&secret, "ROOTSECRET=x1234\n").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(read_env_file(&secret, 4242, true).is_ok(), "a root path");
+        // A folder of the job's user holding a link to root's file.
+        let theirs = dir.path().join("home");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(4242), None).unwrap();
+        let link = theirs.join("app.env");
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let e = read_env_file(&link, 4242, true).unwrap_err().to_string();
+        assert!(e.contains("root's file, but folder"), "{e}");
+        // A link in root's own folder is refused as a link.
+        let root_link = dir.path().join("link.env");
+        std::os::unix::fs::symlink(&secret, &root_link).unwrap();
+        let e = read_env_file(&root_link, 4242, true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        // A job running as root may follow links: root could read it anyway.
+        assert!(read_env_file(&link, 0, true).is_ok());
     }
 
     #[test]

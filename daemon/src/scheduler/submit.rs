@@ -120,6 +120,22 @@ impl Scheduler {
                 job.user = Some(user.clone());
             }
         }
+        if peer.uid != 0 {
+            for job in &spec.jobs {
+                env_file_of_caller(peer, job)?;
+            }
+        }
+        for job in &spec.jobs {
+            if let Some(name) = job
+                .env
+                .keys()
+                .find(|k| !ax_shared::envfile::valid_env_name(k))
+            {
+                return Err(bad(format!(
+                    "env: bad environment variable name {name:?} (empty, or with `=` or NUL)"
+                )));
+            }
+        }
         if p.secret_env.as_ref().is_some_and(|s| !s.is_empty()) && p.toml.is_some() {
             return Err(bad(
                 "secret_env: for an ad-hoc job only; a job file names its secrets itself (secret_env, env_file)",
@@ -239,6 +255,33 @@ fn take_held_secrets(spec: &mut DagSpec) -> HeldSecrets {
         }
     }
     held
+}
+
+/// A submission of anyone but root may read only the caller's own
+/// `env_file`: axd reads it as root, and a file of root's (or another
+/// user's) would hand the caller what they cannot read themselves. Its
+/// owner is checked again at each attempt (`execution::secrets`).
+fn env_file_of_caller(peer: &Peer, job: &JobSpec) -> Result<(), RpcError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = &job.env_file else {
+        return Ok(());
+    };
+    let owner = std::fs::symlink_metadata(path)
+        .map(|m| m.uid())
+        .map_err(|e| bad(format!("env_file {}: {e}", path.display())))?;
+    if owner != peer.uid {
+        return Err(RpcError::new(
+            codes::FORBIDDEN,
+            format!(
+                "env_file {}: owned by {}; a job submitted by {} may only read {}'s own env_file",
+                path.display(),
+                crate::accounts::user_name(owner),
+                peer.user,
+                peer.user
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// An ad-hoc DAG run's secret values, by (job id, variable name).

@@ -26,6 +26,11 @@ fn forbidden(message: String) -> RpcError {
     RpcError::new(codes::FORBIDDEN, message)
 }
 
+/// The largest file of a user's DAG (a DAG of a few hundred jobs).
+pub(crate) const MAX_USER_DAG_BYTES: usize = 64 << 10;
+/// The most DAGs one user keeps.
+pub(crate) const MAX_USER_DAGS: usize = 100;
+
 /// Whose DAGs a request acts on: the caller's, or with `user` another's
 /// (owners and admins only).
 fn whose(peer: &Peer, user: Option<&str>, method: &str) -> Result<String, RpcError> {
@@ -134,6 +139,36 @@ impl Scheduler {
             .reload_users(&mut self.engine, &self.cfg, now, actor, users)
     }
 
+    /// A user's DAGs are validated on the scheduler thread and kept on
+    /// axd's disk: [`MAX_USER_DAG_BYTES`] per file and [`MAX_USER_DAGS`]
+    /// per user keep one user from holding up everyone's scheduling.
+    fn within_user_limits(&self, user: &str, p: &ApplyDags) -> Result<(), RpcError> {
+        if let Some(f) = p.files.iter().find(|f| f.text.len() > MAX_USER_DAG_BYTES) {
+            return Err(bad(format!(
+                "apply_dags: {} is {} bytes; a user's DAG file is at most {MAX_USER_DAG_BYTES} bytes",
+                f.file,
+                f.text.len()
+            )));
+        }
+        let stored: HashSet<String> = self
+            .user_files()
+            .list()
+            .map_err(cannot_store)?
+            .into_iter()
+            .filter(|s| s.user == user)
+            .map(|s| s.name)
+            .collect();
+        let new = p.files.iter().filter(|f| !stored.contains(&f.name)).count();
+        if stored.len() + new > MAX_USER_DAGS {
+            return Err(bad(format!(
+                "apply_dags: {user} keeps {} DAGs and would keep {}; a user keeps at most {MAX_USER_DAGS}",
+                stored.len(),
+                stored.len() + new
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) fn apply_dags(
         &mut self,
         now: Millis,
@@ -151,6 +186,7 @@ impl Scheduler {
         if p.files.is_empty() {
             return Err(bad("apply_dags: give at least one file"));
         }
+        self.within_user_limits(&user, &p)?;
         let opts = self.validate_options();
         let mut errors: Vec<FileError> = Vec::new();
         let mut parsed: Vec<(String, DagFile, &str)> = Vec::new();

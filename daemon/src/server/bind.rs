@@ -100,7 +100,7 @@ pub(crate) fn bind(
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io)?;
             if let Some(gid) = owner_group {
                 give_to_group(dir, gid)?;
-                grant_groups(dir, &extra_groups, AclPerm::DIR);
+                grant_groups(dir, &extra_groups, AclPerm::DIR.open(open_to_all));
             }
         }
     }
@@ -123,7 +123,7 @@ pub(crate) fn bind(
             return Err(e);
         }
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(io)?;
-        grant_groups(path, &extra_groups, AclPerm::SOCKET);
+        grant_groups(path, &extra_groups, AclPerm::SOCKET.open(open_to_all));
     }
     if open_to_all {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(io)?;
@@ -132,17 +132,35 @@ pub(crate) fn bind(
 }
 
 /// Permission bits of a POSIX ACL entry (r = 4, w = 2, x = 1), for the
-/// owner, the owning group and the named groups; others get none.
+/// owner, the owning group and the named groups, and others.
 struct AclPerm {
     owner: u16,
     group: u16,
+    other: u16,
 }
 
 impl AclPerm {
     /// 0750: the owner all, the groups may pass and list.
-    const DIR: AclPerm = AclPerm { owner: 7, group: 5 };
+    const DIR: AclPerm = AclPerm {
+        owner: 7,
+        group: 5,
+        other: 0,
+    };
     /// 0660: connecting to a socket needs write permission.
-    const SOCKET: AclPerm = AclPerm { owner: 6, group: 6 };
+    const SOCKET: AclPerm = AclPerm {
+        owner: 6,
+        group: 6,
+        other: 0,
+    };
+
+    /// With `open_to_all`, others get what the groups get (0755, 0666):
+    /// the ACL must not close what `[users]` opens.
+    fn open(self, open_to_all: bool) -> AclPerm {
+        AclPerm {
+            other: if open_to_all { self.group } else { self.other },
+            ..self
+        }
+    }
 }
 
 /// Gives each of `gids` the group permissions of `perm` on `path` with an
@@ -180,7 +198,7 @@ fn set_access_acl(path: &Path, gids: &[u32], perm: &AclPerm) -> std::io::Result<
         (GROUP_OBJ, perm.group, NO_ID),
     ];
     entries.extend(named.iter().map(|&gid| (GROUP, perm.group, gid)));
-    entries.extend([(MASK, perm.group, NO_ID), (OTHER, 0, NO_ID)]);
+    entries.extend([(MASK, perm.group, NO_ID), (OTHER, perm.other, NO_ID)]);
     let mut acl = VERSION.to_le_bytes().to_vec();
     for (tag, bits, id) in entries {
         acl.extend_from_slice(&tag.to_le_bytes());

@@ -316,7 +316,11 @@ fn a_submit_runs_as_its_caller_and_only_root_names_another_user() {
         admin.name.as_str(),
         "an admin's job is the admin's"
     );
-    assert_eq!(output_of(&d, id), admin.uid.to_string(), "the admin's process");
+    assert_eq!(
+        output_of(&d, id),
+        admin.uid.to_string(),
+        "the admin's process"
+    );
     let id = submit(&d, None, &["--user", &bob.name, "--", "id", "-u"]);
     assert_eq!(run_view(&d, id)["user"], bob.name.as_str(), "root's --user");
     assert_eq!(output_of(&d, id), bob.uid.to_string(), "bob's process");
@@ -498,4 +502,59 @@ fn not_stored(d: &Daemon, secret: &str, when: &str) {
                 .unwrap_or_default()
         );
     }
+}
+
+#[test]
+fn with_users_and_both_groups_the_socket_folder_stays_open_to_users() {
+    if skip("with_users_and_both_groups_the_socket_folder_stays_open") {
+        return;
+    }
+    let (viewers, admins) = (Group::new().unwrap(), Group::new().unwrap());
+    let alice = User::new(&[]).unwrap();
+    let d = daemon(&format!(
+        "socket_group = {:?}\nadmin_group = {:?}\n[users]\nallow = [{:?}]\n",
+        viewers.name, admins.name, alice.name
+    ));
+    let folder = d.socket.parent().unwrap();
+    let mode = std::fs::metadata(folder).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755, "the socket's folder, ACL and all");
+    let out = ax(&d, Some(&alice), &["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}
+
+#[test]
+fn a_submit_by_anyone_but_root_reads_only_the_callers_own_env_file() {
+    if skip("a_submit_by_anyone_but_root_reads_only_the_callers_own_env_file") {
+        return;
+    }
+    let admins = Group::new().unwrap();
+    let admin = User::new(&[&admins]).unwrap();
+    let d = daemon(&format!("admin_group = {:?}\n", admins.name));
+    let secret = d.dir.path().join("root.env");
+    std::fs::write(&secret, "ROOTSECRET=only-root-1234\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let file = d.dir.path().join("adm.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "command = \"echo $ROOTSECRET\"\nenv_file = {:?}\n",
+            secret.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = ax(
+        &d,
+        Some(&admin),
+        &["submit", "-f", &file.display().to_string()],
+    );
+    expect(
+        &out,
+        1,
+        &["owned by root", "may only read", "own env_file"],
+        "an admin's submit naming root's env_file",
+    );
+    // Root's own submission may.
+    let out = ax(&d, None, &["submit", "-f", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 }

@@ -475,3 +475,24 @@ fn a_user_name_cannot_leave_the_users_folder() {
     }
     assert!(d.dir.path().join("state/secret.toml").exists());
 }
+
+#[test]
+fn a_users_dag_file_is_bounded_in_size() {
+    if skip("a_users_dag_file_is_bounded_in_size") {
+        return;
+    }
+    let alice = User::new(&[]).unwrap();
+    let d = daemon(&[&alice], "");
+    let mut big = String::from("command = \"true\"\n");
+    while big.len() <= 64 << 10 {
+        big.push_str("# padding padding padding padding padding padding padding\n");
+    }
+    let t = files(&[("big.toml", &big)]);
+    let (code, out, err) = ax(&d, Some(&alice), &["apply", &path_of(&t, "big.toml")]);
+    assert_eq!(code, 2, "invalid params: {out}{err}");
+    assert!(
+        err.contains("a user's DAG file is at most 65536 bytes"),
+        "{err}"
+    );
+    assert!(!dag_names(&d, Some(&alice)).contains("big"));
+}

@@ -456,9 +456,12 @@ impl JobEnv {
 
 /// Who an attempt runs as: its account (as the password database has it
 /// now), and the credentials to switch to (`None`: axd's own, unchanged).
+/// With `member_only` (a user's own DAG) a `group` must still be one the
+/// user is in, as it had to be when the DAG was applied.
 fn run_as(
     job: &ax_shared::JobSpec,
     own: Option<&Account>,
+    member_only: bool,
 ) -> Result<(Option<Account>, Option<Credentials>), String> {
     let me = nix::unistd::geteuid().as_raw();
     let account = match &job.user {
@@ -491,6 +494,16 @@ fn run_as(
             .map_err(|e| format!("cannot run as user {name:?}: {e}"))?,
         None => vec![gid],
     };
+    if member_only
+        && gid != primary
+        && let Some(a) = &account
+        && !a.groups_with(primary).is_ok_and(|g| g.contains(&gid))
+    {
+        return Err(format!(
+            "cannot run as user {name:?} with group {:?}: {name} is no longer a member of it",
+            job.group.as_deref().unwrap_or_default()
+        ));
+    }
     let credentials = Credentials {
         user: name,
         uid,
@@ -526,7 +539,9 @@ fn prepare(
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let (account, credentials) = run_as(job, job_env.own.as_ref()).map_err(Prepared::Failed)?;
+    let user_dag = ax_shared::users::user_dag_owner(&order.dag).is_some();
+    let (account, credentials) =
+        run_as(job, job_env.own.as_ref(), user_dag).map_err(Prepared::Failed)?;
     let (program, args): (PathBuf, Vec<std::ffi::OsString>) = match &job.exec {
         Exec::Shell(s) => (
             job.shell.clone().unwrap_or_else(|| job_env.shell.clone()),
@@ -543,8 +558,7 @@ fn prepare(
             let run_as_uid = credentials
                 .as_ref()
                 .map_or_else(|| nix::unistd::geteuid().as_raw(), |c| c.uid);
-            let root_may_own = ax_shared::users::user_dag_owner(&order.dag).is_none();
-            crate::execution::secrets::read_env_file(path, run_as_uid, root_may_own)
+            crate::execution::secrets::read_env_file(path, run_as_uid, !user_dag)
                 .map_err(|e| Prepared::Failed(e.to_string()))?
         }
         None => Vec::new(),
