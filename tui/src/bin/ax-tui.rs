@@ -74,12 +74,16 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
     }
     let dir = std::env::temp_dir().join(format!("ax-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    // A copy with the modes axd trusts: a checkout made under umask 002
+    // has group-writable files, which axd refuses to load (docs/users.md).
+    let jobs = dir.join("jobs.d");
+    copy_trusted(&config_dir.join("jobs.d"), &jobs)
+        .with_context(|| format!("copying the examples to {}", jobs.display()))?;
     let config = dir.join("axd.toml");
     std::fs::write(
         &config,
         format!(
-            "jobs_dir = {:?}\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 4\ntimezone = \"UTC\"\n[pools.default]\nslots = 4\n[pools.io]\nslots = 2\n",
-            config_dir.join("jobs.d")
+            "jobs_dir = {jobs:?}\nstate_dir = \"state\"\nsocket = \"axd.sock\"\nmax_concurrency = 4\ntimezone = \"UTC\"\n[pools.default]\nslots = 4\n[pools.io]\nslots = 2\n",
         ),
     )?;
     let log = std::fs::File::create(dir.join("axd.log"))?;
@@ -101,6 +105,26 @@ fn start_demo(config_dir: Option<PathBuf>) -> anyhow::Result<(Demo, PathBuf)> {
         "the demo daemon did not start; see {}",
         demo.dir.join("axd.log").display()
     )
+}
+
+/// Copies the folders and regular files of `from` to `to`, folders 0755
+/// and files 0644 whatever the umask.
+fn copy_trusted(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(to)?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_trusted(&src, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o644))?;
+        }
+    }
+    Ok(())
 }
 
 async fn seed_demo(socket: &Path) -> anyhow::Result<()> {
