@@ -440,7 +440,8 @@ async fn a_pause_through_one_node_holds_on_every_node() {
         }
         for d in &nodes[1..] {
             let mut c = d.client().await;
-            let deadline = Instant::now() + Duration::from_secs(10);
+            // Beats every 300 ms; the bound is for a loaded CI machine.
+            let deadline = Instant::now() + Duration::from_secs(30);
             while paused_on(c.call("get_dag", json!({"name": "held"})).await.unwrap()) != want {
                 assert!(Instant::now() < deadline, "{method} never reached a node");
                 tokio::time::sleep(Duration::from_millis(25)).await;
