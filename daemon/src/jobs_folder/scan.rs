@@ -326,16 +326,8 @@ impl JobsFolder {
     fn check_after(&self, parsed: &[DagFile], kept: &[String]) -> HashMap<String, FileError> {
         let kept: Vec<DagFile> = kept
             .iter()
-            .filter_map(|name| self.dags.get(name)?.spec.as_ref())
-            .map(|spec| DagFile {
-                spec: DagSpec {
-                    file: spec.file.clone(),
-                    after: spec.after.clone(),
-                    ..DagSpec::adhoc(spec.name.clone(), Vec::new())
-                },
-                after_at: Vec::new(),
-                accounts_at: Vec::new(),
-            })
+            .filter_map(|name| self.dags.get(name)?.spec.as_deref())
+            .map(after_only)
             .collect();
         let refs: Vec<&DagFile> = parsed.iter().chain(&kept).collect();
         let parsed_names: HashSet<&str> = parsed.iter().map(|d| d.spec.name.as_str()).collect();
@@ -384,4 +376,18 @@ pub fn rescan(dir: &Path, pools: &[String], dags: &mut BTreeMap<String, DagEntry
         .into_iter()
         .filter(|n| !dags.contains_key(n))
         .collect()
+}
+
+/// A DAG in force as the cross-file `after` check needs it: its name, file
+/// and `after`.
+pub(crate) fn after_only(spec: &DagSpec) -> DagFile {
+    DagFile {
+        spec: DagSpec {
+            file: spec.file.clone(),
+            after: spec.after.clone(),
+            ..DagSpec::adhoc(spec.name.clone(), Vec::new())
+        },
+        after_at: Vec::new(),
+        accounts_at: Vec::new(),
+    }
 }

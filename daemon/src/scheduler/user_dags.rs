@@ -10,14 +10,13 @@ use std::sync::Arc;
 use ax_protocol::api::{ApplyAnswer, DagText, Done, Role};
 use ax_protocol::request::{ApplyDags, ExportDag, RemoveDag};
 use ax_protocol::{RpcError, codes};
-use ax_shared::DagSpec;
 use ax_shared::jobfile::{DagFile, FileError, ValidateOptions};
 use ax_shared::users::{user_dag_name, user_dag_owner};
 
 use super::Scheduler;
 use super::handlers::{bad, dag_event};
 use crate::bus::Peer;
-use crate::jobs_folder::scan::DagEntry;
+use crate::jobs_folder::scan::{DagEntry, after_only};
 use crate::user_dags::files::{UserFiles, valid_short_name};
 use crate::user_dags::{after_errors, check, entry_of, load_stored};
 use ax_engine::{Effect, Millis};
@@ -88,19 +87,6 @@ fn cannot_store(e: std::io::Error) -> RpcError {
         codes::STORE_ERROR,
         format!("cannot store the user DAGs under the state dir: {e}"),
     )
-}
-
-/// A DAG in force as the `after` check needs it: its name and `after`.
-fn after_only(spec: &DagSpec) -> DagFile {
-    DagFile {
-        spec: DagSpec {
-            file: spec.file.clone(),
-            after: spec.after.clone(),
-            ..DagSpec::adhoc(spec.name.clone(), Vec::new())
-        },
-        after_at: Vec::new(),
-        accounts_at: Vec::new(),
-    }
 }
 
 impl Scheduler {
