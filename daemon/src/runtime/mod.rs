@@ -1,10 +1,11 @@
-//! The daemon's runtime: start-up that blocks (`startup`), every thread
+//! The daemon's runtime: the machine's boot id (`boot`), start-up that blocks (`startup`), every thread
 //! and task as a service started in order and stopped in reverse
 //! (`services`), running until shutdown (`daemon`, `shutdown`),
 //! systemd's notifications (`systemd`), the state dir and its files (`state_dir`, `private`), the real clocks
 //! (`time`), fencing a node out of its cluster (`fencing`) and
 //! rate-limited log lines (`ratelog`).
 
+pub mod boot;
 pub mod daemon;
 pub(crate) mod fencing;
 pub(crate) mod private;
