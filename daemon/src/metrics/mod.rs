@@ -162,7 +162,7 @@ pub struct Metrics {
 }
 
 /// The window of `Metrics::failed_last_hour`.
-const FAILURE_WINDOW_MS: Millis = 3_600_000;
+pub(crate) const FAILURE_WINDOW_MS: Millis = 3_600_000;
 
 impl Metrics {
     /// `history` seeds the per-DAG success/failure times from the store,
@@ -469,8 +469,18 @@ impl Metrics {
         }
     }
 
-    /// Runs that ended failed or timed out in the hour before `now`, as
-    /// seen by this axd since it started.
+    /// Failures the store holds from before this axd started (their end
+    /// times, oldest first, on the engine's clock), so the hour's count
+    /// survives a restart.
+    pub fn seed_failures(&mut self, ended: impl IntoIterator<Item = Millis>) {
+        let mut all: Vec<Millis> = ended.into_iter().collect();
+        all.extend(self.recent_failures.drain(..));
+        all.sort_unstable();
+        self.recent_failures = all.into();
+    }
+
+    /// Runs that ended failed or timed out in the hour before `now`: those
+    /// of the store's last hour at start-up, then those this axd ended.
     pub fn failed_last_hour(&self, now: Millis) -> u64 {
         let since = now - FAILURE_WINDOW_MS;
         self.recent_failures

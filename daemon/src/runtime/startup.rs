@@ -130,6 +130,10 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     let dag_history = main
         .dag_history()
         .with_context(|| format!("cannot read {db}"))?;
+    // The failures of the last hour: `ax status` counts them across restarts.
+    let recent_failures = main
+        .failed_since(restored.now - crate::metrics::FAILURE_WINDOW_MS)
+        .with_context(|| format!("cannot read {db}"))?;
     let metrics = crate::metrics::Shared::default();
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let shutdown = {
@@ -205,7 +209,11 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         shutdown: shutdown.clone(),
         retention,
         own_queue: tx.clone(),
-        metrics: crate::metrics::Metrics::new(metrics.clone(), dag_history),
+        metrics: {
+            let mut m = crate::metrics::Metrics::new(metrics.clone(), dag_history);
+            m.seed_failures(recent_failures);
+            m
+        },
         nodes: cluster.as_ref().map(|c| c.registry.clone()),
         claimer: cluster.as_ref().map(|c| c.claimer.clone()),
         scans: scan_link,

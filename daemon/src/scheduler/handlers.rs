@@ -454,9 +454,20 @@ impl Scheduler {
     ) -> Result<Done, RpcError> {
         // In a cluster the DAG run may wait to be claimed, or have been
         // run by another node.
-        if self.claimer.is_some() && self.engine.dag_run(DagRunId(p.id)).is_none() {
-            self.hold_dag_run(now, p.id, effects)
-                .map_err(|e| e.about("cannot cancel here "))?;
+        if self.engine.dag_run(DagRunId(p.id)).is_none() {
+            if self.claimer.is_some() {
+                self.hold_dag_run(now, p.id, effects)
+                    .map_err(|e| e.about("cannot cancel here "))?;
+            } else {
+                // One node alone holds every active DAG run: one only the
+                // store has (evicted, or from before a restart) has ended,
+                // and cancelling it changes nothing.
+                self.store
+                    .dag_run_spec(p.id)
+                    .map_err(store_err)?
+                    .ok_or_else(|| not_found(format!("DAG run {}", p.id)))?;
+                return Ok(Done::OK);
+            }
         }
         let input = Input::CancelDagRun {
             dag_run: DagRunId(p.id),

@@ -232,9 +232,12 @@ impl Scheduler {
             None => None,
         };
         let spec = entry.spec.as_deref();
+        // The zone the schedule is planned in, `local` resolved to its
+        // name as axd resolves it.
         let tz = spec
             .and_then(|s| s.timezone.clone())
             .unwrap_or_else(|| self.cfg.timezone.clone());
+        let tz = ax_shared::cron::parse_zone(&tz).map_or(tz, |z| z.name().to_string());
         DagView {
             name: name.into(),
             file: entry.file.display().to_string(),

@@ -331,6 +331,11 @@ pub trait Store: Send {
     fn run_state(&mut self, id: u64) -> Result<Option<RunState>, StoreError>;
     /// Count of runs per state, over the whole store.
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError>;
+    /// When runs ended failed or timed out at or after `since` (ms),
+    /// oldest first: what `ax status`'s failures of the last hour start
+    /// from, so a restart does not reset them. In a cluster, the runs whose
+    /// last attempt ran on this node.
+    fn failed_since(&mut self, since: i64) -> Result<Vec<i64>, StoreError>;
     /// The newest DAG run of each DAG: its state, and when it ended (or,
     /// active, began).
     fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError>;

@@ -420,6 +420,9 @@ mod tests {
         fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError> {
             unreachable!()
         }
+        fn failed_since(&mut self, _: i64) -> Result<Vec<i64>, StoreError> {
+            unreachable!()
+        }
         fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {
             unreachable!()
         }

@@ -118,6 +118,7 @@ conformance!(
     retention_deletes_finished_dag_runs_but_not_awaited_upstreams,
     a_newer_schema_is_refused,
     text_with_a_nul_byte_commits,
+    failures_are_read_back_by_when_they_ended,
 );
 
 /// Commits what the Sim's steps decided since the last commit.
@@ -695,4 +696,25 @@ fn text_with_a_nul_byte_commits(b: &dyn Backend) {
         message.starts_with('a') && message.ends_with('b'),
         "{message:?}"
     );
+}
+
+fn failures_are_read_back_by_when_they_ended(b: &dyn Backend) {
+    let mut store = b.open();
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let mut ended = Vec::new();
+    for (i, code) in [1, 0, 1, 2].into_iter().enumerate() {
+        sim.now += 1000;
+        let runs = sim.submit(dag(&format!("d{i}"), vec![job("j")]));
+        start(&mut sim, runs[0], 10 + i as u32);
+        sim.exit(runs[0], code);
+        ended.push(sim.engine.run(runs[0]).unwrap().finished_at.unwrap());
+    }
+    // One still running counts for nothing.
+    let running = sim.submit(dag("busy", vec![job("j")]));
+    start(&mut sim, running[0], 99);
+    commit(&mut sim, &mut *store);
+    let failed = [ended[0], ended[2], ended[3]];
+    assert_eq!(store.failed_since(0).unwrap(), failed);
+    assert_eq!(b.open().failed_since(ended[0] + 1).unwrap(), failed[1..]);
+    assert!(store.failed_since(ended[3] + 1).unwrap().is_empty());
 }

@@ -84,6 +84,13 @@ pub fn validate(
         let _ = writeln!(err, "ax validate: give at least one job file");
         return exit::USAGE;
     }
+    let default_zone = match DefaultZone::read(args.config.as_deref()) {
+        Ok(z) => z,
+        Err(e) => {
+            let _ = writeln!(err, "ax validate: --config: {e}");
+            return exit::USAGE;
+        }
+    };
     let opts = ValidateOptions {
         pools: args.pools.clone(),
     };
@@ -104,7 +111,7 @@ pub fn validate(
     let now = Utc::now();
     let mut docs = Vec::new();
     for d in &parsed {
-        let checked = Checked::new(d, &cross, now);
+        let checked = Checked::new(d, &cross, &default_zone, now);
         if as_json {
             docs.push(checked.doc());
         } else {
@@ -138,28 +145,74 @@ pub fn validate(
     }
 }
 
+/// The zone axd plans DAGs without their own `timezone` in: its config's
+/// `timezone` (default `local`), and where that was read from.
+struct DefaultZone {
+    zone: Tz,
+    source: String,
+}
+
+impl DefaultZone {
+    /// From `config` (an `axd.toml`), else axd's default `local` resolved
+    /// in this process (which may differ from axd's: its `TZ`).
+    fn read(config: Option<&std::path::Path>) -> Result<DefaultZone, String> {
+        let Some(path) = config else {
+            let zone = parse_zone("local")?;
+            return Ok(DefaultZone {
+                zone,
+                source: "assumed: axd's default timezone \"local\", resolved here; \
+                         --config reads axd.toml's"
+                    .into(),
+            });
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = match table.get("timezone") {
+            None => "local",
+            Some(toml::Value::String(s)) => s.as_str(),
+            Some(_) => return Err(format!("{}: `timezone` must be a string", path.display())),
+        };
+        let zone = parse_zone(name).map_err(|e| format!("{}: timezone: {e}", path.display()))?;
+        Ok(DefaultZone {
+            zone,
+            source: format!("timezone {name:?} of {}", path.display()),
+        })
+    }
+}
+
 /// A job file that parsed: the errors found across files (`after`), its
-/// zone and its next five fire times.
+/// zone (and where it comes from when not the file) and its next five
+/// fire times.
 struct Checked<'a> {
     dag: &'a DagFile,
     errors: Vec<&'a FileError>,
     zone: Tz,
+    zone_source: Option<&'a str>,
     next: Vec<DateTime<Utc>>,
 }
 
 impl<'a> Checked<'a> {
-    fn new(dag: &'a DagFile, cross: &'a [(String, FileError)], now: DateTime<Utc>) -> Self {
+    fn new(
+        dag: &'a DagFile,
+        cross: &'a [(String, FileError)],
+        default: &'a DefaultZone,
+        now: DateTime<Utc>,
+    ) -> Self {
         let errors = cross
             .iter()
             .filter(|(n, _)| *n == dag.spec.name)
             .map(|(_, e)| e)
             .collect();
-        let zone = dag
+        let own = dag
             .spec
             .timezone
             .as_deref()
-            .and_then(|z| parse_zone(z).ok())
-            .unwrap_or_else(|| parse_zone("local").unwrap_or(chrono_tz::UTC));
+            .and_then(|z| parse_zone(z).ok());
+        let zone_source = own.is_none().then_some(default.source.as_str());
+        let zone = own.unwrap_or(default.zone);
         let next = dag
             .spec
             .schedule
@@ -171,6 +224,7 @@ impl<'a> Checked<'a> {
             dag,
             errors,
             zone,
+            zone_source,
             next,
         }
     }
@@ -223,9 +277,13 @@ impl<'a> Checked<'a> {
             );
         }
         if let Some(s) = &spec.schedule {
+            let source = self
+                .zone_source
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  schedule {s:?} in {}; next fire times:",
+                "  schedule {s:?} in {}{source}; next fire times:",
                 self.zone.name()
             );
             for t in &self.next {

@@ -78,6 +78,10 @@ fn every_remote_command_exits_as_spec_section_6_says() {
         case("status", 0, "pools:"),
         case("ls", 0, "STATE"),
         case("ls --state bogus", 2, "bogus"),
+        case("ls --dag nosuch", 4, "not found"),
+        case("ls --dag sl*", 0, "slow"),
+        case(&format!("why {running}"), 0, "is running"),
+        case(&format!("why {missing}"), 4, "not found"),
         case(&format!("show {running}"), 0, "state"),
         case(&format!("show {missing}"), 4, "not found"),
         case("show abc", 2, "abc"),
@@ -88,7 +92,7 @@ fn every_remote_command_exits_as_spec_section_6_says() {
         case("trigger nosuch", 4, "nosuch"),
         case(
             "trigger slow",
-            0,
+            1,
             "skipped because DAG run", // overlap = skip, one is active
         ),
         case("trigger slow --force", 0, "started DAG run"),

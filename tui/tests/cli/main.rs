@@ -8,6 +8,7 @@ mod follow;
 mod hostile_output;
 mod local_users;
 mod offline;
+mod readings;
 mod reference;
 mod reload;
 mod socket_roles;

@@ -31,6 +31,12 @@ pub(crate) fn ax_offline(args: &[&str], env: &[(&str, &str)]) -> (i32, String, S
         .envs(env.iter().copied())
         .output()
         .unwrap();
+    parts(&out)
+}
+
+/// A finished `ax`'s exit code (-1 when a signal ended it), stdout and
+/// stderr.
+pub(crate) fn parts(out: &Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         text(&out.stdout),

@@ -184,6 +184,30 @@ async fn state_counts(client: &Object) -> Result<BTreeMap<String, u64>, StoreErr
     Ok(counts.into_iter().collect())
 }
 
+/// See `Store::failed_since`; `node`: this node's id once registered
+/// (every node's runs before).
+async fn failed_since(
+    client: &Object,
+    since: i64,
+    node: Option<&str>,
+) -> Result<Vec<i64>, StoreError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT r.finished_at FROM runs r
+             WHERE r.state IN ('failed', 'timed_out') AND r.finished_at >= $1
+             AND ($2::TEXT IS NULL OR $2 = (SELECT a.node FROM attempts a
+                  WHERE a.run = r.id ORDER BY a.n DESC LIMIT 1))
+             ORDER BY r.finished_at",
+        )
+        .await?;
+    client
+        .query(&statement, &[&since, &node])
+        .await?
+        .iter()
+        .map(|r| r.int(0, "runs.finished_at"))
+        .collect()
+}
+
 async fn newest_with_unique_key(
     client: &Object,
     key: &str,
@@ -290,6 +314,11 @@ impl Store for PgStore {
 
     fn state_counts(&mut self) -> Result<BTreeMap<String, u64>, StoreError> {
         on_client!(self, |client| state_counts(&client))
+    }
+
+    fn failed_since(&mut self, since: i64) -> Result<Vec<i64>, StoreError> {
+        let node = self.shared.node.get().map(|m| m.id.clone());
+        on_client!(self, |client| failed_since(&client, since, node.as_deref()))
     }
 
     fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {

@@ -167,6 +167,15 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn failed_since(&mut self, since: i64) -> Result<Vec<i64>, StoreError> {
+        // The failed states' index range, bounded by retention.
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT finished_at FROM runs WHERE state IN ('failed', 'timed_out')
+             AND finished_at >= ?1 ORDER BY finished_at",
+        )?;
+        all(&mut stmt, [since], |r| r.int(0, "runs.finished_at"))
+    }
+
     fn last_dag_runs(&mut self) -> Result<HashMap<String, LastDagRun>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT dag, state, COALESCE(finished_at, created_at) FROM dag_runs

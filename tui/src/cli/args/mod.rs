@@ -43,7 +43,9 @@ pub struct Cli {
 const EXIT_CODES: &str = "\
 Exit codes:
   0  done
-  1  the request failed (the daemon refused it, or the connection broke)
+  1  the request failed (the daemon refused it, or the connection broke), or
+     did not do what was asked: `ax reload` found job files with errors
+     (each named), `ax trigger` was skipped (`overlap = skip`)
   2  usage error: a bad flag or argument, found by ax or by the daemon (its
      `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
      `ax reload` (`invalid_config`)
@@ -87,9 +89,16 @@ pub enum RemoteCommand {
     /// Daemon version, uptime, slots per pool, runs per state, job-file errors.
     Status,
     /// Runs, newest first.
+    ///
+    /// The table fits the terminal: names are shown whole while the line
+    /// fits, WHY / MESSAGE gives way first, then the longer name column (down
+    /// to 20 and 16 characters, cut with `…`). To a pipe or a file nothing is
+    /// cut; `COLUMNS=N` fits it to N columns anywhere.
     Ls(LsArgs),
     /// One run: fields, attempts, events.
     Show(ShowArgs),
+    /// Why a run is where it is, in words: what it waits on (its deps, a full pool, a paused DAG, a backoff or the retry budget until a time), or how it ended (exit code, signal, timeout, cancelled by whom), with the next command to use.
+    Why(ShowArgs),
     /// Output of an attempt (default: the latest).
     Logs(LogsArgs),
     /// DAGs: schedule, next fire, last run state, load error; in a cluster, whether the nodes hold the same version.
@@ -101,9 +110,11 @@ pub enum RemoteCommand {
     /// While a DAG run of the DAG is active, a manual trigger follows the DAG's
     /// `overlap` like a cron slot: `allow` starts one more, `queue` waits behind
     /// the active one, `replace` cancels it and starts, `skip` starts nothing.
-    /// Prints the new DAG run's id on stdout and on stderr what happened
-    /// (started DAG run N / queued behind DAG run M / replaced DAG run M /
-    /// skipped because DAG run M is active). Exit 0 in every case.
+    /// Prints one DAG run id on stdout and on stderr what happened: the new
+    /// DAG run's (started DAG run N / replaced DAG run M with DAG run N),
+    /// else the active one's (queued behind DAG run M: the queued one gets
+    /// its id when it starts / skipped because DAG run M is active). Exit 0
+    /// when a DAG run started or is queued, 1 when the trigger was skipped.
     Trigger(TriggerArgs),
     /// Submit one ad-hoc run (`-- CMD ARGS…`; a single argument runs with /bin/sh -c), or a DAG run of a job file (`-f FILE`).
     Submit(Box<SubmitArgs>),
@@ -115,7 +126,7 @@ pub enum RemoteCommand {
     Pause(DagTargetArgs),
     /// Resume triggering a DAG (--all: every DAG).
     Resume(DagTargetArgs),
-    /// Re-read the config and rescan the jobs folder.
+    /// Re-read the config and rescan the jobs folder; exit 1 naming each job file with errors (the last good version of its DAG stays in force).
     Reload,
     /// Prometheus metrics (the text axd serves at `metrics_addr`).
     Metrics,
@@ -157,6 +168,9 @@ pub struct ValidateArgs {
     /// Also check pool names against these (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "POOLS")]
     pub pools: Option<Vec<String>>,
+    /// axd's config: DAGs without a `timezone` of their own are shown in its `timezone`, as axd plans them (without it: axd's default, `local`, resolved here).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `ax cron`: its subcommand.
@@ -208,6 +222,7 @@ pub struct LsArgs {
     /// Only these states (comma-separated: waiting,delayed,ready,running,success,failed,timed_out,cancelled).
     #[arg(long)]
     pub state: Option<String>,
+    /// A DAG's name, a prefix of names (`team-a/`) or a glob (`team-a/*`, `*-nightly`); no match exits 4.
     #[arg(long)]
     pub dag: Option<String>,
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]

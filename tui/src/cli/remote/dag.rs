@@ -1,10 +1,12 @@
 //! `ax dag`: the DAG drawn as text, with `--run` each node's state.
 
+use ax_protocol::api::DagView;
 use ax_protocol::client::{Client, ClientError};
 use ax_protocol::request::{GetDag, GetDagRun};
 use ax_shared::RunState;
 use serde_json::json;
 
+use super::format::cells::in_zone;
 use super::out::{Out, say, tell};
 use crate::cli::args::DagArgs;
 use crate::cli::exit;
@@ -18,9 +20,11 @@ pub(super) async fn run(
     args: &DagArgs,
 ) -> Result<i32, ClientError> {
     let DagArgs { dag, run } = args;
+    let mut schedule = None;
     let (nodes, states): (Vec<DagNode>, Vec<Option<RunState>>) = match *run {
         None => {
             let v = c.request(GetDag { name: dag.clone() }).await?;
+            schedule = schedule_line(&v);
             (nodes_of_dag(&v), vec![None; v.jobs.len()])
         }
         Some(id) => {
@@ -59,5 +63,23 @@ pub(super) async fn run(
         say!(o, "");
         say!(o, "{LEGEND}");
     }
+    if let Some(line) = schedule {
+        say!(o, "");
+        say!(o, "{line}");
+    }
     Ok(exit::OK)
+}
+
+/// `schedule "0 9 * * *" in Europe/Berlin, next fire 2026-12-02 09:00
+/// +01:00 Europe/Berlin`, for a DAG with a schedule.
+fn schedule_line(v: &DagView) -> Option<String> {
+    let schedule = v.schedule.as_deref()?;
+    let zone = v.timezone.as_deref();
+    let next = v
+        .next_fire
+        .map_or_else(|| "none".into(), |t| in_zone(t, zone));
+    Some(format!(
+        "schedule {schedule:?} in {}, next fire {next}",
+        zone.unwrap_or("UTC")
+    ))
 }

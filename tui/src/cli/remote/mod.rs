@@ -5,6 +5,7 @@
 mod access;
 mod cancel_retry;
 mod dag;
+mod dag_match;
 mod dags;
 mod events;
 mod failure;
@@ -83,7 +84,8 @@ async fn dispatch(
     match command {
         RemoteCommand::Status => status::run(c, o).await,
         RemoteCommand::Ls(args) => ls::run(c, o, args).await,
-        RemoteCommand::Show(args) => show::run(c, o, args).await,
+        RemoteCommand::Show(args) => show::run(c, o, args, format::runs::run_page).await,
+        RemoteCommand::Why(args) => show::run(c, o, args, format::why::why_lines).await,
         RemoteCommand::Logs(args) => logs::run(c, o, args).await,
         RemoteCommand::Dags => dags::run(c, o).await,
         RemoteCommand::Dag(args) => dag::run(c, o, args).await,

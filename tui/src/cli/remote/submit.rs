@@ -60,7 +60,7 @@ fn params(args: &SubmitArgs) -> Result<Submit, ClientError> {
 /// The new run's id (the DAG run's when it has several runs) on stdout,
 /// and on stderr whether an unfinished run with the same key was
 /// returned instead.
-pub(super) fn print_submitted(o: &mut Out<'_>, r: SubmitResult) -> i32 {
+fn print_submitted(o: &mut Out<'_>, r: SubmitResult) -> i32 {
     if o.json {
         return o.print_json(&r);
     }

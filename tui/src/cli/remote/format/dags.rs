@@ -3,7 +3,7 @@
 use ax_protocol::api::{DagView, SubmitResult, TriggerOutcome};
 use ax_shared::jobfile::FileError;
 
-use super::cells::truncate;
+use super::cells::{in_zone, truncate};
 use super::cluster;
 
 /// `ax dags`: a header, one row per DAG, then one line per DAG the
@@ -16,8 +16,19 @@ pub(crate) fn dags_table(dags: &[DagView]) -> Vec<String> {
         (Some(v), true) => format!("{:<16} ", v.summary()),
         (None, true) => format!("{:<16} ", "-"),
     };
+    // Fire times in each DAG's zone, with its offset and name.
+    let next_of = |d: &DagView| {
+        d.next_fire
+            .map_or("-".into(), |t| in_zone(t, d.timezone.as_deref()))
+    };
+    let next_width = dags
+        .iter()
+        .map(|d| next_of(d).chars().count())
+        .chain([22])
+        .max()
+        .unwrap_or(22);
     let mut lines = vec![format!(
-        "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}ERROR",
+        "{:<24} {:<16} {:<nw$} {:<7} {:<10} {:<24} {}ERROR",
         "DAG",
         "SCHEDULE",
         "NEXT FIRE",
@@ -28,22 +39,21 @@ pub(crate) fn dags_table(dags: &[DagView]) -> Vec<String> {
             format!("{:<16} ", "NODES")
         } else {
             String::new()
-        }
+        },
+        nw = next_width
     )];
     for d in dags {
         lines.push(format!(
-            "{:<24} {:<16} {:<22} {:<7} {:<10} {:<24} {}{}",
+            "{:<24} {:<16} {:<nw$} {:<7} {:<10} {:<24} {}{}",
             truncate(&d.name, 24),
             d.schedule.as_deref().unwrap_or("-"),
-            d.next_fire.map_or("-".into(), |t| {
-                let t = t.to_string();
-                t[..t.len().min(19)].to_string()
-            }),
+            next_of(d),
             if d.paused { "yes" } else { "no" },
             d.last_run_state.map_or("-", |s| s.as_str()),
             d.last_run_at.map_or("-".into(), |t| t.to_string()),
             nodes_of(d),
-            d.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
+            d.error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+            nw = next_width
         ));
     }
     lines.extend(cluster::differences(dags));

@@ -8,3 +8,4 @@ pub(super) mod cluster;
 pub(super) mod dags;
 pub(super) mod runs;
 pub(super) mod status;
+pub(super) mod why;

@@ -6,17 +6,87 @@ use ax_shared::Outcome;
 
 use super::cells::{age, truncate};
 
+/// The widths of `ax ls`'s name columns, and of its last one (`None`:
+/// uncut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunColumns {
+    pub(crate) dag: usize,
+    pub(crate) job: usize,
+    pub(crate) detail: Option<usize>,
+}
+
+/// What the columns other than DAG, JOB and WHY take, separators included.
+const FIXED_WIDTH: usize = 50;
+/// The narrowest the name columns get on a narrow terminal, and the
+/// room kept for WHY / MESSAGE before they shrink.
+const MIN_DAG: usize = 20;
+const MIN_JOB: usize = 16;
+const MIN_DETAIL: usize = 24;
+
+impl RunColumns {
+    /// Each name column as wide as its longest name; within `width`
+    /// (a terminal's, or `COLUMNS`), WHY / MESSAGE gives way first, down
+    /// to `MIN_DETAIL`, then the longer name column, then the other, down
+    /// to their minimums (a line still too long wraps). Without `width`
+    /// (a pipe, a file) nothing is cut.
+    pub(crate) fn fit(runs: &[RunView], width: Option<usize>) -> RunColumns {
+        let longest = |f: fn(&RunView) -> &str, header: &str| {
+            runs.iter()
+                .map(|r| f(r).chars().count())
+                .chain([header.len()])
+                .max()
+                .unwrap_or(0)
+        };
+        let (mut dag, mut job) = (longest(|r| &r.dag, "DAG"), longest(|r| &r.job, "JOB"));
+        let Some(width) = width else {
+            return RunColumns {
+                dag,
+                job,
+                detail: None,
+            };
+        };
+        let room = width.saturating_sub(FIXED_WIDTH + MIN_DETAIL);
+        while dag + job > room {
+            let shrink_dag = dag > MIN_DAG && (dag >= job || job <= MIN_JOB);
+            if shrink_dag {
+                dag -= 1;
+            } else if job > MIN_JOB {
+                job -= 1;
+            } else {
+                break;
+            }
+        }
+        let detail = width
+            .saturating_sub(FIXED_WIDTH + dag + job)
+            .max(MIN_DETAIL);
+        RunColumns {
+            dag,
+            job,
+            detail: Some(detail),
+        }
+    }
+}
+
 /// The header of `ax ls`'s table, over [`run_line`]s.
-pub(crate) fn run_header() -> String {
+pub(crate) fn run_header(c: &RunColumns) -> String {
     format!(
-        "{:>7}  {:<20} {:<16} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE",
-        "ID", "DAG", "JOB", "STATE", "PRIO", "TRY", "POOL", "AGE"
+        "{:>7}  {:<dw$} {:<jw$} {:<9} {:>7} {:>5} {:<8} {:>4}  WHY / MESSAGE",
+        "ID",
+        "DAG",
+        "JOB",
+        "STATE",
+        "PRIO",
+        "TRY",
+        "POOL",
+        "AGE",
+        dw = c.dag,
+        jw = c.job
     )
 }
 
 /// One run as a row of `ax ls`: id, DAG, job, state, priorities, attempts,
 /// pool, age, and why it waits (or its message, or its end's reason).
-pub(crate) fn run_line(r: &RunView) -> String {
+pub(crate) fn run_line(r: &RunView, c: &RunColumns) -> String {
     let detail = r
         .why
         .clone()
@@ -28,11 +98,15 @@ pub(crate) fn run_line(r: &RunView) -> String {
         })
         .or_else(|| r.reason.clone())
         .unwrap_or_default();
+    let detail = match c.detail {
+        Some(n) => truncate(&detail, n),
+        None => detail,
+    };
     format!(
-        "{:>7}  {:<20} {:<16} {:<9} {:>3}/{:<3} {:>2}/{:<2} {:<8} {:>4}  {}",
+        "{:>7}  {:<dw$} {:<jw$} {:<9} {:>3}/{:<3} {:>2}/{:<2} {:<8} {:>4}  {}",
         r.id,
-        truncate(&r.dag, 20),
-        truncate(&r.job, 16),
+        truncate(&r.dag, c.dag),
+        truncate(&r.job, c.job),
         r.state,
         r.priority,
         r.effective_priority,
@@ -40,7 +114,9 @@ pub(crate) fn run_line(r: &RunView) -> String {
         r.retries + 1,
         truncate(&r.pool, 8),
         age(r.created_at),
-        detail
+        detail,
+        dw = c.dag,
+        jw = c.job
     )
 }
 
@@ -184,5 +260,56 @@ mod tests {
             attempts_line(&r),
             "2 (1 of at most 1 counted; 1 interrupted or preempted)"
         );
+    }
+}
+
+#[cfg(test)]
+mod width_tests {
+    use super::{RunColumns, run_header, run_line};
+    use ax_protocol::api::RunView;
+
+    fn run(dag: &str, job: &str) -> RunView {
+        RunView {
+            id: 7,
+            dag: dag.into(),
+            job: job.into(),
+            pool: "default".into(),
+            why: Some("waiting on deps: extract".into()),
+            ..RunView::default()
+        }
+    }
+
+    #[test]
+    fn names_are_whole_without_a_width_and_fit_within_one() {
+        let runs = [run(
+            "team-a/nightly-warehouse-rebuild",
+            "load-customers-full",
+        )];
+        let all = RunColumns::fit(&runs, None);
+        let line = run_line(&runs[0], &all);
+        assert!(
+            line.contains("team-a/nightly-warehouse-rebuild load-customers-full "),
+            "{line}"
+        );
+        assert!(line.ends_with("waiting on deps: extract"), "{line}");
+        assert_eq!(run_header(&all).find("JOB"), line.find("load-"));
+
+        // Wide enough: nothing cut.
+        assert_eq!(RunColumns::fit(&runs, Some(200)).dag, 32);
+        // 130 columns: the names keep their width, WHY gives way.
+        let c = RunColumns::fit(&runs, Some(130));
+        assert_eq!((c.dag, c.job), (32, 19));
+        // 80 columns: the longer name shrinks first, to its minimum.
+        let c = RunColumns::fit(&runs, Some(80));
+        assert_eq!((c.dag, c.job, c.detail), (20, 16, Some(24)));
+        let line = run_line(&runs[0], &c);
+        assert!(
+            line.contains("team-a/nightly-ware… load-customers-… "),
+            "{line}"
+        );
+        // Between: the longer name gives way until the line fits.
+        let c = RunColumns::fit(&runs, Some(120));
+        assert_eq!((c.dag, c.job, c.detail), (27, 19, Some(24)));
+        assert_eq!(run_line(&runs[0], &c).chars().count(), 120);
     }
 }
