@@ -272,7 +272,7 @@ pub struct TriggerArgs {
 pub struct CancelArgs {
     #[arg(value_name = "RUN")]
     pub runs: Vec<u64>,
-    /// Cancel every unfinished run of this DAG run.
+    /// Cancel every unfinished run of this DAG run (one that has ended: accepted, nothing changes).
     #[arg(long, value_name = "DAG_RUN", conflicts_with = "runs")]
     pub dag_run: Option<u64>,
 }
