@@ -445,8 +445,10 @@ fn a_dag_whose_user_is_gone_is_listed_with_its_error_and_does_not_run() {
     let (code, _, err) = ax(&d, Some(&alice), &["apply", &path_of(&t, "standup.toml")]);
     assert_eq!(code, 0, "{err}");
     drop(alice);
+    // The reload goes through, and names the DAG file it could not load.
     let (code, _, err) = ax(&d, None, &["reload"]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("standup.toml: no such user"), "{err}");
     let full = format!("@{name}/standup");
     let (_, out, _) = ax(&d, None, &["--json", "dags"]);
     let dags: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
