@@ -285,6 +285,33 @@ fn status_counts_the_hours_failures_across_a_restart() {
 const CHAIN: &str = "[[job]]\nid = \"first\"\ncommand = \"sleep 30\"\n\
                      [[job]]\nid = \"second\"\ndeps = [\"first\"]\ncommand = \"true\"\n";
 
+const HELD: &str = "[[job]]\nid = \"h\"\ncommand = \"true\"\n";
+const RETRIED: &str = "[[job]]\nid = \"r\"\ncommand = \"exit 4\"\nretries = 1\n\
+                       backoff = { kind = \"fixed\", base = \"1h\", jitter = \"0s\" }\n";
+
+#[test]
+fn why_says_a_run_is_held_by_a_pause_or_delayed_until_a_time() {
+    let d = daemon(&[("held.toml", HELD), ("retried.toml", RETRIED)]);
+    let (code, _, err) = ax(&d, &["pause", "held"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, out, _) = ax(&d, &["trigger", "held"]);
+    let held = runs_of(&d, out.trim().parse().unwrap())[0];
+    let (_, out, _) = ax(&d, &["why", &held.to_string()]);
+    assert!(
+        out.contains("because: DAG paused\n`ax resume held` lets it start"),
+        "{out}"
+    );
+    let (_, out, _) = ax(&d, &["trigger", "retried"]);
+    let retried = runs_of(&d, out.trim().parse().unwrap())[0];
+    wait_state(&d, retried, "delayed");
+    let (_, out, _) = ax(&d, &["why", &retried.to_string()]);
+    assert!(out.contains("is delayed\nbecause: backoff until "), "{out}");
+    assert!(
+        out.contains("its last attempt: failed with exit 4"),
+        "{out}"
+    );
+}
+
 #[test]
 fn why_says_what_a_run_waits_on_and_how_it_ended() {
     let d = daemon(&[("chain.toml", CHAIN)]);

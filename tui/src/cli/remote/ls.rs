@@ -42,12 +42,17 @@ async fn of_dags(
     args: &LsArgs,
     pattern: &DagPattern,
 ) -> Result<Option<Vec<RunView>>, ClientError> {
-    let dags = c.all_dags().await?;
     if let DagPattern::Literal(name) = pattern {
         let exact = runs_where(c, args, Some(name), None, |_| true).await?;
-        if !exact.is_empty() || dags.iter().any(|d| d.name == *name) {
+        if !exact.is_empty() {
             return Ok(Some(exact));
         }
+    }
+    let dags = c.all_dags().await?;
+    if let DagPattern::Literal(name) = pattern
+        && dags.iter().any(|d| d.name == *name)
+    {
+        return Ok(Some(Vec::new()));
     }
     let needle = Some(pattern.needle()).filter(|n| !n.is_empty());
     let runs = runs_where(c, args, None, needle, |r| pattern.matches(&r.dag)).await?;
