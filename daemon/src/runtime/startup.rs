@@ -125,16 +125,8 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     // store is loaded, so their runs are not taken for interrupted ones.
     let journal = open_journal(&cfg, &mut *main)?;
     let restored = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
-    // When each DAG last succeeded and failed: the metrics' dead man's
-    // switch survives restarts.
-    let dag_history = main
-        .dag_history()
-        .with_context(|| format!("cannot read {db}"))?;
-    // The failures of the last hour: `ax status` counts them across restarts.
-    let recent_failures = main
-        .failed_since(restored.now - crate::metrics::FAILURE_WINDOW_MS)
-        .with_context(|| format!("cannot read {db}"))?;
     let metrics = crate::metrics::Shared::default();
+    let seeded_metrics = seeded_metrics(&mut *main, &db, restored.now, metrics.clone())?;
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
     let shutdown = {
         let tx = tx.clone();
@@ -209,11 +201,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         shutdown: shutdown.clone(),
         retention,
         own_queue: tx.clone(),
-        metrics: {
-            let mut m = crate::metrics::Metrics::new(metrics.clone(), dag_history);
-            m.seed_failures(recent_failures);
-            m
-        },
+        metrics: seeded_metrics,
         nodes: cluster.as_ref().map(|c| c.registry.clone()),
         claimer: cluster.as_ref().map(|c| c.claimer.clone()),
         scans: scan_link,
@@ -508,6 +496,26 @@ fn open_stores(cfg: &Config) -> anyhow::Result<Stores> {
         logs: None,
         name: db.display().to_string(),
     })
+}
+
+/// The scheduler's metrics, seeded from the store so what they count
+/// survives a restart: when each DAG last succeeded and failed (the dead
+/// man's switch), and the failures of the hour before `now` (`ax status`).
+fn seeded_metrics(
+    store: &mut dyn Store,
+    db: &str,
+    now: Millis,
+    shared: crate::metrics::Shared,
+) -> anyhow::Result<crate::metrics::Metrics> {
+    let dag_history = store
+        .dag_history()
+        .with_context(|| format!("cannot read {db}"))?;
+    let recent_failures = store
+        .failed_since(now - crate::metrics::FAILURE_WINDOW_MS)
+        .with_context(|| format!("cannot read {db}"))?;
+    let mut metrics = crate::metrics::Metrics::new(shared, dag_history);
+    metrics.seed_failures(recent_failures);
+    Ok(metrics)
 }
 
 /// The ends journal beside `ax.db` (`crate::store::journal`): what it holds is
