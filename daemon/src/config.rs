@@ -46,6 +46,9 @@ pub struct Config {
     pub log_max_bytes: u64,
     pub log_retain: Duration,
     pub pools: BTreeMap<String, u32>,
+    /// `[pools.NAME] timeout`: the timeout of the pool's jobs that set
+    /// none, in place of `default_timeout` (`None` inside: no limit).
+    pub pool_timeouts: BTreeMap<String, Option<Duration>>,
     /// `[limits]`: what one client may hold of axd.
     pub limits: Limits,
     /// `[users] allow`: user names and `@group`s that may keep their own
@@ -288,6 +291,7 @@ struct RawLogs {
 #[serde(deny_unknown_fields)]
 struct RawPool {
     slots: u32,
+    timeout: Option<DurationOrNone>,
 }
 
 fn limits_of(raw: RawLimits) -> Limits {
@@ -576,12 +580,13 @@ impl Config {
         }
         let timezone = raw.timezone.unwrap_or_else(|| "local".into());
         ax_shared::cron::parse_zone(&timezone).map_err(|e| format!("timezone: {e}"))?;
-        let mut pools: BTreeMap<String, u32> = raw
-            .pools
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.slots))
+        let raw_pools = raw.pools.unwrap_or_default();
+        let pool_timeouts: BTreeMap<String, Option<Duration>> = raw_pools
+            .iter()
+            .filter_map(|(k, v)| v.timeout.as_ref().map(|t| (k.clone(), t.0)))
             .collect();
+        let mut pools: BTreeMap<String, u32> =
+            raw_pools.into_iter().map(|(k, v)| (k, v.slots)).collect();
         for (name, slots) in &pools {
             if *slots == 0 {
                 return Err(format!("pools.{name}.slots must be at least 1"));
@@ -649,10 +654,7 @@ impl Config {
             socket: resolve(raw.socket, xdg_socket),
             max_concurrency,
             timezone,
-            default_timeout: raw
-                .default_timeout
-                .map(|d| d.0)
-                .unwrap_or(Some(Duration::from_secs(3600))),
+            default_timeout: raw.default_timeout.and_then(|d| d.0),
             socket_group: raw.socket_group,
             admin_group: raw.admin_group,
             shutdown_grace: raw
@@ -677,6 +679,7 @@ impl Config {
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(30 * 86400)),
             pools,
+            pool_timeouts,
             limits: limits_of(raw.limits),
             users_allow: raw.users.allow.into_iter().map(|e| e.0).collect(),
         })
@@ -760,6 +763,11 @@ impl Config {
             },
             retry_per_minute: self.retry_per_minute,
             default_timeout: self.default_timeout.map(|d| d.as_millis() as i64),
+            pool_timeouts: self
+                .pool_timeouts
+                .iter()
+                .map(|(k, t)| (k.clone(), t.map(|d| d.as_millis() as i64)))
+                .collect(),
         }
     }
 }
@@ -893,7 +901,14 @@ mod tests {
         let c = parse("jobs_dir = \"j\"\nmax_concurrency = 4\n").unwrap();
         assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
         assert_eq!(c.pools.get("default"), Some(&4));
-        assert_eq!(c.default_timeout, Some(Duration::from_secs(3600)));
+        assert_eq!(c.default_timeout, None, "no timeout unless asked");
+        let c = parse("[pools.io]\nslots = 2\ntimeout = \"2h\"\n[pools.open]\nslots = 1\ntimeout = \"none\"\n").unwrap();
+        assert_eq!(
+            c.pool_timeouts.get("io"),
+            Some(&Some(Duration::from_secs(7200)))
+        );
+        assert_eq!(c.pool_timeouts.get("open"), Some(&None));
+        assert_eq!(c.pool_timeouts.get("default"), None);
         assert!(c.synchronous_full);
         assert_eq!(c.burst_extra, 2);
     }

@@ -19,6 +19,7 @@ fn config(max: u32) -> EngineConfig {
             .into_iter()
             .collect(),
         default_timeout: None,
+        pool_timeouts: Default::default(),
         ..EngineConfig::default()
     }
 }

@@ -103,7 +103,10 @@ impl Engine {
     pub(super) fn arm_attempt(&mut self, now: Millis, id: RunId) {
         let r = &self.runs[&id];
         let timeout = match r.job().timeout {
-            Timeout::Default => self.cfg.default_timeout,
+            Timeout::Default => match self.cfg.pool_timeouts.get(r.pool()) {
+                Some(pool_timeout) => *pool_timeout,
+                None => self.cfg.default_timeout,
+            },
             Timeout::Never => None,
             Timeout::After(d) => Some(d.as_millis() as Millis),
         };

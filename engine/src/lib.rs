@@ -135,6 +135,9 @@ pub struct EngineConfig {
     pub retry_per_minute: u32,
     /// `None` = no default timeout.
     pub default_timeout: Option<Millis>,
+    /// A pool's timeout for its jobs that set none, in place of
+    /// `default_timeout` (`None` inside: no limit).
+    pub pool_timeouts: BTreeMap<String, Option<Millis>>,
 }
 
 impl Default for EngineConfig {
@@ -149,7 +152,8 @@ impl Default for EngineConfig {
                 cap: 90,
             },
             retry_per_minute: 100,
-            default_timeout: Some(3_600_000),
+            default_timeout: None,
+            pool_timeouts: BTreeMap::new(),
         }
     }
 }

@@ -47,6 +47,7 @@ fn build_store(state: &std::path::Path, n: usize) -> anyhow::Result<()> {
             max_concurrency: CHUNK as u32,
             pools: BTreeMap::from([("default".into(), CHUNK as u32)]),
             default_timeout: None,
+            pool_timeouts: Default::default(),
             ..EngineConfig::default()
         },
         1,

@@ -53,6 +53,7 @@ pub(crate) fn build_store(db: &std::path::Path, n: usize) -> anyhow::Result<()> 
         max_concurrency: 10_000 + RUNNING,
         pools: BTreeMap::from([("default".into(), 10_000), ("held".into(), RUNNING)]),
         default_timeout: None,
+        pool_timeouts: Default::default(),
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(cfg, 1);

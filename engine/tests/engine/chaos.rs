@@ -333,6 +333,7 @@ fn chaos(seed: u64, dags: usize, operator_actions: bool) -> (usize, usize) {
             cap: 90,
         },
         default_timeout: Some(20_000),
+        pool_timeouts: Default::default(),
         ..EngineConfig::default()
     };
     let mut sim = Sim::new(cfg);

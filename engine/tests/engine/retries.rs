@@ -57,6 +57,42 @@ fn default_timeout_and_none() {
 }
 
 #[test]
+fn no_timeout_unless_asked() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let r = sim.submit(dag("t", vec![job("long")]));
+    sim.advance(30 * 24 * 3_600_000);
+    assert!(sim.take_kills().is_empty(), "a job with no timeout runs on");
+    assert_eq!(sim.engine.run(r[0]).unwrap().state, RunState::Running);
+}
+
+#[test]
+fn a_pool_timeout_stands_in_for_the_default() {
+    let mut c = cfg(8, &[("default", 8), ("io", 8), ("open", 8)]);
+    c.default_timeout = Some(10_000);
+    c.pool_timeouts = [("io".to_string(), Some(5_000)), ("open".to_string(), None)].into();
+    let mut sim = Sim::new(c);
+    let mut io = job("io");
+    io.pool = "io".into();
+    let mut open = job("open");
+    open.pool = "open".into();
+    let mut own = job("own");
+    own.pool = "io".into();
+    own.timeout = Timeout::After(Duration::from_secs(20));
+    let r = sim.submit(dag("t", vec![io, open, own, job("dflt")]));
+    sim.advance(5_000);
+    assert_eq!(sim.take_kills(), vec![(r[0], KillReason::Timeout)]);
+    sim.advance(5_000);
+    assert_eq!(sim.take_kills(), vec![(r[3], KillReason::Timeout)]);
+    sim.advance(10_000);
+    assert_eq!(sim.take_kills(), vec![(r[2], KillReason::Timeout)]);
+    sim.advance(1_000_000);
+    assert!(
+        sim.take_kills().is_empty(),
+        "`timeout = \"none\"` on the pool: no limit"
+    );
+}
+
+#[test]
 fn heartbeat_silence_kills_as_stalled_and_output_counts() {
     let mut sim = Sim::new(cfg(8, &[("default", 8)]));
     let mut j = job("hb");
