@@ -902,13 +902,13 @@ mod tests {
         assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
         assert_eq!(c.pools.get("default"), Some(&4));
         assert_eq!(c.default_timeout, None, "no timeout unless asked");
-        let c = parse("[pools.io]\nslots = 2\ntimeout = \"2h\"\n[pools.open]\nslots = 1\ntimeout = \"none\"\n").unwrap();
+        let p = parse("[pools.io]\nslots = 2\ntimeout = \"2h\"\n[pools.open]\nslots = 1\ntimeout = \"none\"\n").unwrap();
         assert_eq!(
-            c.pool_timeouts.get("io"),
+            p.pool_timeouts.get("io"),
             Some(&Some(Duration::from_secs(7200)))
         );
-        assert_eq!(c.pool_timeouts.get("open"), Some(&None));
-        assert_eq!(c.pool_timeouts.get("default"), None);
+        assert_eq!(p.pool_timeouts.get("open"), Some(&None));
+        assert_eq!(p.pool_timeouts.get("default"), None);
         assert!(c.synchronous_full);
         assert_eq!(c.burst_extra, 2);
     }
