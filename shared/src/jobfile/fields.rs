@@ -103,12 +103,15 @@ impl Cx<'_> {
             let known = DAG_KEYS.contains(&k)
                 || (shorthand && JOB_KEYS.contains(&k) && !["id", "deps"].contains(&k));
             if !known {
-                let hint = if JOB_KEYS.contains(&k) && !shorthand {
-                    " (job fields belong in [[job]] or [defaults])"
+                let message = if JOB_KEYS.contains(&k) && !shorthand {
+                    format!("unknown key `{k}` (job fields belong in [[job]] or [defaults])")
+                } else if shorthand {
+                    let valid = DAG_KEYS.iter().chain(JOB_KEYS).filter(|k| **k != "id");
+                    unknown_key(k, "", valid)
                 } else {
-                    ""
+                    unknown_key(k, "", DAG_KEYS.iter())
                 };
-                self.err(key.span(), format!("unknown key `{k}`{hint}"));
+                self.err(key.span(), message);
             }
         }
         if shorthand && has_jobs {
@@ -221,7 +224,8 @@ impl Cx<'_> {
                 for (key, _) in t.iter() {
                     let k = key.get_ref().as_ref();
                     if !JOB_KEYS.contains(&k) || PER_JOB_ONLY.contains(&k) {
-                        self.err(key.span(), format!("unknown key `{k}` in [defaults]"));
+                        let valid = JOB_KEYS.iter().filter(|k| !PER_JOB_ONLY.contains(k));
+                        self.err(key.span(), unknown_key(k, " in [defaults]", valid));
                     }
                 }
                 Some(t)
@@ -252,7 +256,7 @@ impl Cx<'_> {
                                     if !JOB_KEYS.contains(&k) {
                                         self.err(
                                             key.span(),
-                                            format!("unknown key `{k}` in [[job]]"),
+                                            unknown_key(k, " in [[job]]", JOB_KEYS.iter()),
                                         );
                                     }
                                 }
@@ -290,7 +294,10 @@ impl Cx<'_> {
         for (key, _) in t.iter() {
             let k = key.get_ref().as_ref();
             if !HISTORY_KEYS.contains(&k) {
-                self.err(key.span(), format!("unknown key `{k}` in [history]"));
+                self.err(
+                    key.span(),
+                    unknown_key(k, " in [history]", HISTORY_KEYS.iter()),
+                );
             }
         }
         let v = t.get("keep_runs")?;
@@ -676,7 +683,7 @@ impl Cx<'_> {
             if !BACKOFF_KEYS.contains(&k) {
                 self.err(
                     key.span(),
-                    format!("unknown key `{k}` in backoff (use kind, base, max, jitter)"),
+                    unknown_key(k, " in backoff", BACKOFF_KEYS.iter()),
                 );
             }
         }
@@ -828,5 +835,25 @@ impl Cx<'_> {
     fn opt_strings(&mut self, t: &Table<'_>, key: &str) -> Option<Vec<String>> {
         let v = t.get(key)?;
         self.strings(v, key)
+    }
+}
+
+/// The error for an unknown key `key` (found `place`, such as " in
+/// [[job]]"): it names the nearest valid key when one is close enough to be
+/// a typo, else lists the valid keys.
+fn unknown_key<'k>(key: &str, place: &str, valid: impl Iterator<Item = &'k &'k str>) -> String {
+    let valid: Vec<&str> = valid.copied().collect();
+    // A typo is at most a third of the key's letters away (and at least
+    // one): `overlp` → `overlap`, `retires` → `retries`; `colour` suggests
+    // nothing.
+    let limit = (key.chars().count() / 3).max(1);
+    let nearest = valid
+        .iter()
+        .map(|v| (strsim::damerau_levenshtein(key, v), *v))
+        .filter(|(d, _)| *d <= limit)
+        .min();
+    match nearest {
+        Some((_, v)) => format!("unknown key `{key}`{place}: did you mean `{v}`?"),
+        None => format!("unknown key `{key}`{place} (valid: {})", valid.join(", ")),
     }
 }

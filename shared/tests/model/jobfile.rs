@@ -587,3 +587,28 @@ fn bad_user_and_umask_are_errors_that_name_the_key() {
     );
     assert!(all.iter().any(|e| e.contains("shell")), "{all:?}");
 }
+
+#[test]
+fn an_unknown_key_suggests_the_nearest_valid_one() {
+    let text = "overlp = \"skip\"\nschedul = \"@daily\"\n[defaults]\nretires = 2\n[[job]]\nid = \"a\"\ncomand = \"true\"\ncommand = \"true\"\nbackoff = { knd = \"fixed\" }\n[history]\nkeep_run = 3\n";
+    let errs = errors(text);
+    for want in [
+        "1:1: unknown key `overlp`: did you mean `overlap`?",
+        "2:1: unknown key `schedul`: did you mean `schedule`?",
+        "4:1: unknown key `retires` in [defaults]: did you mean `retries`?",
+        "7:1: unknown key `comand` in [[job]]: did you mean `command`?",
+        "unknown key `knd` in backoff: did you mean `kind`?",
+        "11:1: unknown key `keep_run` in [history]: did you mean `keep_runs`?",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "{want} not in {errs:#?}"
+        );
+    }
+    let far = errors("colour = \"blue\"\n[[job]]\nid = \"a\"\ncommand = \"true\"\n");
+    assert!(
+        far.iter()
+            .any(|e| e.contains("unknown key `colour` (valid: description, schedule")),
+        "a key close to none lists the valid ones: {far:#?}"
+    );
+}
