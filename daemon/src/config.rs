@@ -13,6 +13,9 @@ use serde::{Deserialize, Deserializer};
 use crate::store::postgres::PgUrl;
 use ax_engine::{Aging, EngineConfig};
 
+mod notify;
+pub use notify::{DEFAULT_MAIL_COMMAND, no_mail};
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub jobs_dir: PathBuf,
@@ -61,6 +64,12 @@ pub struct Config {
     /// `[job_env]`: variables every job gets (names are unique, so their
     /// order does not matter).
     pub job_env: Vec<(String, String)>,
+    /// `[notify]`: whom a DAG without a `notify` of its own mails, and when
+    /// (no address: nobody).
+    pub notify: ax_shared::Notify,
+    /// `mail_command`: the program that sends a mail (read from its stdin)
+    /// and its arguments.
+    pub mail_command: Vec<String>,
 }
 
 /// `shell` when not set.
@@ -159,6 +168,8 @@ struct Raw {
     pass_env: Vec<PassEnvName>,
     #[serde(default)]
     job_env: toml::Table,
+    notify: Option<notify::RawNotify>,
+    mail_command: Option<notify::MailCommand>,
 }
 
 /// `shell`: an absolute path, checked as it is read (so reported with its
@@ -682,6 +693,13 @@ impl Config {
             pool_timeouts,
             limits: limits_of(raw.limits),
             users_allow: raw.users.allow.into_iter().map(|e| e.0).collect(),
+            notify: raw
+                .notify
+                .map_or_else(no_mail, notify::RawNotify::into_notify),
+            mail_command: raw.mail_command.map_or_else(
+                || DEFAULT_MAIL_COMMAND.iter().map(|w| w.to_string()).collect(),
+                |c| c.0,
+            ),
         })
     }
 

@@ -17,6 +17,7 @@
 //! * `store`: SQLite and PostgreSQL, the writer thread, its journal,
 //!   retention.
 //! * `metrics`: the counters and their HTTP endpoint.
+//! * `notifier`: mail about finished DAG runs (`[notify]`, `mail_command`).
 //! * `user_dags`: users' own DAGs, their files under the state dir and
 //!   their rules.
 
@@ -28,6 +29,7 @@ pub mod execution;
 pub mod jobs_folder;
 pub mod logs;
 pub mod metrics;
+pub mod notifier;
 pub mod runtime;
 pub mod scheduler;
 pub(crate) mod server;

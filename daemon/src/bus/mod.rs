@@ -114,6 +114,9 @@ pub enum Msg {
         dag_runs: Vec<u64>,
         reply: oneshot::Sender<DagNames>,
     },
+    /// What became of a finished DAG run's mail (the notifier), for its
+    /// events and the metrics.
+    Mailed(crate::notifier::Mailed),
 }
 
 /// The answer to `Msg::DagNames`: each id's DAG name, `None` for an id

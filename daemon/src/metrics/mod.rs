@@ -60,6 +60,12 @@ struct OutcomeLabel {
     outcome: &'static str,
 }
 
+/// Why a mail was not sent (`crate::notifier::FailureKind`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MailFailureLabel {
+    reason: &'static str,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 fn seconds_histogram() -> Histogram {
@@ -154,6 +160,8 @@ pub struct Metrics {
     jobs_scan_failures: Counter,
     store_faulted: Gauge,
     store_write_wait: FloatGauge,
+    mails_sent: Counter,
+    mail_failures: Family<MailFailureLabel, Counter>,
     dag_history: HashMap<Arc<str>, DagHistory>,
     /// When runs ended failed or timed out over the last hour, oldest
     /// first (for systemd's `STATUS=` and `ax status`).
@@ -191,6 +199,8 @@ impl Metrics {
             jobs_scan_failures: Counter::default(),
             store_faulted: Gauge::default(),
             store_write_wait: FloatGauge::default(),
+            mails_sent: Counter::default(),
+            mail_failures: Family::default(),
             dag_history: history
                 .into_iter()
                 .map(|(k, v)| (Arc::from(k), v))
@@ -206,6 +216,7 @@ impl Metrics {
         m.register_jobs_folder(&mut registry);
         m.register_store(&mut registry);
         m.register_clients(&mut registry);
+        m.register_mail(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -358,6 +369,36 @@ impl Metrics {
             "Subscribers dropped for not reading",
             self.shared.subscribers_lagged.clone(),
         );
+    }
+
+    /// Mail about DAG runs (`crate::notifier`).
+    fn register_mail(&self, r: &mut Registry) {
+        r.register(
+            "mails_sent",
+            "Mails about DAG runs that mail_command accepted",
+            self.mails_sent.clone(),
+        );
+        r.register(
+            "mail_failures",
+            "Mails about DAG runs not sent, by reason: start (mail_command could not run), exit (it failed), timeout, queue_full",
+            self.mail_failures.clone(),
+        );
+    }
+
+    /// Counts a DAG run's mail: sent, or why not.
+    pub fn mailed(&self, result: Result<(), crate::notifier::FailureKind>) {
+        match result {
+            Ok(()) => {
+                self.mails_sent.inc();
+            }
+            Err(kind) => {
+                self.mail_failures
+                    .get_or_create(&MailFailureLabel {
+                        reason: kind.as_str(),
+                    })
+                    .inc();
+            }
+        }
     }
 
     /// Counts a scan of the jobs folder put in force; `failed` if it could

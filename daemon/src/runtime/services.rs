@@ -19,15 +19,20 @@
 //! | 10 | spawners | `ax-spawner-0..3`, a runtime each | the job processes and their supervision | detached: live as long as the process (`PR_SET_PDEATHSIG`) |
 //! | 11 | clock | `ax-clock` | the wall-clock step timerfd | detached: ends at the next step once the scheduler is gone |
 //! | 12 | pruner | `ax-pruner` | retention's store handle and log deletion | ends when the scheduler drops its orders |
-//! | 13 | store writer | `ax-writer` | the store's write handle, the journal | ends when the scheduler drops its queue, after writing what it holds |
-//! | 14 | jobs folder scanner | `ax-scanner` | the jobs folder's scans | detached: ends when its orders or the scheduler are gone |
-//! | 15 | jobs folder watcher | `notify`'s own thread | the inotify watch | dropped |
-//! | 16 | scheduler | `ax-scheduler` | the engine, the store's read handle, the executor | drained (SIGTERM, SIGINT, `Shutdown::fail`): ends once its jobs have |
-//! | 17 | systemd status | task (under systemd) | `STATUS=` and the watchdog | detached: ends with the runtime |
+//! | 13 | notifier | `ax-notifier` | running `mail_command` for DAG runs' mail | ends when the scheduler and the writer have dropped its queue, after the sends under way |
+//! | 14 | store writer | `ax-writer` | the store's write handle, the journal | ends when the scheduler drops its queue, after writing what it holds |
+//! | 15 | jobs folder scanner | `ax-scanner` | the jobs folder's scans | detached: ends when its orders or the scheduler are gone |
+//! | 16 | jobs folder watcher | `notify`'s own thread | the inotify watch | dropped |
+//! | 17 | scheduler | `ax-scheduler` | the engine, the store's read handle, the executor | drained (SIGTERM, SIGINT, `Shutdown::fail`): ends once its jobs have |
+//! | 18 | systemd status | task (under systemd) | `STATUS=` and the watchdog | detached: ends with the runtime |
 //!
-//! So the scheduler stops first, then the writer commits what it holds,
-//! the pruner, the shipper, the claimer and the heartbeat end, and the
-//! socket answers until all of them have.
+//! So the scheduler stops first, then the writer commits what it holds
+//! (handing the notifier the DAG runs that ended), the notifier sends
+//! their mail, the pruner, the shipper, the claimer and the heartbeat
+//! end, and the socket answers until all of them have.
+//!
+//! A mail sent after the scheduler ended has no event: the scheduler
+//! records them.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -204,6 +209,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         mut folder,
         scan_orders,
         scan_tx,
+        mail_inbox,
         lock,
     } = p;
     let mut list = Vec::new();
@@ -261,7 +267,18 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         true
     })?;
     list.push(Service::thread("pruner", None, t));
-    // 13. The store writer.
+    // 13. The notifier: before the writer, which hands it the
+    // DAG runs that ended, so it is stopped after.
+    let (settings, dir, queue) = (
+        crate::notifier::Settings::of(&cfg),
+        handle.log_dir.clone(),
+        tx.clone(),
+    );
+    let t = spawn_thread("ax-notifier", "notifier", move || {
+        crate::notifier::run(mail_inbox, settings, dir, queue)
+    })?;
+    list.push(Service::thread("notifier", None, t));
+    // 14. The store writer.
     let t = spawn_thread("ax-writer", "store writer", move || {
         crate::store::writer::run(writer).is_ok()
     })?;
@@ -277,13 +294,13 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
     .await
     .context("the jobs folder's first load failed")?;
     initial.extend(loaded);
-    // 14. The jobs folder's scanner: scans after the first run on their
+    // 15. The jobs folder's scanner: scans after the first run on their
     // own thread; the scheduler only puts their results in force
     // (docs/operations.md).
     crate::jobs_folder::watcher::spawn_scanner(folder, scan_orders, tx.clone(), metrics)
         .context("cannot start the jobs folder's scanner thread")?;
     list.push(Service::detached("jobs folder scanner"));
-    // 15. The jobs folder's watcher.
+    // 16. The jobs folder's watcher.
     let watch = crate::jobs_folder::watcher::watch(&cfg.jobs_dir, move || {
         let _ = scan_tx.send(crate::jobs_folder::watcher::Order::Changed);
     })
@@ -293,7 +310,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         stop: Some(Box::new(move || drop(watch))),
         join: Join::Detached,
     });
-    // 16. The scheduler.
+    // 17. The scheduler.
     let t = std::thread::Builder::new()
         .name("ax-scheduler".into())
         .spawn(move || {
@@ -306,7 +323,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         join: Join::Watched,
     });
     ready(&cfg, started);
-    // 17. The systemd status.
+    // 18. The systemd status.
     if crate::runtime::systemd::under_systemd() {
         tokio::spawn(crate::runtime::systemd::status_loop(handle.clone()));
         list.push(Service::detached("systemd status"));

@@ -69,6 +69,8 @@ pub struct Prepared {
     pub(crate) folder: crate::jobs_folder::scan::JobsFolder,
     pub(crate) scan_orders: Receiver<crate::jobs_folder::watcher::Order>,
     pub(crate) scan_tx: Sender<crate::jobs_folder::watcher::Order>,
+    /// The notifier's end of its queue (the scheduler holds the other).
+    pub(crate) mail_inbox: crate::notifier::Inbox,
 }
 
 /// The state dir's lock (`axd.lock`), held while it lives.
@@ -180,6 +182,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         first_beat(c, &db)?;
     }
     let (scan_link, scan_tx, scan_orders) = crate::jobs_folder::watcher::scan_orders();
+    let (mailer, mail_inbox) = crate::notifier::channel();
     let Restored {
         now,
         engine,
@@ -205,6 +208,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         nodes: cluster.as_ref().map(|c| c.registry.clone()),
         claimer: cluster.as_ref().map(|c| c.claimer.clone()),
         scans: scan_link,
+        mailer,
     });
     std::fs::create_dir_all(&cfg.jobs_dir)
         .with_context(|| format!("cannot create jobs_dir {}", cfg.jobs_dir.display()))?;
@@ -235,6 +239,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         folder,
         scan_orders,
         scan_tx,
+        mail_inbox,
     })
 }
 

@@ -21,6 +21,7 @@
 
 pub(crate) mod access;
 mod handlers;
+mod mail;
 mod scans;
 mod submit;
 mod user_dags;
@@ -144,6 +145,8 @@ pub struct Parts {
     pub claimer: Option<crate::cluster::claimer::Link>,
     /// The scanner thread's orders (`watcher::spawn_scanner`).
     pub scans: crate::jobs_folder::watcher::ScanLink,
+    /// The notifier's queue (`notifier::run`).
+    pub mailer: crate::notifier::Link,
 }
 
 /// A reload waiting for the scan it ordered.
@@ -200,6 +203,7 @@ pub struct Scheduler {
     scans: crate::jobs_folder::watcher::ScanLink,
     /// Reloads waiting for the scan they ordered, oldest first.
     reloads: Vec<WaitingReload>,
+    mailer: crate::notifier::Link,
 }
 
 /// How long one step spends on big reads at most (at least one is
@@ -249,6 +253,7 @@ impl Scheduler {
             big_reads: std::collections::VecDeque::new(),
             scans: parts.scans,
             reloads: Vec::new(),
+            mailer: parts.mailer,
         }
     }
 
@@ -396,6 +401,7 @@ impl Scheduler {
                     let _ = reply.send(self.dag_names(&runs, &dag_runs));
                 }
                 Msg::IdsSeen { run, dag_run } => self.engine.skip_ids_past(run, dag_run),
+                Msg::Mailed(m) => self.mailed(now, m, effects),
                 Msg::Reload => {
                     let actor: Arc<str> = Arc::from("signal SIGHUP");
                     if let Err(e) = self.reload(now, &actor, effects) {
@@ -549,11 +555,13 @@ impl Scheduler {
                 _ => None,
             })
             .collect();
+        let mails = self.finished_reports(effects);
         // Nothing to write, answer or announce (a tick, an output
         // heartbeat, a read): no step.
         if changes.is_empty()
             && replies.is_empty()
             && progress.is_empty()
+            && mails.is_empty()
             && !self.registry.has_pending()
         {
             // A hold whose submit created nothing guards no commit.
@@ -572,7 +580,10 @@ impl Scheduler {
             progress,
             replies,
             status: announce.then(|| self.status(now)),
-            on_commit: self.on_commit_of_triggers(effects),
+            on_commit: mail::then(
+                self.on_commit_of_triggers(effects),
+                self.on_commit_of_mails(mails),
+            ),
             holds: self.store.take_unique_holds(),
         };
         // The writer ends only after this thread drops its queue.
@@ -589,7 +600,7 @@ impl Scheduler {
     /// the decision and the commit. Submissions through the socket are not
     /// held: their runs start before the commit, as the README's
     /// "Spawning" decision says.
-    fn on_commit_of_triggers(&self, effects: &[Effect]) -> Option<Box<dyn FnOnce() + Send>> {
+    fn on_commit_of_triggers(&self, effects: &[Effect]) -> Option<mail::OnCommit> {
         let triggered: Vec<DagRunId> = effects
             .iter()
             .filter_map(|e| match e {
@@ -695,6 +706,7 @@ impl Scheduler {
             })?;
             self.exec.set_log_max_bytes(new.log_max_bytes);
             self.exec.set_job_env(&new);
+            self.mailer.configure(crate::notifier::Settings::of(&new));
             // DAGs without a zone of their own follow the daemon's.
             define_all = new.timezone != self.cfg.timezone;
             self.cfg = new;
