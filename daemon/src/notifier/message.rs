@@ -50,7 +50,8 @@ pub(crate) fn wrote_output(log_dir: &Path, job: &JobReport) -> bool {
         .any(|a| std::fs::metadata(log_path(log_dir, job.run, a)).is_ok_and(|m| m.len() > 0))
 }
 
-/// The message for `sendmail -t`: headers, a blank line, the body.
+/// The message for `sendmail -t`: headers, a blank line, the body, its
+/// lines ending in LF as sendmail reads them (it writes CRLF on the wire).
 /// `with_output`: the mail is sent for the jobs' output, so the tails of
 /// the jobs that wrote some are shown as well as the failed jobs'.
 pub(crate) fn compose(
@@ -64,8 +65,8 @@ pub(crate) fn compose(
     let mut text = String::new();
     let _ = write!(
         text,
-        "To: {}\r\nSubject: {}\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\
-         Content-Transfer-Encoding: 8bit\r\nAuto-Submitted: auto-generated\r\n\r\n",
+        "To: {}\nSubject: {}\nMIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\
+         Content-Transfer-Encoding: 8bit\nAuto-Submitted: auto-generated\n\n",
         to.join(", "),
         header_safe(&format!(
             "ax: {} DAG run {} {state}",
@@ -224,7 +225,7 @@ mod tests {
 
     fn headers(message: &[u8]) -> String {
         let text = String::from_utf8_lossy(message);
-        text.split("\r\n\r\n").next().unwrap().to_string()
+        text.split("\n\n").next().unwrap().to_string()
     }
 
     #[test]
@@ -232,18 +233,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = compose(
             &report("nightly\r\nBcc: evil@example.com", vec![]),
-            &["ops@example.com\nBcc: x@y".into(), "root".into()],
+            &["ops@example.com\rBcc: x@y\n".into(), "root".into()],
             dir.path(),
             false,
         );
         let h = headers(&m);
         assert_eq!(h.lines().count(), 6, "{h}");
+        assert!(!h.contains('\r'), "{h:?}");
         assert!(!h.lines().any(|l| l.starts_with("Bcc")), "{h}");
-        assert!(
-            h.starts_with("To: ops@example.comBcc: x@y, root\r\n"),
-            "{h}"
-        );
-        assert!(h.contains("\r\nAuto-Submitted: auto-generated"), "{h}");
+        assert!(h.starts_with("To: ops@example.comBcc: x@y, root\n"), "{h}");
+        assert!(h.contains("\nAuto-Submitted: auto-generated"), "{h}");
         assert!(!h.contains("From:"), "{h}");
     }
 

@@ -285,7 +285,7 @@ mod tests {
             to(&report(DagRunState::Failed, None)),
             Some(vec!["ops@example.com".to_string()])
         );
-        assert_eq!(to(&report(DagRunState::Cancelled, None)).is_some(), true);
+        assert!(to(&report(DagRunState::Cancelled, None)).is_some());
         assert_eq!(to(&report(DagRunState::Success, None)), None);
         let off = Some(notify(&[], &[NotifyOn::Failure]));
         assert_eq!(to(&report(DagRunState::Failed, off)), None);

@@ -17,6 +17,7 @@ mod hostile_clients;
 mod jobs_folder;
 mod jobs_folder_faults;
 mod local_users;
+mod mail;
 mod metrics;
 mod metrics_e2e;
 mod operator_reads;

@@ -25,7 +25,7 @@ fn http_get(port: u16, path: &str) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
-fn sum(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn sum(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
     s.samples
         .iter()
         .filter(|x| x.metric == metric && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
