@@ -78,13 +78,26 @@ pub(crate) fn compose(
         "DAG:     {}\nDAG run: {}\nState:   {state}\n\n",
         report.dag, report.dag_run.0
     );
-    for job in &report.jobs {
+    // The jobs the mail is about: those that did not succeed, and with
+    // `with_output` those that wrote output; the others are counted.
+    let shown: Vec<&JobReport> = report
+        .jobs
+        .iter()
+        .filter(|j| j.state != RunState::Success || with_output && wrote_output(log_dir, j))
+        .collect();
+    for job in &shown {
         let _ = writeln!(text, "{}", summary(job));
+        if text.len() > MAX_MESSAGE {
+            break;
+        }
     }
-    for job in &report.jobs {
-        let failed = job.state != RunState::Success;
-        if job.attempts == 0 || !(failed || with_output && wrote_output(log_dir, job)) {
-            continue;
+    let others = report.jobs.len() - shown.len();
+    if others > 0 {
+        let _ = writeln!(text, "{others} other job(s) succeeded");
+    }
+    for job in shown.iter().filter(|j| j.attempts > 0) {
+        if text.len() > MAX_MESSAGE {
+            break;
         }
         let path = log_path(log_dir, job.run, job.attempts);
         let _ = write!(
@@ -99,7 +112,7 @@ pub(crate) fn compose(
     cap(text).into_bytes()
 }
 
-/// One line per job: run id, job id, state, exit code or signal, duration.
+/// A job's line: run id, job id, state, exit code or signal, duration.
 fn summary(job: &JobReport) -> String {
     let mut line = format!("run {} job {}: {}", job.run.0, job.job, job.state.as_str());
     match (job.exit_code, job.signal) {
