@@ -3,9 +3,9 @@
 //!
 //! The scheduler sends a [`DagRunReport`] for each DAG run that finished,
 //! once the step that finished it is committed (the writer's `on_commit`),
-//! and a new [`Settings`] on reload, both through one bounded queue, so a
-//! report is judged by the settings in force when it was decided. The
-//! notifier decides from the DAG's `notify` (else the daemon's
+//! through a bounded queue, and puts a reloaded config's [`Settings`] in
+//! force for the reports the notifier takes after that. The notifier
+//! decides from the DAG's `notify` (else the daemon's
 //! `[notify]`) whether to mail, composes the message (`message`) and runs
 //! `mail_command` with it (`send`): at most `MAX_SENDS` at once, each
 //! killed after `SEND_LIMIT`. What became of each mail goes back to the
@@ -82,11 +82,6 @@ impl Settings {
     }
 }
 
-enum Order {
-    Report(Box<DagRunReport>),
-    Configure(Settings),
-}
-
 /// Why a mail was not sent: the `reason` label of
 /// `ax_mail_failures_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,20 +117,34 @@ pub struct Mailed {
     pub result: Result<(), (FailureKind, String)>,
 }
 
+/// The settings in force, shared by the scheduler (who replaces them on
+/// reload) and the notifier (who reads them for each report it takes).
+type Shared = Arc<std::sync::RwLock<Arc<Settings>>>;
+
 /// The scheduler's end of the notifier's queue.
 #[derive(Clone)]
 pub struct Link {
-    tx: mpsc::Sender<Order>,
+    tx: mpsc::Sender<Box<DagRunReport>>,
+    settings: Shared,
 }
 
 /// The notifier's end.
 pub struct Inbox {
-    rx: mpsc::Receiver<Order>,
+    rx: mpsc::Receiver<Box<DagRunReport>>,
+    settings: Shared,
 }
 
-pub fn channel() -> (Link, Inbox) {
+/// The queue, with `settings` in force until a reload replaces them.
+pub fn channel(settings: Settings) -> (Link, Inbox) {
     let (tx, rx) = mpsc::channel(QUEUE);
-    (Link { tx }, Inbox { rx })
+    let settings: Shared = Arc::new(std::sync::RwLock::new(Arc::new(settings)));
+    (
+        Link {
+            tx,
+            settings: settings.clone(),
+        },
+        Inbox { rx, settings },
+    )
 }
 
 impl Link {
@@ -143,22 +152,14 @@ impl Link {
     /// with the report when the queue is full (or the notifier is gone).
     pub fn finished(&self, report: DagRunReport) -> Result<(), Box<DagRunReport>> {
         self.tx
-            .try_send(Order::Report(Box::new(report)))
-            .map_err(|e| match e.into_inner() {
-                Order::Report(r) => r,
-                Order::Configure(_) => unreachable!("sent a report"),
-            })
+            .try_send(Box::new(report))
+            .map_err(|e| e.into_inner())
     }
 
-    /// The settings of a reloaded config; they apply to the DAG runs
-    /// reported after this. A full queue keeps the old ones (said in the
-    /// log).
+    /// The settings of a reloaded config, for the DAG runs the notifier
+    /// takes from now on.
     pub fn configure(&self, settings: Settings) {
-        if self.tx.try_send(Order::Configure(settings)).is_err() {
-            tracing::warn!(
-                "the mail queue is full: the reloaded [notify] and mail_command apply from the next reload"
-            );
-        }
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
     }
 }
 
@@ -189,12 +190,7 @@ fn recipients(
 /// The notifier thread's body: takes orders until the scheduler's end is
 /// dropped, then finishes the sends under way. `tx` is the scheduler's
 /// queue, for what became of each mail.
-pub fn run(
-    mut inbox: Inbox,
-    settings: Settings,
-    log_dir: PathBuf,
-    tx: std::sync::mpsc::Sender<Msg>,
-) -> bool {
+pub fn run(mut inbox: Inbox, log_dir: PathBuf, tx: std::sync::mpsc::Sender<Msg>) -> bool {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -207,17 +203,14 @@ pub fn run(
     };
     runtime.block_on(async move {
         let sends = Arc::new(Semaphore::new(MAX_SENDS));
-        let mut settings = Arc::new(settings);
         let log_dir = Arc::new(log_dir);
         let mut tasks = tokio::task::JoinSet::new();
-        while let Some(order) = inbox.rx.recv().await {
-            let report = match order {
-                Order::Configure(s) => {
-                    settings = Arc::new(s);
-                    continue;
-                }
-                Order::Report(r) => r,
-            };
+        while let Some(report) = inbox.rx.recv().await {
+            let settings = inbox
+                .settings
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             let Some((to, with_output)) = recipients(&report, &settings.defaults, &log_dir) else {
                 continue;
             };
@@ -225,7 +218,7 @@ pub fn run(
             let Ok(permit) = sends.clone().acquire_owned().await else {
                 break;
             };
-            let (settings, log_dir, tx) = (settings.clone(), log_dir.clone(), tx.clone());
+            let (log_dir, tx) = (log_dir.clone(), tx.clone());
             tasks.spawn(async move {
                 let text = message::compose(&report, &to, &log_dir, with_output);
                 let result = send::send(&settings.command, &text, SEND_LIMIT)

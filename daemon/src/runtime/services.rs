@@ -269,13 +269,9 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
     list.push(Service::thread("pruner", None, t));
     // 13. The notifier: before the writer, which hands it the
     // DAG runs that ended, so it is stopped after.
-    let (settings, dir, queue) = (
-        crate::notifier::Settings::of(&cfg),
-        handle.log_dir.clone(),
-        tx.clone(),
-    );
+    let (dir, queue) = (handle.log_dir.clone(), tx.clone());
     let t = spawn_thread("ax-notifier", "notifier", move || {
-        crate::notifier::run(mail_inbox, settings, dir, queue)
+        crate::notifier::run(mail_inbox, dir, queue)
     })?;
     list.push(Service::thread("notifier", None, t));
     // 14. The store writer.

@@ -182,7 +182,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         first_beat(c, &db)?;
     }
     let (scan_link, scan_tx, scan_orders) = crate::jobs_folder::watcher::scan_orders();
-    let (mailer, mail_inbox) = crate::notifier::channel();
+    let (mailer, mail_inbox) = crate::notifier::channel(crate::notifier::Settings::of(&cfg));
     let Restored {
         now,
         engine,
