@@ -75,8 +75,8 @@ pub(crate) async fn send(
             Err(SendError {
                 kind: FailureKind::Timeout,
                 message: format!(
-                    "{program} did not finish within {}s and was killed",
-                    limit.as_secs()
+                    "{program} did not finish within {} and was killed",
+                    ax_shared::duration::format_duration(limit)
                 ),
             })
         }
@@ -208,15 +208,36 @@ mod tests {
 
     #[tokio::test]
     async fn a_hung_command_is_killed_with_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("child");
+        let script = format!("sleep 30 & echo $! > {}; sleep 30", pid_file.display());
         let began = std::time::Instant::now();
         let e = send(
-            &argv(&["/bin/sh", "-c", "sleep 30 & sleep 30"]),
+            &argv(&["/bin/sh", "-c", &script]),
             b"x",
-            Duration::from_millis(300),
+            Duration::from_millis(500),
         )
         .await
         .unwrap_err();
         assert!(matches!(e.kind, FailureKind::Timeout), "{e:?}");
+        assert_eq!(
+            e.message,
+            "/bin/sh did not finish within 500ms and was killed"
+        );
         assert!(began.elapsed() < Duration::from_secs(10));
+        // The background child went with it (dead, or a zombie left to
+        // whoever reaps orphans).
+        let child = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", child.trim());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let gone = std::fs::read_to_string(&stat)
+                .map_or(true, |s| s[s.rfind(')').unwrap() + 2..].starts_with('Z'));
+            if gone {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{child} still runs");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
