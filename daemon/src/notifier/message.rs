@@ -107,7 +107,7 @@ pub(crate) fn compose(
             job.run.0,
             path.display()
         );
-        text.push_str(&tail(&path));
+        text.push_str(&tail(&path, job));
     }
     cap(text).into_bytes()
 }
@@ -149,7 +149,7 @@ fn duration(ms: ax_engine::Millis) -> String {
 
 /// The last `TAIL_LINES` lines and `TAIL_BYTES` bytes of a log, with a
 /// line saying how much was cut before them; a note when it cannot be read.
-fn tail(path: &Path) -> String {
+fn tail(path: &Path, job: &JobReport) -> String {
     let read = || -> std::io::Result<(Vec<u8>, u64)> {
         let mut f = std::fs::File::open(path)?;
         let len = f.metadata()?.len();
@@ -161,7 +161,16 @@ fn tail(path: &Path) -> String {
     };
     let (buf, len) = match read() {
         Ok(r) => r,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return "(no output)\n".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match &job.node {
+                // In a cluster, another node's log is in the store.
+                Some(node) => format!(
+                    "(the attempt ran on node {node}: `ax logs {}` reads its log)\n",
+                    job.run.0
+                ),
+                None => "(no output)\n".into(),
+            };
+        }
         Err(e) => return format!("(the log cannot be read: {e})\n"),
     };
     if len == 0 {
@@ -223,6 +232,7 @@ mod tests {
             error: None,
             reason: String::new(),
             ran_ms: Some(1500),
+            node: None,
         }
     }
 
@@ -291,6 +301,28 @@ mod tests {
         assert!(
             !text.contains("--- job job6"),
             "a job that succeeded shows no log"
+        );
+    }
+
+    #[test]
+    fn a_log_another_node_holds_is_named_not_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut elsewhere = job(8, RunState::Failed, 1);
+        elsewhere.node = Some("db-2".into());
+        let text = String::from_utf8(compose(
+            &report("d", vec![elsewhere, job(9, RunState::Failed, 1)]),
+            &["a@b".into()],
+            dir.path(),
+            false,
+        ))
+        .unwrap();
+        assert!(
+            text.contains("(the attempt ran on node db-2: `ax logs 8` reads its log)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("(run 9), ") && text.ends_with("(no output)\n"),
+            "{text}"
         );
     }
 

@@ -64,6 +64,8 @@ pub struct JobReport {
     pub reason: String,
     /// How long the last attempt ran.
     pub ran_ms: Option<Millis>,
+    /// The cluster node that ran the last attempt (`None` alone).
+    pub node: Option<String>,
 }
 
 /// The mail settings of `axd.toml` in force.
@@ -258,6 +260,7 @@ mod tests {
                 error: None,
                 reason: String::new(),
                 ran_ms: Some(5),
+                node: None,
             }],
         }
     }

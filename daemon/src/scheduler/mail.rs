@@ -60,6 +60,7 @@ impl Scheduler {
                     error: last.and_then(|a| a.error.clone()),
                     reason: run.reason.clone(),
                     ran_ms: last.and_then(|a| Some(a.finished_at? - a.started_at)),
+                    node: last.and_then(|a| a.node.clone()),
                 }
             })
             .collect();
