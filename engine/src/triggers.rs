@@ -537,7 +537,7 @@ impl Engine {
             return Err(EngineError::NotFound(format!("DAG {dag:?}")));
         };
         let spec = def.spec.clone();
-        let not_before = self.planned_start(now, spec.jitter, &trigger);
+        let not_before = self.draw_planned_start(now, spec.jitter, &trigger);
         let what = trigger.describe();
         let text = if queued {
             format!("{what} (queued)")
@@ -567,7 +567,7 @@ impl Engine {
     /// `jitter`: its slot (for `@reboot`, now) plus a random delay in
     /// [0, jitter]; `None` when that is not in the future (no jitter, a
     /// manual or `after` trigger, a slot caught up late).
-    fn planned_start(
+    fn draw_planned_start(
         &mut self,
         now: Millis,
         jitter: Option<std::time::Duration>,
@@ -682,6 +682,18 @@ impl Engine {
         if let Err(e) = self.create(now, submit, true, None) {
             self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }
+    }
+
+    /// When the earliest of the DAG's runs waiting out its `jitter` starts
+    /// (wall time).
+    pub fn planned_start(&self, dag: &str) -> Option<Millis> {
+        self.active_by_dag
+            .get(dag)?
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .filter(|r| r.delay == Some(Delay::Jitter))
+            .filter_map(|r| r.next_at)
+            .min()
     }
 
     /// Next fire time of a DAG, if scheduled and armed.
