@@ -318,8 +318,11 @@ fn demo_opens_on_the_examples_and_quits_clean() {
     let capture = || tui.capture();
     wait_for("the demo's runs", 30, || {
         let s = capture();
-        (s.contains("urgent-fix/urgent-fix") && s.contains("connected")).then_some(s)
+        (s.contains("urgent-fix") && s.contains("connected")).then_some(s)
     });
+    // A single-job DAG's run is named once, not `urgent-fix/urgent-fix`.
+    let runs = capture();
+    assert!(!runs.contains("urgent-fix/urgent-fix"), "{runs}");
     tui.send(&["d"]);
     wait_for("the shipped DAGs", 10, || {
         let s = capture();

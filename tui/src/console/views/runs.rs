@@ -3,7 +3,7 @@
 //! columns.
 
 use crate::dagdraw::state_mark;
-use ax_protocol::api::RunView;
+use ax_protocol::api::{EventView, RunView};
 use ax_shared::time::elapsed;
 use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
@@ -15,7 +15,8 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::context::{Context, scrolled};
 use super::list::{List, Listing, Styled, list_table, plain};
-use crate::console::columns::{Kind, col};
+use super::readings::{age, duration, run_name, tries, tries_line, why};
+use crate::console::columns::{Kind, REST_MIN, col};
 use crate::console::event::Command;
 use crate::console::theme::{outcome_colour, parse, state_colour};
 
@@ -207,25 +208,19 @@ pub fn state_text(state: RunState) -> String {
     format!("{} {}", state_mark(Some(state)), state.as_str())
 }
 
-fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
-    if let Some(why) = &r.why {
-        return why.clone();
+impl RunsView {
+    /// The events of `r` when its detail is at hand (who cancelled it).
+    fn events_of(&self, r: &RunView) -> Option<&[EventView]> {
+        self.detail
+            .as_ref()
+            .filter(|d| d.id == r.id)
+            .and_then(|d| d.events.as_deref())
     }
-    if let Some(m) = &r.message {
-        return match r.progress {
-            Some(p) => format!("{:.0}% {m}", p * 100.0),
-            None => m.clone(),
-        };
-    }
-    if r.state == RunState::Running
-        && let Some(s) = parse(r.started_at)
-    {
-        return format!("running for {}", elapsed((now - s).num_seconds()));
-    }
-    r.reason.clone().unwrap_or_default()
 }
 
 fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
+    // Optional columns go highest rank first: DURATION, POOL, PRIO, TRY;
+    // WHY keeps `columns::REST_MIN` before any of them.
     let cols = [
         col("ID", Kind::Fixed),
         col("DAG/JOB", Kind::Name),
@@ -234,30 +229,27 @@ fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
         col("TRY", Kind::Optional(1)),
         col("POOL", Kind::Optional(3)),
         col("AGE", Kind::Fixed),
-        col("WHY / MESSAGE", Kind::Rest),
+        col("DURATION", Kind::Optional(4)),
+        col("WHY / MESSAGE", Kind::Rest).keeping(REST_MIN),
     ];
     let rows: Vec<Vec<Styled>> = view
         .runs
         .iter()
         .map(|r| {
-            let age = parse(r.finished_at)
-                .zip(parse(r.started_at))
-                .map(|(e, s)| elapsed((e - s).num_seconds()))
-                .or_else(|| parse(r.created_at).map(|c| elapsed((cx.now - c).num_seconds())))
-                .unwrap_or_default();
             vec![
                 plain(r.id.to_string()),
-                plain(format!("{}/{}", r.dag, r.job)),
+                plain(run_name(&r.dag, &r.job)),
                 (state_text(r.state), cx.theme.fg(state_colour(r.state))),
                 plain(if r.effective_priority != r.priority {
                     format!("{}↑{}", r.priority, r.effective_priority)
                 } else {
                     r.priority.to_string()
                 }),
-                plain(format!("{}/{}", r.attempts.len(), r.retries + 1)),
+                plain(tries(r)),
                 plain(r.pool.clone()),
-                plain(age),
-                plain(run_detail_text(r, cx.now)),
+                plain(age(r, cx.now)),
+                plain(duration(r, cx.now)),
+                plain(why(r, view.events_of(r), cx.now)),
             ]
         })
         .collect();
@@ -389,18 +381,24 @@ fn render_detail(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
                 format!("run {} ", r.id),
                 Style::default().add_modifier(Modifier::BOLD),
             ),
-            Span::raw(format!("{}/{} · DAG run {} · ", r.dag, r.job, r.dag_run)),
+            Span::raw(format!(
+                "{} · DAG run {} · ",
+                run_name(&r.dag, &r.job),
+                r.dag_run
+            )),
             Span::styled(state_text(r.state), cx.theme.fg(state_colour(r.state))),
         ]),
+        // What is read most comes first: a narrow pane cuts the end.
         Line::from(format!(
-            "priority {} (effective {}) · pool {} · attempts {}/{}",
+            "age {} · duration {} · {} · pool {} · priority {} (effective {})",
+            age(r, cx.now),
+            duration(r, cx.now),
+            tries_line(r),
+            r.pool,
             r.priority,
             r.effective_priority,
-            r.pool,
-            r.attempts.len(),
-            r.retries + 1
         )),
-        Line::from(run_detail_text(r, cx.now)),
+        Line::from(why(r, r.events.as_deref(), cx.now)),
     ];
     lines.extend(timeline(cx, r, inner_w));
     lines.push(Line::from(Span::styled(
