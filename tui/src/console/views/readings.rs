@@ -80,9 +80,8 @@ pub fn tries_line(r: &RunView) -> String {
         out.push_str(" (+ granted by a manual retry)");
     }
     if interrupted > 0 {
-        out.push_str(&format!(
-            " (↻ {interrupted} interrupted or preempted, no try used)"
-        ));
+        // Preempted attempts count as interrupted here: neither uses a try.
+        out.push_str(&format!(" (↻ {interrupted} interrupted, no try used)"));
     }
     out
 }
