@@ -202,6 +202,7 @@ impl App {
             }
             DaemonEvent::Disconnected { reason } => {
                 self.daemon.conn = Conn::Disconnected { reason };
+                self.runs.forget_unanswered();
                 vec![]
             }
             DaemonEvent::Changed {
@@ -230,6 +231,10 @@ impl App {
             }
             DaemonEvent::Log(chunk) => {
                 self.log.push(chunk);
+                vec![]
+            }
+            DaemonEvent::CancelledBy { run, actor } => {
+                self.runs.set_cancelled_by(run, actor);
                 vec![]
             }
             DaemonEvent::DagRun(v) => {

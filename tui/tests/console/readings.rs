@@ -433,3 +433,51 @@ fn the_next_fire_shows_the_dags_zone() {
         );
     }
 }
+
+#[test]
+fn every_cancelled_row_asks_once_who_cancelled_it() {
+    let mut a = app();
+    let mut gone = run(20, "etl-nightly", "load", "cancelled");
+    gone.finished_at = t("11:59:00");
+    let mut upstream = run(21, "etl-nightly", "report", "cancelled");
+    upstream.finished_at = t("11:59:00");
+    upstream.reason = Some("upstream_failed: load".into());
+    let window = vec![run(19, "etl-nightly", "extract", "waiting"), gone, upstream];
+    let asked = a.on_daemon(DaemonEvent::Window(window.clone()));
+    assert!(asked.contains(&Command::FetchCancelledBy(20)), "{asked:?}");
+    assert!(asked.contains(&Command::FetchCancelledBy(21)), "{asked:?}");
+    // The next window asks nothing again.
+    let again = a.on_daemon(DaemonEvent::Window(window.clone()));
+    assert!(
+        !again
+            .iter()
+            .any(|c| matches!(c, Command::FetchCancelledBy(_))),
+        "{again:?}"
+    );
+    for run in [20, 21] {
+        a.on_daemon(DaemonEvent::CancelledBy {
+            run,
+            actor: Some("bob (uid 1001) via ax".into()),
+        });
+    }
+    each_size(&a, |s, w| {
+        assert!(row(s, 20).contains("cancelled by bob"), "at {w}:\n{s}");
+        assert!(row(s, 21).contains("cancelled by bob"), "at {w}:\n{s}");
+    });
+    let s = screen_text(&draw(&a, 150, 30));
+    assert!(
+        row(&s, 21).contains("cancelled by bob (uid 1001) via ax (upstream_failed: load)"),
+        "{s}"
+    );
+    // Retried and cancelled again: asked again.
+    let mut window = window;
+    window[1].finished_at = t("11:59:30");
+    let asked = a.on_daemon(DaemonEvent::Window(window));
+    assert_eq!(
+        asked
+            .iter()
+            .filter(|c| matches!(c, Command::FetchCancelledBy(_)))
+            .collect::<Vec<_>>(),
+        vec![&Command::FetchCancelledBy(20)]
+    );
+}

@@ -97,16 +97,13 @@ pub fn cancelled_by(events: &[EventView]) -> Option<&str> {
         .map(|e| e.actor.as_str())
 }
 
-/// The WHY / MESSAGE of a run: a cancelled run says so and, when its
-/// events are at hand (`events`: the detail's), by whom; else the
-/// daemon's why, the job's message, how long it has been running, or the
-/// reason of its last change.
-pub fn why(r: &RunView, events: Option<&[EventView]>, now: DateTime<Utc>) -> String {
+/// The WHY / MESSAGE of a run: a cancelled run says so and by whom
+/// (`by`, from its events, once known); else the daemon's why, the job's
+/// message, how long it has been running, or the reason of its last
+/// change.
+pub fn why(r: &RunView, by: Option<&str>, now: DateTime<Utc>) -> String {
     if r.state == RunState::Cancelled {
-        let by = events
-            .and_then(cancelled_by)
-            .map(|a| format!(" by {a}"))
-            .unwrap_or_default();
+        let by = by.map(|a| format!(" by {a}")).unwrap_or_default();
         let because = match r.reason.as_deref() {
             Some(reason) if reason.starts_with("upstream_failed: ") => {
                 format!(" ({reason})")

@@ -3,7 +3,10 @@
 //! columns.
 
 use crate::dagdraw::state_mark;
-use ax_protocol::api::{EventView, RunView};
+use std::collections::HashMap;
+
+use ax_protocol::api::RunView;
+use ax_shared::time::Timestamp;
 use ax_shared::time::elapsed;
 use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
@@ -15,7 +18,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::context::{Context, scrolled};
 use super::list::{List, Listing, Styled, list_table, plain};
-use super::readings::{age, duration, run_name, tries, tries_line, why};
+use super::readings::{age, cancelled_by, duration, run_name, tries, tries_line, why};
 use crate::console::columns::{Kind, REST_MIN, col};
 use crate::console::event::Command;
 use crate::console::theme::{outcome_colour, parse, state_colour};
@@ -60,6 +63,16 @@ pub(crate) struct RunsView {
     pub(crate) focus: Pane,
     /// Lines the focused detail pane is scrolled down.
     pub(crate) scroll: u16,
+    /// Who cancelled the window's cancelled runs, asked once per run and
+    /// end (a retried run that is cancelled again is asked again).
+    cancels: HashMap<u64, Cancel>,
+}
+
+/// Who cancelled a run that ended at `finished_at` (`None` while asked).
+#[derive(Debug)]
+struct Cancel {
+    finished_at: Option<Timestamp>,
+    actor: Option<String>,
 }
 
 impl Default for RunsView {
@@ -73,6 +86,7 @@ impl Default for RunsView {
             log_tail: String::new(),
             focus: Pane::Runs,
             scroll: 0,
+            cancels: HashMap::new(),
         }
     }
 }
@@ -113,10 +127,44 @@ impl RunsView {
             self.list.selected = i;
         }
         self.list.clamp(self.runs.len());
+        let mut c = self.ask_cancels();
         if self.detail.as_ref().map(|d| d.id) != self.selected().map(|r| r.id) {
-            return self.detail_commands();
+            c.extend(self.detail_commands());
         }
-        vec![]
+        c
+    }
+
+    /// Asks who cancelled each cancelled run of the window not asked yet.
+    fn ask_cancels(&mut self) -> Vec<Command> {
+        let mut c = Vec::new();
+        for r in self.runs.iter().filter(|r| r.state == RunState::Cancelled) {
+            let known = self.cancels.get(&r.id);
+            if known.is_some_and(|k| k.finished_at == r.finished_at) {
+                continue;
+            }
+            self.cancels.insert(
+                r.id,
+                Cancel {
+                    finished_at: r.finished_at,
+                    actor: None,
+                },
+            );
+            c.push(Command::FetchCancelledBy(r.id));
+        }
+        c
+    }
+
+    /// Forgets the questions not answered (the connection went): they are
+    /// asked again with the next window.
+    pub(crate) fn forget_unanswered(&mut self) {
+        self.cancels.retain(|_, c| c.actor.is_some());
+    }
+
+    /// The daemon's answer to `Command::FetchCancelledBy`.
+    pub(crate) fn set_cancelled_by(&mut self, run: u64, actor: Option<String>) {
+        if let Some(c) = self.cancels.get_mut(&run) {
+            c.actor = actor;
+        }
     }
 
     pub(crate) fn set_detail(&mut self, r: RunView) -> Vec<Command> {
@@ -209,12 +257,20 @@ pub fn state_text(state: RunState) -> String {
 }
 
 impl RunsView {
-    /// The events of `r` when its detail is at hand (who cancelled it).
-    fn events_of(&self, r: &RunView) -> Option<&[EventView]> {
-        self.detail
+    /// Who cancelled `r`, once known: from the detail's events for the
+    /// run shown there, else as asked of the daemon for the window.
+    fn cancelled_by(&self, r: &RunView) -> Option<&str> {
+        let detail = self
+            .detail
             .as_ref()
-            .filter(|d| d.id == r.id)
-            .and_then(|d| d.events.as_deref())
+            .filter(|d| d.id == r.id && d.finished_at == r.finished_at)
+            .and_then(|d| cancelled_by(d.events.as_deref()?));
+        detail.or_else(|| {
+            self.cancels
+                .get(&r.id)
+                .filter(|c| c.finished_at == r.finished_at)
+                .and_then(|c| c.actor.as_deref())
+        })
     }
 }
 
@@ -249,7 +305,7 @@ fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
                 plain(r.pool.clone()),
                 plain(age(r, cx.now)),
                 plain(duration(r, cx.now)),
-                plain(why(r, view.events_of(r), cx.now)),
+                plain(why(r, view.cancelled_by(r), cx.now)),
             ]
         })
         .collect();
@@ -398,7 +454,7 @@ fn render_detail(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
             r.priority,
             r.effective_priority,
         )),
-        Line::from(why(r, r.events.as_deref(), cx.now)),
+        Line::from(why(r, r.events.as_deref().and_then(cancelled_by), cx.now)),
     ];
     lines.extend(timeline(cx, r, inner_w));
     lines.push(Line::from(Span::styled(
