@@ -1,7 +1,8 @@
 //! Column widths from content: every column gets the width of its widest
 //! cell; names (`Kind::Name`) are never cut while an optional column can
-//! give up its room; the `Kind::Rest` column (WHY, ERROR, REASON) gets what
-//! is left. Anything cut ends with `…`.
+//! give up its room; the `Kind::Rest` column (WHY, ERROR, REASON) keeps
+//! the room it asks for (`Column::keeping`) before optional columns and
+//! gets what is left. Anything cut ends with `…`.
 
 /// How a column behaves when room is short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -481,3 +481,47 @@ fn every_cancelled_row_asks_once_who_cancelled_it() {
         vec![&Command::FetchCancelledBy(20)]
     );
 }
+
+#[test]
+fn widths_keep_the_rest_columns_room_and_give_capped_columns_the_spare() {
+    use ax_clients::console::columns::{Kind, col, widths};
+    let cols = [
+        col("ID", Kind::Fixed),
+        col("NAME", Kind::Name),
+        col("POOL", Kind::Optional(2)),
+        col("ACTOR", Kind::Optional(1)).at_most(8),
+        col("WHY", Kind::Rest).keeping(24),
+    ];
+    let rows = vec![vec![
+        "7".to_string(),
+        "n".repeat(20),
+        "default".to_string(),
+        "alice (uid 1000)".to_string(),
+        "w".repeat(40),
+    ]];
+    // Wide: all whole, WHY takes the rest.
+    assert_eq!(
+        widths(&cols, &rows, 100),
+        vec![
+            Some(2),
+            Some(20),
+            Some(7),
+            Some(16),
+            Some(100 - 2 - 20 - 7 - 16 - 4)
+        ]
+    );
+    // POOL goes for WHY's 24; ACTOR takes what WHY has past its 24.
+    assert_eq!(
+        widths(&cols, &rows, 62),
+        vec![Some(2), Some(20), None, Some(13), Some(24)]
+    );
+    // Shorter: ACTOR at its cap of 8, then gone; WHY keeps its room.
+    assert_eq!(
+        widths(&cols, &rows, 57),
+        vec![Some(2), Some(20), None, Some(8), Some(24)]
+    );
+    assert_eq!(
+        widths(&cols, &rows, 50),
+        vec![Some(2), Some(20), None, None, Some(26)]
+    );
+}
