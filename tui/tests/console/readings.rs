@@ -525,3 +525,24 @@ fn widths_keep_the_rest_columns_room_and_give_capped_columns_the_spare() {
         vec![Some(2), Some(20), None, None, Some(26)]
     );
 }
+
+#[test]
+fn a_dag_run_waiting_out_its_jitter_shows_its_planned_start() {
+    let mut a = app();
+    a.on_daemon(DaemonEvent::Dags(vec![DagView {
+        name: "certbot".into(),
+        file: "/etc/ax/jobs.d/certbot.toml".into(),
+        schedule: Some("0 */12 * * *".into()),
+        timezone: Some("UTC".into()),
+        next_fire: t("15:00:00"),
+        jitter: Some("12h".into()),
+        planned_start: t("14:00:00"),
+        ..DagView::default()
+    }]));
+    a.update(Action::Show(View::Dags));
+    for (w, h) in SIZES {
+        let s = screen_text(&draw(&a, w, h));
+        assert!(s.contains("starts Sun 14:00 UTC in 2h"), "at {w}:\n{s}");
+        assert!(s.contains("(jitter 12h)"), "at {w}:\n{s}");
+    }
+}

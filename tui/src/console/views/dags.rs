@@ -59,7 +59,15 @@ fn next_fire(cx: &Context, d: &DagView) -> String {
     }
 }
 
+/// The newest DAG run; one waiting out its `jitter` says when it starts.
 fn last_run(cx: &Context, d: &DagView) -> String {
+    if let Some(t) = parse(d.planned_start) {
+        return format!(
+            "starts {} in {}",
+            in_zone(t, d.timezone.as_deref(), "%a %H:%M"),
+            elapsed_coarse((t - cx.now).num_seconds())
+        );
+    }
     match d.last_run_state {
         None => "never ran".into(),
         Some(s) => match parse(d.last_run_at) {
@@ -271,9 +279,13 @@ fn render_selected(f: &mut Frame, cx: &Context, selected: Option<&DagView>, area
         )));
     }
     lines.extend([Line::from(format!(
-        "schedule {} {} · next {} · {} · last run {}",
+        "schedule {} {}{} · next {} · {} · last run {}",
         d.schedule.as_deref().unwrap_or("none"),
         d.timezone.as_deref().unwrap_or(""),
+        d.jitter
+            .as_ref()
+            .map(|j| format!(" (jitter {j})"))
+            .unwrap_or_default(),
         next_fire(cx, d),
         if d.paused { "paused" } else { "not paused" },
         last_run(cx, d)
