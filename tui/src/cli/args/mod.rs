@@ -4,6 +4,7 @@
 //! on the fields and variants are the user's reference.
 
 mod events;
+mod import;
 mod submit;
 mod user_dags;
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 pub use events::{EventsArgs, Since};
+pub use import::{ImportArgs, ImportCommand, ImportCronArgs};
 pub use submit::SubmitArgs;
 pub use user_dags::{ApplyArgs, UserDagArgs};
 
@@ -75,6 +77,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Cron helpers (offline).
     Cron(CronArgs),
+    /// Convert other schedulers' files into job files (offline).
+    Import(ImportArgs),
     #[command(flatten)]
     Remote(RemoteCommand),
     /// Print the shell completion script for ax to stdout.
