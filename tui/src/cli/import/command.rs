@@ -22,14 +22,17 @@ pub(crate) fn split_percent(field: &str) -> Split {
     let mut escaped = false;
     let mut rest = None;
     for (at, c) in field.char_indices() {
+        // As cronie: the character after a backslash never starts an
+        // escape itself, so `\\%` is `\\` and then the end of the command.
         if escaped {
             escaped = false;
             if c == '%' {
                 command.pop();
-                command.push('%');
-                continue;
             }
-        } else if c == '%' {
+            command.push(c);
+            continue;
+        }
+        if c == '%' {
             rest = Some(&field[at + 1..]);
             break;
         }
@@ -356,6 +359,8 @@ mod tests {
         );
         // Other backslashes stay for the shell.
         assert_eq!(split(r"echo a\ b \\n"), (r"echo a\ b \\n".into(), None));
+        // An escaped backslash does not escape the % after it.
+        assert_eq!(split(r"echo \\%x"), (r"echo \\".into(), Some(vec!["x"])));
     }
 
     #[test]
