@@ -17,6 +17,10 @@
 //! * otherwise the expression follows real time: it fires whenever the wall
 //!   clock shows a matching time, both passes of a repeated hour included, and
 //!   never for local times that do not exist.
+//!
+//! `@reboot` is no time of day: it fires once per boot of the machine
+//! (docs/job-files.md, "Schedules"), which the engine decides from the
+//! kernel's boot id; here it has no fire times.
 
 use std::str::FromStr;
 
@@ -27,8 +31,15 @@ use croner::parser::{CronParser, Seconds, Year};
 #[derive(Clone, Debug)]
 pub struct Schedule {
     source: String,
-    cron: croner::Cron,
-    fixed_time: bool,
+    kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    /// Fire times on the wall clock.
+    Clock { cron: croner::Cron, fixed_time: bool },
+    /// `@reboot`: once per boot of the machine.
+    Boot,
 }
 
 /// Why an expression was rejected; `Display` names the expression.
@@ -54,6 +65,12 @@ impl Schedule {
         };
         let trimmed = expr.trim();
         let expanded = match trimmed.to_ascii_lowercase().as_str() {
+            "@reboot" => {
+                return Ok(Schedule {
+                    source: trimmed.to_string(),
+                    kind: Kind::Boot,
+                });
+            }
             "@yearly" | "@annually" => "0 0 1 1 *".to_string(),
             "@monthly" => "0 0 1 * *".to_string(),
             "@weekly" => "0 0 * * 0".to_string(),
@@ -61,7 +78,7 @@ impl Schedule {
             "@hourly" => "0 * * * *".to_string(),
             m if m.starts_with('@') => {
                 return Err(err(format!(
-                    "unknown macro {trimmed}; use @hourly, @daily, @weekly, @monthly or @yearly"
+                    "unknown macro {trimmed}; use @reboot, @hourly, @daily, @weekly, @monthly or @yearly"
                 )));
             }
             _ => trimmed.to_string(),
@@ -108,8 +125,10 @@ impl Schedule {
             .map_err(|e| err(describe_croner_error(&e)))?;
         let schedule = Schedule {
             source: trimmed.to_string(),
-            cron,
-            fixed_time: !minute.contains('*') && !hour.contains('*'),
+            kind: Kind::Clock {
+                cron,
+                fixed_time: !minute.contains('*') && !hour.contains('*'),
+            },
         };
         // The Gregorian calendar repeats every 400 years, so an expression
         // with no wall-clock match in 401 years never matches at all. The
@@ -132,23 +151,41 @@ impl Schedule {
 
     /// Whether ISC cron's fixed-time DST rules apply (no `*` in minute/hour).
     pub fn is_fixed_time(&self) -> bool {
-        self.fixed_time
+        matches!(
+            self.kind,
+            Kind::Clock {
+                fixed_time: true,
+                ..
+            }
+        )
+    }
+
+    /// Whether this is `@reboot`, which fires once per boot of the machine
+    /// and never at a time of day.
+    pub fn is_at_boot(&self) -> bool {
+        matches!(self.kind, Kind::Boot)
     }
 
     /// Whether the wall-clock time `local` matches the expression.
     pub fn matches_wall_clock(&self, local: NaiveDateTime) -> bool {
-        self.cron
-            .is_time_matching(&Utc.from_utc_datetime(&local))
-            .unwrap_or(false)
+        match &self.kind {
+            Kind::Clock { cron, .. } => cron
+                .is_time_matching(&Utc.from_utc_datetime(&local))
+                .unwrap_or(false),
+            Kind::Boot => false,
+        }
     }
 
     /// The first fire instant strictly after `after`, in time zone `tz`.
-    /// `None` only if nothing fires before the year 5000.
+    /// `None` only if nothing fires before the year 5000, and for
+    /// `@reboot`.
     pub fn next_after<Z: TimeZone>(&self, after: DateTime<Utc>, tz: &Z) -> Option<DateTime<Utc>> {
-        if self.fixed_time {
-            self.next_fixed(after, tz)
-        } else {
-            self.next_real_time(after, tz)
+        match self.kind {
+            Kind::Clock {
+                fixed_time: true, ..
+            } => self.next_fixed(after, tz),
+            Kind::Clock { .. } => self.next_real_time(after, tz),
+            Kind::Boot => None,
         }
     }
 
@@ -176,8 +213,10 @@ impl Schedule {
     /// Next matching wall-clock time at or after (`inclusive`) / strictly
     /// after `from`, at whole-second resolution, ignoring time zones.
     fn next_wall_clock(&self, from: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
-        self.cron
-            .find_next_occurrence(&Utc.from_utc_datetime(&from), inclusive)
+        let Kind::Clock { cron, .. } = &self.kind else {
+            return None;
+        };
+        cron.find_next_occurrence(&Utc.from_utc_datetime(&from), inclusive)
             .ok()
             .map(|t| t.naive_utc())
     }

@@ -329,7 +329,42 @@ pub struct DagSpec {
     /// (and what `logs.retain` keeps); older finished ones are pruned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_runs: Option<u32>,
+    /// `jitter`: a scheduled DAG run's jobs start after a random delay in
+    /// [0, jitter] from its slot, holding no slot while they wait.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_millis")]
+    pub jitter: Option<Duration>,
+    /// `notify`: whom to mail when a DAG run ends; `None` follows the
+    /// daemon's `[notify]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
     pub jobs: Vec<JobSpec>,
+}
+
+/// Whom to mail about a DAG run, and when (docs/job-files.md, "Mail").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notify {
+    /// Addresses; empty: no mail.
+    pub mail: Vec<String>,
+    pub on: Vec<NotifyOn>,
+}
+
+/// What a DAG run must have done for a mail to go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyOn {
+    /// It ended in any state but success.
+    Failure,
+    Success,
+    /// One of its jobs printed something (cron's `MAILTO` rule).
+    Output,
+}
+
+impl NotifyOn {
+    pub const ALL: [(&'static str, NotifyOn); 3] = [
+        ("failure", NotifyOn::Failure),
+        ("success", NotifyOn::Success),
+        ("output", NotifyOn::Output),
+    ];
 }
 
 impl DagSpec {
@@ -350,6 +385,8 @@ impl DagSpec {
             owner: None,
             tags: Vec::new(),
             keep_runs: None,
+            jitter: None,
+            notify: None,
             jobs,
         }
     }

@@ -27,6 +27,27 @@ pub enum RuleError {
     NotAbsolute { what: String, path: String },
     #[error("unknown pool {pool:?} (configured: {configured})")]
     UnknownPool { pool: String, configured: String },
+    /// An address goes into a mail's `To:` header as written, so anything
+    /// that could end the header or add a recipient is refused.
+    #[error("mail address {0:?} must be `user` or `user@host`, without spaces, commas, quotes or <>")]
+    MailAddress(String),
+}
+
+/// One address of `notify.mail` (a job file or `axd.toml`): `user@host` or
+/// a local user, as `MAILTO` takes them.
+pub fn check_mail_address(address: &str) -> Result<(), RuleError> {
+    let bad = |c: char| c.is_whitespace() || c.is_control() || ",;<>\"'()\\".contains(c);
+    let ok = !address.is_empty()
+        && address.len() <= 254
+        && !address.starts_with(['@', '-'])
+        && !address.ends_with('@')
+        && address.matches('@').count() <= 1
+        && !address.chars().any(bad);
+    if ok {
+        Ok(())
+    } else {
+        Err(RuleError::MailAddress(address.to_string()))
+    }
 }
 
 /// A job's priority: 1–100.
@@ -80,6 +101,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mail_address_cannot_add_a_header_or_a_recipient() {
+        for ok in ["ops@example.com", "root", "alice+cron@mail.example.org"] {
+            assert_eq!(check_mail_address(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b@c",
+            "ops@example.com\nBcc: x@y",
+            "a@b,c@d",
+            "Ops <ops@x>",
+            "\"q\"@x",
+            "@x",
+            "a@",
+            "a@b@c",
+            "-oQ/tmp",
+        ] {
+            assert!(check_mail_address(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn each_rule_takes_its_bounds_and_refuses_past_them() {

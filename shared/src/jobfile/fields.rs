@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod dag;
+
 /// The file being read and the errors found so far.
 pub(super) struct Cx<'a> {
     pub(super) file: &'a str,
@@ -75,6 +77,7 @@ impl Cx<'_> {
         spec.overlap = Overlap::Skip;
         self.dag_about(root, &mut spec);
         self.dag_schedule(root, &mut spec);
+        self.dag_notify(root, &mut spec);
         spec.keep_runs = self.history(root);
         let after_at = self.dag_after(root, name, &mut spec);
         let empty = Table::default();
@@ -103,12 +106,15 @@ impl Cx<'_> {
             let known = DAG_KEYS.contains(&k)
                 || (shorthand && JOB_KEYS.contains(&k) && !["id", "deps"].contains(&k));
             if !known {
-                let hint = if JOB_KEYS.contains(&k) && !shorthand {
-                    " (job fields belong in [[job]] or [defaults])"
+                let message = if JOB_KEYS.contains(&k) && !shorthand {
+                    format!("unknown key `{k}` (job fields belong in [[job]] or [defaults])")
+                } else if shorthand {
+                    let valid = DAG_KEYS.iter().chain(JOB_KEYS).filter(|k| **k != "id");
+                    unknown_key(k, "", valid)
                 } else {
-                    ""
+                    unknown_key(k, "", DAG_KEYS.iter())
                 };
-                self.err(key.span(), format!("unknown key `{k}`{hint}"));
+                self.err(key.span(), message);
             }
         }
         if shorthand && has_jobs {
@@ -120,98 +126,6 @@ impl Cx<'_> {
         }
     }
 
-    /// What describes the DAG and its hooks: `description`, `owner`,
-    /// `on_failure`, `on_success`, `enabled`, `tags`.
-    fn dag_about(&mut self, root: &Table<'_>, spec: &mut DagSpec) {
-        spec.description = self.opt_string(root, "description");
-        spec.owner = self.opt_string(root, "owner");
-        spec.on_failure = self
-            .opt_string(root, "on_failure")
-            .filter(|s| !s.is_empty());
-        spec.on_success = self
-            .opt_string(root, "on_success")
-            .filter(|s| !s.is_empty());
-        spec.enabled = self.opt_bool(root, "enabled").unwrap_or(true);
-        spec.tags = self.opt_strings(root, "tags").unwrap_or_default();
-    }
-
-    /// When the DAG fires on its own: `schedule`, `timezone`, `catchup`,
-    /// `overlap`.
-    fn dag_schedule(&mut self, root: &Table<'_>, spec: &mut DagSpec) {
-        if let Some(v) = root.get("schedule")
-            && let Some(s) = self.as_str(v, "schedule")
-        {
-            match Schedule::parse(s) {
-                Ok(_) => spec.schedule = Some(s.to_string()),
-                Err(e) => self.err(v.span(), format!("schedule: {}", e.reason)),
-            }
-        }
-        if let Some(v) = root.get("timezone")
-            && let Some(s) = self.as_str(v, "timezone")
-        {
-            match parse_zone(s) {
-                Ok(_) => spec.timezone = Some(s.to_string()),
-                Err(e) => self.err(v.span(), format!("timezone: {e}")),
-            }
-        }
-        if let Some(v) = root.get("catchup") {
-            spec.catchup = self
-                .enumeration(
-                    v,
-                    "catchup",
-                    &[
-                        ("none", Catchup::None),
-                        ("latest", Catchup::Latest),
-                        ("all", Catchup::All),
-                    ],
-                )
-                .unwrap_or_default();
-        }
-        if let Some(v) = root.get("overlap") {
-            spec.overlap = self
-                .enumeration(
-                    v,
-                    "overlap",
-                    &[
-                        ("skip", Overlap::Skip),
-                        ("queue", Overlap::Queue),
-                        ("replace", Overlap::Replace),
-                        ("allow", Overlap::Allow),
-                    ],
-                )
-                .unwrap_or_default();
-        }
-    }
-
-    /// `after`: the DAGs whose success triggers this one; returns where
-    /// each entry stands, for errors found once every file is read.
-    fn dag_after(
-        &mut self,
-        root: &Table<'_>,
-        name: &str,
-        spec: &mut DagSpec,
-    ) -> Vec<(usize, usize)> {
-        let mut after_at = Vec::new();
-        if let Some(v) = root.get("after")
-            && let Some(items) = self.as_array(v, "after")
-        {
-            for item in items {
-                if let Some(s) = self.as_str(item, "after entry") {
-                    if s == name {
-                        self.err(
-                            item.span(),
-                            format!("after: DAG {name:?} cannot trigger itself"),
-                        );
-                    }
-                    spec.after.push(s.to_string());
-                    after_at.push(self.line_col(item.span().start));
-                }
-            }
-        }
-
-        after_at
-    }
-
     /// `[defaults]`: job fields every `[[job]]` falls back to; `None` when
     /// absent or not a table.
     fn defaults<'t, 'i>(&mut self, root: &'t Table<'i>) -> Option<&'t Table<'i>> {
@@ -221,7 +135,8 @@ impl Cx<'_> {
                 for (key, _) in t.iter() {
                     let k = key.get_ref().as_ref();
                     if !JOB_KEYS.contains(&k) || PER_JOB_ONLY.contains(&k) {
-                        self.err(key.span(), format!("unknown key `{k}` in [defaults]"));
+                        let valid = JOB_KEYS.iter().filter(|k| !PER_JOB_ONLY.contains(k));
+                        self.err(key.span(), unknown_key(k, " in [defaults]", valid));
                     }
                 }
                 Some(t)
@@ -252,7 +167,7 @@ impl Cx<'_> {
                                     if !JOB_KEYS.contains(&k) {
                                         self.err(
                                             key.span(),
-                                            format!("unknown key `{k}` in [[job]]"),
+                                            unknown_key(k, " in [[job]]", JOB_KEYS.iter()),
                                         );
                                     }
                                 }
@@ -276,37 +191,6 @@ impl Cx<'_> {
                     "no jobs: add [[job]] tables, or a top-level `command` for a single-job file"
                         .into(),
             });
-        }
-    }
-
-    /// `[history] keep_runs = N`: N is at least 1 (keeping no DAG run
-    /// would lose a run before anyone saw how it ended).
-    fn history(&mut self, root: &Table<'_>) -> Option<u32> {
-        let v = root.get("history")?;
-        let DeValue::Table(t) = v.get_ref() else {
-            self.err(v.span(), "`history` must be a table: write [history]");
-            return None;
-        };
-        for (key, _) in t.iter() {
-            let k = key.get_ref().as_ref();
-            if !HISTORY_KEYS.contains(&k) {
-                self.err(key.span(), format!("unknown key `{k}` in [history]"));
-            }
-        }
-        let v = t.get("keep_runs")?;
-        let n = self.int(v, "history.keep_runs")?;
-        match u32::try_from(n) {
-            Ok(n) if n >= 1 => Some(n),
-            _ => {
-                self.err(
-                    v.span(),
-                    format!(
-                        "history.keep_runs must be between 1 and {}, not {n}",
-                        u32::MAX
-                    ),
-                );
-                None
-            }
         }
     }
 
@@ -676,7 +560,7 @@ impl Cx<'_> {
             if !BACKOFF_KEYS.contains(&k) {
                 self.err(
                     key.span(),
-                    format!("unknown key `{k}` in backoff (use kind, base, max, jitter)"),
+                    unknown_key(k, " in backoff", BACKOFF_KEYS.iter()),
                 );
             }
         }
@@ -828,5 +712,25 @@ impl Cx<'_> {
     fn opt_strings(&mut self, t: &Table<'_>, key: &str) -> Option<Vec<String>> {
         let v = t.get(key)?;
         self.strings(v, key)
+    }
+}
+
+/// The error for an unknown key `key` (found `place`, such as " in
+/// [[job]]"): it names the nearest valid key when one is close enough to be
+/// a typo, else lists the valid keys.
+pub(super) fn unknown_key<'k>(key: &str, place: &str, valid: impl Iterator<Item = &'k &'k str>) -> String {
+    let valid: Vec<&str> = valid.copied().collect();
+    // A typo is at most a third of the key's letters away (and at least
+    // one): `overlp` → `overlap`, `retires` → `retries`; `colour` suggests
+    // nothing.
+    let limit = (key.chars().count() / 3).max(1);
+    let nearest = valid
+        .iter()
+        .map(|v| (strsim::damerau_levenshtein(key, v), *v))
+        .filter(|(d, _)| *d <= limit)
+        .min();
+    match nearest {
+        Some((_, v)) => format!("unknown key `{key}`{place}: did you mean `{v}`?"),
+        None => format!("unknown key `{key}`{place} (valid: {})", valid.join(", ")),
     }
 }

@@ -99,6 +99,8 @@ const DAG_KEYS: &[&str] = &[
     "owner",
     "tags",
     "history",
+    "jitter",
+    "notify",
     "defaults",
     "job",
     "user",
@@ -136,6 +138,7 @@ const DAG_WIDE_JOB_KEYS: &[&str] = &["user", "group", "umask", "shell"];
 /// Job keys that `[defaults]` and the shorthand's top level may not set.
 const PER_JOB_ONLY: &[&str] = &["id", "command", "argv", "deps"];
 const HISTORY_KEYS: &[&str] = &["keep_runs"];
+const NOTIFY_KEYS: &[&str] = &["mail", "on"];
 const BACKOFF_KEYS: &[&str] = &["kind", "base", "max", "jitter"];
 
 /// Largest job file accepted; bigger ones are refused before parsing. A

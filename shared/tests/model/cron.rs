@@ -134,7 +134,7 @@ fn rejected_expressions_name_the_problem() {
         ("* * *", "3 fields"),
         ("* * * * * * * *", "8 fields"),
         ("", "empty"),
-        ("@reboot", "unknown macro"),
+        ("@boot", "unknown macro"),
         ("a b c d e", ""),
         ("0 0 * 13 *", ""),
         ("5-1/0 * * * *", ""),
@@ -258,4 +258,13 @@ fn fuzz_regressions_empty_list_items_are_refused_at_once() {
         let e = Schedule::parse(expr).unwrap_err();
         assert!(e.reason.contains("empty list item"), "{expr}: {}", e.reason);
     }
+}
+
+#[test]
+fn reboot_is_a_schedule_with_no_time_of_day() {
+    let s = Schedule::parse("@reboot").unwrap();
+    assert!(s.is_at_boot());
+    assert!(!s.is_fixed_time());
+    assert!(s.upcoming(utc("2026-03-01T00:00:00Z"), &chrono_tz::UTC, 5).is_empty());
+    assert!(!Schedule::parse("@daily").unwrap().is_at_boot());
 }

@@ -587,3 +587,67 @@ fn bad_user_and_umask_are_errors_that_name_the_key() {
     );
     assert!(all.iter().any(|e| e.contains("shell")), "{all:?}");
 }
+
+#[test]
+fn an_unknown_key_suggests_the_nearest_valid_one() {
+    let text = "overlp = \"skip\"\nschedul = \"@daily\"\n[defaults]\nretires = 2\n[[job]]\nid = \"a\"\ncomand = \"true\"\ncommand = \"true\"\nbackoff = { knd = \"fixed\" }\n[history]\nkeep_run = 3\n";
+    let errs = errors(text);
+    for want in [
+        "1:1: unknown key `overlp`: did you mean `overlap`?",
+        "2:1: unknown key `schedul`: did you mean `schedule`?",
+        "4:1: unknown key `retires` in [defaults]: did you mean `retries`?",
+        "7:1: unknown key `comand` in [[job]]: did you mean `command`?",
+        "unknown key `knd` in backoff: did you mean `kind`?",
+        "11:1: unknown key `keep_run` in [history]: did you mean `keep_runs`?",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "{want} not in {errs:#?}"
+        );
+    }
+    let far = errors("colour = \"blue\"\n[[job]]\nid = \"a\"\ncommand = \"true\"\n");
+    assert!(
+        far.iter()
+            .any(|e| e.contains("unknown key `colour` (valid: description, schedule")),
+        "a key close to none lists the valid ones: {far:#?}"
+    );
+}
+
+#[test]
+fn cron_features_jitter_notify_and_reboot() {
+    let f = parse(
+        "schedule = \"0 */12 * * *\"\njitter = \"12h\"\nnotify = { mail = [\"ops@example.com\", \"root\"], on = [\"failure\", \"output\"] }\ncommand = \"certbot -q renew\"\n",
+    )
+    .unwrap();
+    assert_eq!(f.spec.jitter, Some(Duration::from_secs(12 * 3600)));
+    assert_eq!(
+        f.spec.notify,
+        Some(Notify {
+            mail: vec!["ops@example.com".into(), "root".into()],
+            on: vec![NotifyOn::Failure, NotifyOn::Output],
+        })
+    );
+    let f = parse("schedule = \"@reboot\"\nnotify = { mail = [] }\ncommand = \"warm\"\n").unwrap();
+    assert_eq!(f.spec.schedule.as_deref(), Some("@reboot"));
+    assert_eq!(
+        f.spec.notify,
+        Some(Notify {
+            mail: vec![],
+            on: vec![NotifyOn::Failure]
+        }),
+        "`mail = []` is kept: it turns the daemon's default off"
+    );
+    let errs = errors(
+        "jitter = \"5m\"\nnotify = { mail = [\"a b@c\"], on = [\"always\"], cc = [] }\ncommand = \"x\"\n",
+    );
+    for want in [
+        "1:10: jitter delays a schedule's slots: set `schedule` too",
+        "2:20: notify.mail: mail address \"a b@c\" must be",
+        "2:36: notify.on: \"always\" is not one of failure, success, output",
+        "2:47: unknown key `cc` in notify (valid: mail, on)",
+    ] {
+        assert!(errs.iter().any(|e| e.contains(want)), "{want} not in {errs:#?}");
+    }
+    let errs = errors("schedule = \"@daily\"\nnotify = \"ops@example.com\"\ncommand = \"x\"\n");
+    assert!(errs.iter().any(|e| e.contains("2:10: `notify` must be a table")), "{errs:#?}");
+}

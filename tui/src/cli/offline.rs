@@ -50,6 +50,10 @@ pub fn cron_next(
             }
         },
     };
+    if schedule.is_at_boot() && !as_json {
+        let _ = writeln!(out, "@reboot: once per boot of the machine, no time of day");
+        return exit::OK;
+    }
     let times = schedule.upcoming(from, &zone, usize::from(args.n));
     let shown: Vec<String> = times.iter().map(|t| format_in_zone(*t, &zone)).collect();
     if as_json {
@@ -276,7 +280,9 @@ impl<'a> Checked<'a> {
                 j.id, j.pool, j.priority
             );
         }
-        if let Some(s) = &spec.schedule {
+        if spec.schedule.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("@reboot")) {
+            let _ = writeln!(out, "  schedule \"@reboot\": once per boot of the machine");
+        } else if let Some(s) = &spec.schedule {
             let source = self
                 .zone_source
                 .map(|s| format!(" ({s})"))
@@ -288,6 +294,13 @@ impl<'a> Checked<'a> {
             );
             for t in &self.next {
                 let _ = writeln!(out, "    {}", format_in_zone(*t, &self.zone));
+            }
+            if let Some(j) = spec.jitter {
+                let _ = writeln!(
+                    out,
+                    "  each slot starts after a random delay of up to {} (jitter)",
+                    ax_shared::duration::format_duration(j)
+                );
             }
         }
         if !spec.after.is_empty() {
