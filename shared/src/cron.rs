@@ -37,7 +37,10 @@ pub struct Schedule {
 #[derive(Clone, Debug)]
 enum Kind {
     /// Fire times on the wall clock.
-    Clock { cron: croner::Cron, fixed_time: bool },
+    Clock {
+        cron: croner::Cron,
+        fixed_time: bool,
+    },
     /// `@reboot`: once per boot of the machine.
     Boot,
 }

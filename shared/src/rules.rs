@@ -29,7 +29,9 @@ pub enum RuleError {
     UnknownPool { pool: String, configured: String },
     /// An address goes into a mail's `To:` header as written, so anything
     /// that could end the header or add a recipient is refused.
-    #[error("mail address {0:?} must be `user` or `user@host`, without spaces, commas, quotes or <>")]
+    #[error(
+        "mail address {0:?} must be `user` or `user@host`, without spaces, commas, quotes or <>"
+    )]
     MailAddress(String),
 }
 

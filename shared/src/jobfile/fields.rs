@@ -718,7 +718,11 @@ impl Cx<'_> {
 /// The error for an unknown key `key` (found `place`, such as " in
 /// [[job]]"): it names the nearest valid key when one is close enough to be
 /// a typo, else lists the valid keys.
-pub(super) fn unknown_key<'k>(key: &str, place: &str, valid: impl Iterator<Item = &'k &'k str>) -> String {
+pub(super) fn unknown_key<'k>(
+    key: &str,
+    place: &str,
+    valid: impl Iterator<Item = &'k &'k str>,
+) -> String {
     let valid: Vec<&str> = valid.copied().collect();
     // A typo is at most a third of the key's letters away (and at least
     // one): `overlp` → `overlap`, `retires` → `retries`; `colour` suggests

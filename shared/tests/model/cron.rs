@@ -265,6 +265,9 @@ fn reboot_is_a_schedule_with_no_time_of_day() {
     let s = Schedule::parse("@reboot").unwrap();
     assert!(s.is_at_boot());
     assert!(!s.is_fixed_time());
-    assert!(s.upcoming(utc("2026-03-01T00:00:00Z"), &chrono_tz::UTC, 5).is_empty());
+    assert!(
+        s.upcoming(utc("2026-03-01T00:00:00Z"), &chrono_tz::UTC, 5)
+            .is_empty()
+    );
     assert!(!Schedule::parse("@daily").unwrap().is_at_boot());
 }

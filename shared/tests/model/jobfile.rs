@@ -646,8 +646,15 @@ fn cron_features_jitter_notify_and_reboot() {
         "2:36: notify.on: \"always\" is not one of failure, success, output",
         "2:47: unknown key `cc` in notify (valid: mail, on)",
     ] {
-        assert!(errs.iter().any(|e| e.contains(want)), "{want} not in {errs:#?}");
+        assert!(
+            errs.iter().any(|e| e.contains(want)),
+            "{want} not in {errs:#?}"
+        );
     }
     let errs = errors("schedule = \"@daily\"\nnotify = \"ops@example.com\"\ncommand = \"x\"\n");
-    assert!(errs.iter().any(|e| e.contains("2:10: `notify` must be a table")), "{errs:#?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("2:10: `notify` must be a table")),
+        "{errs:#?}"
+    );
 }

@@ -280,7 +280,11 @@ impl<'a> Checked<'a> {
                 j.id, j.pool, j.priority
             );
         }
-        if spec.schedule.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("@reboot")) {
+        if spec
+            .schedule
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("@reboot"))
+        {
             let _ = writeln!(out, "  schedule \"@reboot\": once per boot of the machine");
         } else if let Some(s) = &spec.schedule {
             let source = self

@@ -78,7 +78,10 @@ impl Cx<'_> {
             return;
         };
         if root.get("schedule").is_none() {
-            self.err(v.span(), "jitter delays a schedule's slots: set `schedule` too");
+            self.err(
+                v.span(),
+                "jitter delays a schedule's slots: set `schedule` too",
+            );
         } else if !d.is_zero() {
             spec.jitter = Some(d);
         }
@@ -199,5 +202,4 @@ impl Cx<'_> {
             }
         }
     }
-
 }

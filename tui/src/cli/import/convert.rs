@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use ax_shared::cron::{Schedule, parse_zone};
+use ax_shared::rules::check_mail_address;
 
 use super::caveats::{duration, of_entry, random_sleep};
 use super::command::{program_name, split_percent, tokens, with_stdin};
-use super::crontab::Entry;
+use super::crontab::{Entry, check_fields};
 use super::jobtoml::{JobFile, Notify};
 
 /// What the environment lines read so far in one crontab set, as cron
@@ -19,8 +20,8 @@ use super::jobtoml::{JobFile, Notify};
 pub(crate) struct Settings {
     timezone: Option<Result<String, String>>,
     shell: Option<Result<String, String>>,
-    /// `Some("")`: `MAILTO=""`, cron mails nothing.
-    mailto: Option<String>,
+    /// The addresses of `MAILTO` (none: `MAILTO=""`, cron mails nothing).
+    mailto: Option<Result<Vec<String>, String>>,
     random_delay: Option<Result<u32, String>>,
     env: BTreeMap<String, String>,
 }
@@ -28,12 +29,12 @@ pub(crate) struct Settings {
 impl Settings {
     /// Applies `NAME=value` from line `line`.
     pub(crate) fn set(&mut self, line: usize, name: &str, value: &str) {
-        let bad = |why: String| Err(format!("{name}={value:?} (line {line}): {why}"));
+        let bad = |why: String| format!("{name}={value:?} (line {line}): {why}");
         match name {
             "CRON_TZ" | "TZ" => {
                 self.timezone = Some(match parse_zone(value) {
                     Ok(_) => Ok(value.to_string()),
-                    Err(e) => bad(e),
+                    Err(e) => Err(bad(e)),
                 });
                 // cron hands TZ to the job as well; CRON_TZ is its own.
                 if name == "TZ" {
@@ -44,14 +45,29 @@ impl Settings {
                 self.shell = Some(if value.starts_with('/') {
                     Ok(value.to_string())
                 } else {
-                    bad("ax's shell must be an absolute path".into())
+                    Err(bad("ax's shell must be an absolute path".into()))
                 });
             }
-            "MAILTO" => self.mailto = Some(value.to_string()),
+            "MAILTO" => {
+                // cronie takes a comma-separated list.
+                let addresses: Vec<String> = value
+                    .split(',')
+                    .map(|a| a.trim().to_string())
+                    .filter(|a| !a.is_empty())
+                    .collect();
+                self.mailto = Some(
+                    match addresses.iter().find_map(|a| check_mail_address(a).err()) {
+                        Some(e) => Err(bad(e.to_string())),
+                        None => Ok(addresses),
+                    },
+                );
+            }
             "RANDOM_DELAY" => {
-                self.random_delay = Some(value.parse::<u32>().map_err(|_| {
-                    format!("{name}={value:?} (line {line}): not a number of minutes")
-                }));
+                self.random_delay = Some(
+                    value
+                        .parse::<u32>()
+                        .map_err(|_| bad("not a number of minutes".into())),
+                );
             }
             _ => {
                 self.env.insert(name.into(), value.into());
@@ -86,15 +102,15 @@ pub(crate) fn convert(
     settings: &Settings,
     user: Option<&str>,
 ) -> Result<Converted, String> {
-    // ax's parser takes `@reboot` as cron does; it has no clock slots to check.
-    if entry.schedule != "@reboot" {
-        Schedule::parse(&entry.schedule)
-            .map_err(|e| format!("schedule: {}", e.reason))
-            .map_err(|e| format!("{e} (in {:?})", entry.schedule))?;
+    if !entry.schedule.starts_with('@') {
+        check_fields(&entry.schedule)?;
     }
+    Schedule::parse(&entry.schedule)
+        .map_err(|e| format!("schedule {:?}: {}", entry.schedule, e.reason))?;
     let timezone = settings.timezone.clone().transpose()?;
     let shell = settings.shell.clone().transpose()?;
     let random_delay = settings.random_delay.clone().transpose()?;
+    let mailto = settings.mailto.clone().transpose()?;
     let mut split = split_percent(&entry.command);
     if split.command.trim().is_empty() {
         return Err("the command is empty (cron would run nothing)".into());
@@ -142,22 +158,23 @@ pub(crate) fn convert(
     }
     let user = entry.user.or_else(|| user.map(str::to_owned));
     let mut file = JobFile::cron_like(entry.schedule, with_stdin(&split));
-    file.notify = match settings.mailto.as_deref() {
-        Some("") => {
-            comments.push("MAILTO=\"\": cron mailed nothing, so no notify.".into());
-            None
+    file.notify = match mailto {
+        Some(mail) if mail.is_empty() => {
+            comments.push(
+                "MAILTO=\"\": cron mailed nothing; `mail = []` sends nothing, whatever axd.toml's [notify] says.".into(),
+            );
+            Some(Notify {
+                mail,
+                on: Vec::new(),
+            })
         }
-        Some(to) => Some(Notify {
-            mail: to
-                .split(',')
-                .map(|a| a.trim().to_string())
-                .filter(|a| !a.is_empty())
-                .collect(),
+        Some(mail) => Some(Notify {
+            mail,
             on: vec!["output".into()],
         }),
         None => {
             comments.push(format!(
-                "No MAILTO: cron mailed any output to the local user{}; notify = {{ mail = [\"…\"], on = [\"output\"] }} does that.",
+                "No MAILTO: cron mailed any output to the local user{}; notify = {{ mail = [\"…\"], on = [\"output\"] }} does that (without it, axd.toml's [notify] applies).",
                 user.as_deref().map(|u| format!(" {u}")).unwrap_or_default()
             ));
             None
@@ -178,4 +195,117 @@ pub(crate) fn convert(
         text,
         caveats,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::import::crontab::{Format, Line, entry, lines};
+
+    /// The job files of a user crontab's entries, parsed back, or why not.
+    fn import(text: &str) -> Vec<Result<toml::Table, String>> {
+        let mut settings = Settings::default();
+        let mut out = Vec::new();
+        for line in lines(text) {
+            match line {
+                Line::Env { line, name, value } => settings.set(line, &name, &value),
+                Line::Bad { reason, .. } => out.push(Err(reason)),
+                Line::Entry { line, text, body } => {
+                    let origin = Origin {
+                        file: "t",
+                        line,
+                        text: &text,
+                        format_note: "user crontab",
+                    };
+                    out.push(
+                        entry(&body, Format::User)
+                            .and_then(|e| convert(&origin, e, &settings, Some("bob")))
+                            .map(|c| c.text.parse().unwrap()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn environment_lines_apply_to_the_entries_below_them() {
+        let files = import(concat!(
+            "0 1 * * * /a\n",
+            "FOO=\"a b\"\n",
+            "BAR = 'it\"s'\n",
+            "TZ=America/New_York\n",
+            "RANDOM_DELAY=30\n",
+            "MAILTO=a@example.com, root\n",
+            "SHELL=/bin/zsh\n",
+            "0 2 * * * /b\n",
+        ));
+        let first = files[0].as_ref().unwrap();
+        assert!(first.get("env").is_none() && first.get("jitter").is_none());
+        assert!(first.get("timezone").is_none() && first.get("notify").is_none());
+        assert_eq!(first["user"].as_str(), Some("bob"));
+        let second = files[1].as_ref().unwrap();
+        assert_eq!(second["env"]["FOO"].as_str(), Some("a b"));
+        assert_eq!(second["env"]["BAR"].as_str(), Some("it\"s"));
+        assert_eq!(second["env"]["TZ"].as_str(), Some("America/New_York"));
+        assert_eq!(second["timezone"].as_str(), Some("America/New_York"));
+        assert_eq!(second["jitter"].as_str(), Some("30m"));
+        assert_eq!(second["shell"].as_str(), Some("/bin/zsh"));
+        let mail: Vec<&str> = second["notify"]["mail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(mail, ["a@example.com", "root"]);
+        assert_eq!(second["notify"]["on"][0].as_str(), Some("output"));
+    }
+
+    #[test]
+    fn settings_ax_cannot_take_fail_the_entries_below_them() {
+        for (line, why) in [
+            (
+                "MAILTO=Ops <ops@example.com>",
+                "MAILTO=\"Ops <ops@example.com>\" (line 1): mail address",
+            ),
+            (
+                "SHELL=bash",
+                "SHELL=\"bash\" (line 1): ax's shell must be an absolute path",
+            ),
+            (
+                "RANDOM_DELAY=5m",
+                "RANDOM_DELAY=\"5m\" (line 1): not a number of minutes",
+            ),
+            (
+                "CRON_TZ=Nowhere",
+                "CRON_TZ=\"Nowhere\" (line 1): unknown time zone",
+            ),
+        ] {
+            let files = import(&format!("{line}\n0 1 * * * /a\n"));
+            let e = files[0].as_ref().unwrap_err();
+            assert!(e.starts_with(why), "{line}: {e}");
+        }
+        let files = import("MAILTO=\"\"\n0 1 * * * /a\n");
+        let t = files[0].as_ref().unwrap();
+        assert_eq!(t["notify"]["mail"].as_array().map(Vec::len), Some(0));
+        assert!(t["notify"].get("on").is_none());
+    }
+
+    #[test]
+    fn a_random_sleep_becomes_jitter_unless_random_delay_gives_one() {
+        let files = import(concat!(
+            "0 1 * * * sleep $((RANDOM \\% 90)) && /a\n",
+            "RANDOM_DELAY=2\n",
+            "0 1 * * * sleep $((RANDOM \\% 90)) && /a\n",
+        ));
+        let first = files[0].as_ref().unwrap();
+        assert_eq!(first["jitter"].as_str(), Some("90s"));
+        assert_eq!(first["command"].as_str(), Some("/a"));
+        let second = files[1].as_ref().unwrap();
+        assert_eq!(second["jitter"].as_str(), Some("2m"));
+        assert_eq!(
+            second["command"].as_str(),
+            Some("sleep $((RANDOM % 90)) && /a")
+        );
+    }
 }

@@ -179,6 +179,116 @@ fn schedule(body: &str) -> Result<(String, &str), String> {
     Ok((fields.join(" "), rest))
 }
 
+/// A schedule field as cron reads it: its name, range and names.
+struct FieldRule {
+    name: &'static str,
+    lo: u32,
+    hi: u32,
+    names: &'static [&'static str],
+    /// The value of `names[0]`.
+    first: u32,
+}
+
+const FIELDS: [FieldRule; 5] = [
+    FieldRule {
+        name: "minute",
+        lo: 0,
+        hi: 59,
+        names: &[],
+        first: 0,
+    },
+    FieldRule {
+        name: "hour",
+        lo: 0,
+        hi: 23,
+        names: &[],
+        first: 0,
+    },
+    FieldRule {
+        name: "day of month",
+        lo: 1,
+        hi: 31,
+        names: &[],
+        first: 0,
+    },
+    FieldRule {
+        name: "month",
+        lo: 1,
+        hi: 12,
+        names: &[
+            "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+        ],
+        first: 1,
+    },
+    FieldRule {
+        name: "day of week",
+        lo: 0,
+        hi: 7,
+        names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+        first: 0,
+    },
+];
+
+/// Checks five schedule fields against cron's syntax (lists of `*`, `N`
+/// or `A-B`, each with an optional `/STEP`; month and weekday names) and
+/// ranges. The error names the field and the value; ax's extensions (`L`,
+/// `W`, `#`) are not cron's and are refused too.
+pub(crate) fn check_fields(schedule: &str) -> Result<(), String> {
+    for (text, rule) in schedule.split(' ').zip(&FIELDS) {
+        for item in text.split(',') {
+            check_item(item, rule).map_err(|why| format!("{} field {text:?}: {why}", rule.name))?;
+        }
+    }
+    Ok(())
+}
+
+fn check_item(item: &str, rule: &FieldRule) -> Result<(), String> {
+    let (range, step) = match item.split_once('/') {
+        Some((r, s)) => (r, Some(s)),
+        None => (item, None),
+    };
+    if let Some(step) = step {
+        match step.parse::<u32>() {
+            Ok(n) if n >= 1 => {}
+            _ => return Err(format!("step {step:?} is not a number from 1")),
+        }
+    }
+    if range == "*" {
+        return Ok(());
+    }
+    let value = |v: &str| -> Result<u32, String> {
+        if let Some(i) = rule.names.iter().position(|n| n.eq_ignore_ascii_case(v)) {
+            return Ok(rule.first + i as u32);
+        }
+        let n: u32 = v.parse().map_err(|_| {
+            format!(
+                "{v:?} is not a number{}",
+                if rule.names.is_empty() {
+                    ""
+                } else {
+                    " or a name"
+                }
+            )
+        })?;
+        if n < rule.lo || n > rule.hi {
+            return Err(format!("{n} is out of range {}-{}", rule.lo, rule.hi));
+        }
+        Ok(n)
+    };
+    match range.split_once('-') {
+        Some((a, b)) => {
+            let (a, b) = (value(a)?, value(b)?);
+            if a > b {
+                return Err(format!("range {range:?} runs backwards"));
+            }
+        }
+        None => {
+            value(range)?;
+        }
+    }
+    Ok(())
+}
+
 /// The word after the schedule of an entry's body, and whether a command
 /// follows it: what a user column would be.
 fn sixth_word(body: &str) -> Option<(&str, bool)> {
@@ -286,6 +396,43 @@ mod tests {
                 .unwrap_err()
                 .contains("not a user name")
         );
+    }
+
+    #[test]
+    fn fields_are_checked_against_crons_ranges_and_named() {
+        assert_eq!(check_fields("*/5 0-23 1,15 jan-Dec MON-FRI"), Ok(()));
+        assert_eq!(check_fields("0 9 * * 7"), Ok(()));
+        for (schedule, why) in [
+            ("61 * * * *", "minute field \"61\": 61 is out of range 0-59"),
+            ("0 24 * * *", "hour field \"24\": 24 is out of range 0-23"),
+            (
+                "0 0 0 * *",
+                "day of month field \"0\": 0 is out of range 1-31",
+            ),
+            ("0 0 * 13 *", "month field \"13\": 13 is out of range 1-12"),
+            (
+                "0 0 * * 8",
+                "day of week field \"8\": 8 is out of range 0-7",
+            ),
+            (
+                "0 0 * * FRI#2",
+                "day of week field \"FRI#2\": \"FRI#2\" is not a number or a name",
+            ),
+            (
+                "0 0 L * *",
+                "day of month field \"L\": \"L\" is not a number",
+            ),
+            (
+                "*/0 * * * *",
+                "minute field \"*/0\": step \"0\" is not a number from 1",
+            ),
+            (
+                "0 5-1 * * *",
+                "hour field \"5-1\": range \"5-1\" runs backwards",
+            ),
+        ] {
+            assert_eq!(check_fields(schedule), Err(why.to_string()), "{schedule}");
+        }
     }
 
     #[test]

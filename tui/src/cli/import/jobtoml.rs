@@ -34,6 +34,7 @@ pub(crate) struct JobFile {
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub(crate) struct Notify {
     pub mail: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub on: Vec<String>,
 }
 
