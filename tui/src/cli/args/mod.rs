@@ -47,7 +47,8 @@ Exit codes:
   0  done
   1  the request failed (the daemon refused it, or the connection broke), or
      did not do what was asked: `ax reload` found job files with errors
-     (each named), `ax trigger` was skipped (`overlap = skip`)
+     (each named), `ax trigger` was skipped (`overlap = skip`), `ax import
+     cron` could not convert an entry (each named)
   2  usage error: a bad flag or argument, found by ax or by the daemon (its
      `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
      `ax reload` (`invalid_config`)

@@ -290,21 +290,23 @@ fn check_item(item: &str, rule: &FieldRule) -> Result<(), String> {
 }
 
 /// The word after the schedule of an entry's body, and whether a command
-/// follows it: what a user column would be.
+/// follows it: what a user column would be. A "command" that starts with
+/// `-` is the word's options (`mail -s hi bob`), not a command.
 fn sixth_word(body: &str) -> Option<(&str, bool)> {
     let (_, rest) = schedule(body).ok()?;
     let (word, after) = next_word(rest)?;
-    Some((word, !after.trim().is_empty()))
+    Some((word, !after.trim().is_empty() && !after.starts_with('-')))
 }
 
 /// The format of a crontab and why: files named `crontab` or in a folder
 /// named `cron.d` are system crontabs; otherwise one is when every entry's
 /// sixth field is a user name followed by a command, and one of those
-/// users exists here (`exists`); else it is a user's.
+/// names is surely a user here (`is_user`: an account, and no program of
+/// that name); else it is a user's.
 pub(crate) fn detect(
     path: &str,
     lines: &[Line],
-    exists: &dyn Fn(&str) -> bool,
+    is_user: &dyn Fn(&str) -> bool,
 ) -> (Format, String) {
     let p = std::path::Path::new(path);
     if p.file_name().is_some_and(|n| n == "crontab") {
@@ -328,11 +330,11 @@ pub(crate) fn detect(
         && columns
             .iter()
             .all(|c| c.is_some_and(|(w, cmd)| cmd && valid_account_name(w)));
-    if all_users && let Some((known, _)) = columns.iter().flatten().find(|(w, _)| exists(w)) {
+    if all_users && let Some((known, _)) = columns.iter().flatten().find(|(w, _)| is_user(w)) {
         return (
             Format::System,
             format!(
-                "system crontab: every entry's sixth field is a user name ({known} exists here)"
+                "system crontab: every entry's sixth field is a user name, {known} a user here"
             ),
         );
     }
@@ -442,7 +444,7 @@ mod tests {
         let user = "0 1 * * * /x\n*/5 * * * * php artisan run\n";
         let (f, why) = detect("some-file", &lines(system), &root_only);
         assert_eq!(f, Format::System, "{why}");
-        assert!(why.contains("root exists here"), "{why}");
+        assert!(why.contains("root a user here"), "{why}");
         assert_eq!(
             detect("some-file", &lines(user), &root_only).0,
             Format::User
@@ -451,6 +453,16 @@ mod tests {
         assert_eq!(
             detect("f", &lines("0 1 * * * php artisan run\n"), &root_only).0,
             Format::User
+        );
+        // What follows is the program's options: no user column.
+        let mail = |u: &str| u == "mail";
+        assert_eq!(
+            detect("f", &lines("0 8 * * * mail -s hi bob\n"), &mail).0,
+            Format::User
+        );
+        assert_eq!(
+            detect("f", &lines("0 8 * * * mail /x\n"), &mail).0,
+            Format::System
         );
         // One line without a user column makes it a user's crontab.
         assert_eq!(

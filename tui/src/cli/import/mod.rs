@@ -126,9 +126,7 @@ fn import_file(
     let (format, note) = match forced {
         Some(Format::System) => (Format::System, "system crontab: --system".to_string()),
         Some(Format::User) => (Format::User, "user crontab: --user-format".to_string()),
-        None => crontab::detect(name, &lines, &|u| {
-            nix::unistd::User::from_name(u).ok().flatten().is_some()
-        }),
+        None => crontab::detect(name, &lines, &surely_a_user),
     };
     let note = match (format, user) {
         (Format::User, Some(u)) => format!("{note}, --user {u}"),
@@ -166,6 +164,19 @@ fn import_file(
             }
         }
     }
+}
+
+/// Whether `word`, in the sixth field of a crontab line, can only be a
+/// user: an account here that is not also a program (on `PATH`, or one of
+/// the accounts named after a program: `mail`, `sync`, `man`, `lp`,
+/// `news`), since those begin many user crontabs' commands.
+fn surely_a_user(word: &str) -> bool {
+    if matches!(word, "mail" | "sync" | "man" | "lp" | "news") {
+        return false;
+    }
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(word).is_file()));
+    !on_path && nix::unistd::User::from_name(word).ok().flatten().is_some()
 }
 
 /// Names the job files and writes them: into `dir` (one file each, never
