@@ -155,8 +155,8 @@ pub(crate) fn of_entry(schedule: &str, command: &str) -> Vec<String> {
     let mut out = Vec::new();
     if schedule == "@reboot" {
         out.push(
-            "@reboot fires once per machine boot, not on a clock: check that the job may run \
-             whenever axd first starts after a boot"
+            "@reboot fires once per boot of the machine, not on a clock: the job runs when \
+             axd starts after a boot, so check that what it needs (network, mounts) is up by then"
                 .into(),
         );
     }

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use ax_shared::cron::{Schedule, parse_zone};
+use ax_shared::envfile::valid_env_name;
 use ax_shared::rules::check_mail_address;
 
 use super::caveats::{duration, of_entry, random_sleep};
-use super::command::{program_name, split_percent, tokens, with_stdin};
+use super::command::{basename, program_name, split_percent, tokens, with_stdin};
 use super::crontab::{Entry, check_fields};
 use super::jobtoml::{JobFile, Notify};
 
@@ -24,6 +25,8 @@ pub(crate) struct Settings {
     mailto: Option<Result<Vec<String>, String>>,
     random_delay: Option<Result<u32, String>>,
     env: BTreeMap<String, String>,
+    /// The last variable ax cannot pass on.
+    bad_env: Option<String>,
 }
 
 impl Settings {
@@ -69,12 +72,18 @@ impl Settings {
                         .map_err(|_| bad("not a number of minutes".into())),
                 );
             }
+            _ if !valid_env_name(name) => {
+                self.bad_env = Some(bad("not a name ax can give a job".into()));
+            }
             _ => {
                 self.env.insert(name.into(), value.into());
             }
         }
     }
 }
+
+/// Shells that read the `printf … | ( … )` pipeline of [`with_stdin`].
+const POSIX_SHELLS: &[&str] = &["sh", "bash", "dash", "ksh", "mksh", "zsh", "ash", "busybox"];
 
 /// A converted entry: its job file's text and what names it.
 pub(crate) struct Converted {
@@ -111,6 +120,9 @@ pub(crate) fn convert(
     let shell = settings.shell.clone().transpose()?;
     let random_delay = settings.random_delay.clone().transpose()?;
     let mailto = settings.mailto.clone().transpose()?;
+    if let Some(e) = &settings.bad_env {
+        return Err(e.clone());
+    }
     let mut split = split_percent(&entry.command);
     if split.command.trim().is_empty() {
         return Err("the command is empty (cron would run nothing)".into());
@@ -140,6 +152,14 @@ pub(crate) fn convert(
         caveats.push(format!(
             "an unescaped % inside quotes ends the command, as cron reads it (`{}`); write \\% for a literal %",
             split.command
+        ));
+    }
+    if split.stdin.as_ref().is_some_and(|l| !l.is_empty())
+        && let Some(sh) = shell.as_deref()
+        && !POSIX_SHELLS.contains(&basename(sh))
+    {
+        caveats.push(format!(
+            "the stdin pipeline (printf … | ( … )) is POSIX shell syntax, which SHELL={sh} may not read"
         ));
     }
     let program = program_name(&split.command).unwrap_or_else(|| "job".into());
@@ -204,6 +224,14 @@ mod tests {
 
     /// The job files of a user crontab's entries, parsed back, or why not.
     fn import(text: &str) -> Vec<Result<toml::Table, String>> {
+        run(text)
+            .into_iter()
+            .map(|r| r.map(|c| c.text.parse().unwrap()))
+            .collect()
+    }
+
+    /// A user crontab's entries converted, or why not.
+    fn run(text: &str) -> Vec<Result<Converted, String>> {
         let mut settings = Settings::default();
         let mut out = Vec::new();
         for line in lines(text) {
@@ -219,8 +247,7 @@ mod tests {
                     };
                     out.push(
                         entry(&body, Format::User)
-                            .and_then(|e| convert(&origin, e, &settings, Some("bob")))
-                            .map(|c| c.text.parse().unwrap()),
+                            .and_then(|e| convert(&origin, e, &settings, Some("bob"))),
                     );
                 }
             }
@@ -285,6 +312,15 @@ mod tests {
             let e = files[0].as_ref().unwrap_err();
             assert!(e.starts_with(why), "{line}: {e}");
         }
+        let files = run("SHELL=/usr/bin/fish\n0 1 * * * cat%x\n0 2 * * * /b\n");
+        let with_stdin = files[0].as_ref().unwrap();
+        assert!(
+            with_stdin.caveats[0].contains("POSIX shell syntax, which SHELL=/usr/bin/fish"),
+            "{:?}",
+            with_stdin.caveats
+        );
+        assert!(with_stdin.text.contains("# caveat: the stdin pipeline"));
+        assert_eq!(files[1].as_ref().unwrap().caveats, Vec::<String>::new());
         let files = import("MAILTO=\"\"\n0 1 * * * /a\n");
         let t = files[0].as_ref().unwrap();
         assert_eq!(t["notify"]["mail"].as_array().map(Vec::len), Some(0));
