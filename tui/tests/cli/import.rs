@@ -352,3 +352,36 @@ fn bad_arguments_are_usage_errors() {
         assert!(!stderr.is_empty());
     }
 }
+
+#[test]
+fn control_characters_stay_exact_in_toml_and_escaped_in_comments() {
+    // A command with ESC, DEL, a tab and a CR (lines end at \n only, as
+    // for cron), and a sleep whose caveat quotes it.
+    let command = "echo '\u{1b}[31mred\u{7f}'\t'''x''' \"\\\\\" \r";
+    // The second line's caveat quotes its command, ESC and all.
+    let crontab =
+        format!("0 1 * * * sleep $((RANDOM \\% 5)) | {command}\n0 2 * * * echo '\u{1b}]0;x%y'\n");
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = ax_in(tmp.path(), &["import", "cron", "--user-format"], &crontab);
+    assert_eq!(code, 0, "{stderr}");
+    let first = stdout.split("# file: ").nth(1).unwrap();
+    let body = first.split_once('\n').unwrap().1;
+    let table: toml::Table = body.parse().unwrap();
+    assert_eq!(
+        table["command"].as_str(),
+        Some(format!("sleep $((RANDOM % 5)) | {command}").as_str())
+    );
+    for line in stdout.lines().filter(|l| l.starts_with('#')) {
+        assert!(
+            !line.contains(['\u{1b}', '\u{7f}', '\r']),
+            "a raw control character in a comment: {line:?}"
+        );
+    }
+    assert!(stdout.contains("\\e[31mred\\x7f"), "{stdout}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        stderr.contains("<stdin>:2: caveat: an unescaped % inside quotes ends the command, as cron reads it (`echo '\\e]0;x`)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("caveat: random sleep"), "{stderr}");
+}
