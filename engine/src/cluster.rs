@@ -265,7 +265,7 @@ impl Engine {
         &mut self,
         now: Millis,
         leader: bool,
-        marks: HashMap<String, Millis>,
+        marks: TriggerMarks,
         active: Vec<(String, DagRunId)>,
     ) {
         self.cron_leader = leader;
@@ -277,10 +277,14 @@ impl Engine {
         let names: Vec<String> = self.dags.keys().cloned().collect();
         for name in names {
             if leader {
-                if let Some(def) = self.dags.get_mut(&name)
-                    && let Some(&mark) = marks.get(&name)
-                {
-                    def.watermark = def.watermark.max(mark);
+                if let Some(def) = self.dags.get_mut(&name) {
+                    if let Some(&mark) = marks.slots.get(&name) {
+                        def.watermark = def.watermark.max(mark);
+                    }
+                    // The boot the DAG last fired in, on whichever node.
+                    if let Some(boot) = marks.boots.get(&name) {
+                        def.boot_mark = Some(boot.clone());
+                    }
                 }
                 self.catch_up(now, &name);
             } else if let Some(def) = self.dags.get_mut(&name) {

@@ -36,6 +36,7 @@ impl Engine {
                 let at = run.next_at.unwrap_or(self.wall(now));
                 Some(match run.delay {
                     Some(Delay::RetryBudget) => format!("retry budget empty until {}", clock(at)),
+                    Some(Delay::Jitter) => format!("planned start {} (jitter)", clock(at)),
                     _ => format!("backoff until {}", clock(at)),
                 })
             }

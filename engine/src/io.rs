@@ -133,11 +133,12 @@ pub enum Input {
         dag: String,
     },
     /// A DAG definition from the jobs folder (new, changed, or at start-up
-    /// with the watermark the store remembers).
+    /// with the watermark and the boot mark the store remembers).
     DefineDag {
         spec: Arc<DagSpec>,
         zone: chrono_tz::Tz,
         watermark: Option<Millis>,
+        boot_mark: Option<Arc<str>>,
     },
     /// The DAG's file was deleted: cancel its runs that have not started.
     RemoveDag {
@@ -163,7 +164,7 @@ pub enum Input {
     /// of defined DAGs (`active`, by DAG name), or stopped being it.
     Lead {
         leader: bool,
-        marks: HashMap<String, Millis>,
+        marks: TriggerMarks,
         active: Vec<(String, DagRunId)>,
     },
     /// DAG runs this engine watched on other nodes (see
@@ -317,6 +318,13 @@ pub enum Effect {
         slot: Millis,
         fired: u32,
         skipped: u32,
+    },
+    /// An `@reboot` DAG has seen boot `boot` (commit with the runs): it
+    /// fired a DAG run for it, or, newly defined, waits for the next one.
+    BootMark {
+        dag: String,
+        boot: Arc<str>,
+        fired: bool,
     },
 }
 

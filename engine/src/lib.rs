@@ -40,6 +40,7 @@
 //! `table`. `sim` drives the engine on a virtual clock for tests and
 //! benchmarks.
 
+mod at_boot;
 mod attempts;
 mod cluster;
 mod dispatch;
@@ -76,7 +77,7 @@ pub use queue::{Aging, Candidate, ReadyQueue};
 pub use run::{Attempt, DagRun, DagRunState, Delay, RestoredDagRun, Run};
 use table::RunTable;
 use timers::{Timer, TimerKind};
-pub use triggers::{Fired, Trigger};
+pub use triggers::{Fired, Trigger, TriggerMarks};
 
 /// Hashes sequential ids with a Fibonacci multiply: ids are trusted
 /// (allocated by the engine), so SipHash's DoS resistance buys nothing and
@@ -212,6 +213,9 @@ pub struct Engine {
     elsewhere: HashMap<String, BTreeSet<DagRunId>>,
     /// Cron slots are fired here (false on a cluster's followers).
     cron_leader: bool,
+    /// The machine's boot id (`set_boot`): `@reboot` DAGs fire once for
+    /// each; `None`, when it cannot be read, fires none.
+    boot: Option<Arc<str>>,
     /// Pools' slots are leased from the cluster (`Input::Leases`).
     leasing: bool,
     /// This node's id in a cluster, recorded on each attempt it starts.
@@ -282,6 +286,7 @@ impl Engine {
             offered_by_trigger: HashSet::new(),
             elsewhere: HashMap::new(),
             cron_leader: true,
+            boot: None,
             leasing: false,
             node: None,
             wall_offset: 0,
@@ -502,8 +507,9 @@ impl Engine {
                 spec,
                 zone,
                 watermark,
+                boot_mark,
             } => {
-                self.define_dag(now, spec, zone, watermark);
+                self.define_dag(now, spec, zone, watermark, boot_mark);
                 Ok(Reply::Done)
             }
             Input::RemoveDag { dag, actor } => {

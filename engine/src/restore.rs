@@ -209,7 +209,12 @@ impl Engine {
                     let at = self.runs[&id]
                         .next_at
                         .map_or(now, |at| self.engine_time(at));
-                    self.runs.get_mut(&id).expect("exists").delay = Some(Delay::Backoff);
+                    // A planned start stays one; a retry waits out its
+                    // backoff and asks the budget again.
+                    let r = self.runs.get_mut(&id).expect("exists");
+                    if r.delay != Some(Delay::Jitter) {
+                        r.delay = Some(Delay::Backoff);
+                    }
                     self.set_timer(id, TimerKind::Wake, Some(at));
                 }
                 RunState::Waiting => {

@@ -36,6 +36,8 @@ fn is_zero(n: &u64) -> bool {
 pub enum Delay {
     Backoff,
     RetryBudget,
+    /// A scheduled DAG run's planned start (`jitter`).
+    Jitter,
 }
 
 /// One job inside one DAG run.

@@ -4,17 +4,20 @@ use super::*;
 
 impl Engine {
     pub(super) fn submit(&mut self, now: Millis, s: Submit) -> Result<Reply, EngineError> {
-        self.create(now, s, false)
+        self.create(now, s, false, None)
     }
 
     /// A new DAG run. `by_trigger`: created by a cron slot, an `after`
     /// trigger or a hook, so its runs wait for the step's commit before
-    /// they may start (see `Effect::Triggered`).
+    /// they may start (see `Effect::Triggered`). `not_before` (wall time,
+    /// in the future): its root jobs wait until then, holding no slot
+    /// (a schedule's `jitter`).
     pub(super) fn create(
         &mut self,
         now: Millis,
         s: Submit,
         by_trigger: bool,
+        not_before: Option<Millis>,
     ) -> Result<Reply, EngineError> {
         let spec = s.dag;
         // The graph (ids, deps, cycles) follows the job-file rules; the
@@ -132,6 +135,12 @@ impl Engine {
         // Evaluate in topological order so cancellations cascade correctly.
         for i in order {
             let id = ids[i];
+            if let Some(at) = not_before
+                && self.runs[&id].upstream.is_empty()
+            {
+                self.delay_start(now, id, at, &s.actor);
+                continue;
+            }
             self.recount_upstream(id);
             self.evaluate_waiting(now, id, &s.actor);
         }
@@ -157,6 +166,18 @@ impl Engine {
             runs: ids,
             deduplicated: false,
         })
+    }
+
+    /// A root run of a DAG run with a planned start (`at`, wall time)
+    /// waits for it as `delayed`, holding no slot.
+    fn delay_start(&mut self, now: Millis, id: RunId, at: Millis, actor: &Arc<str>) {
+        let reason = format!("jitter: planned start {}", clock(at));
+        self.transition(now, id, RunState::Delayed, reason, actor);
+        let r = self.runs.get_mut(&id).expect("exists");
+        r.next_at = Some(at);
+        r.delay = Some(Delay::Jitter);
+        let due = self.engine_time(at);
+        self.set_timer(id, TimerKind::Wake, Some(due));
     }
 
     /// The DAG run a submission with `u` is deduplicated against: an

@@ -51,8 +51,17 @@ impl Engine {
             self.timers.pop_first();
             match timer {
                 Timer::Wake(id) => {
-                    self.runs.get_mut(&id).expect("exists").timers.wake = None;
-                    if self.budget.take(now) {
+                    let r = self.runs.get_mut(&id).expect("exists");
+                    r.timers.wake = None;
+                    if r.delay == Some(Delay::Jitter) {
+                        // A planned start, not a retry: no retry token.
+                        self.make_ready(
+                            now,
+                            id,
+                            "planned start reached (jitter)".into(),
+                            &scheduler,
+                        );
+                    } else if self.budget.take(now) {
                         self.make_ready(now, id, "backoff over".into(), &scheduler);
                     } else {
                         let next = self.budget.next_token_at(now);

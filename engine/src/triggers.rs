@@ -29,6 +29,8 @@ pub(super) struct DagDef {
     pub schedule: Option<Schedule>,
     /// The last slot fired (or skipped on purpose).
     pub watermark: Millis,
+    /// `@reboot` only: the boot it last fired in or was defined in.
+    pub boot_mark: Option<Arc<str>>,
     pub next_fire: Option<Millis>,
     pub key: u32,
     /// Triggers waiting for the active run to end (`overlap = "queue"`,
@@ -46,6 +48,16 @@ pub enum Trigger {
     After { dag: String, dag_run: DagRunId },
     /// `ax trigger` by `actor`.
     Manual { actor: String },
+    /// `@reboot`: the machine booted as `boot` (its boot id).
+    Boot { boot: String },
+}
+
+/// What the store remembers of each DAG's triggers, by DAG name: the last
+/// cron slot fired, and for `@reboot` DAGs the boot last seen.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TriggerMarks {
+    pub slots: HashMap<String, Millis>,
+    pub boots: HashMap<String, Arc<str>>,
 }
 
 /// What a trigger did about the DAG's overlap policy.
@@ -72,6 +84,7 @@ impl Trigger {
             Trigger::Slot(slot) => format!("cron slot {}", slot_label(*slot)),
             Trigger::After { dag, dag_run } => format!("after {dag} (DAG run {dag_run})"),
             Trigger::Manual { actor } => format!("manual trigger by {actor}"),
+            Trigger::Boot { boot } => format!("boot {boot}"),
         }
     }
 
@@ -79,7 +92,7 @@ impl Trigger {
     fn actor(&self, cron_actor: &Arc<str>) -> Arc<str> {
         match self {
             Trigger::Manual { actor } => Arc::from(actor.as_str()),
-            Trigger::Slot(_) | Trigger::After { .. } => cron_actor.clone(),
+            Trigger::Slot(_) | Trigger::After { .. } | Trigger::Boot { .. } => cron_actor.clone(),
         }
     }
 
@@ -88,6 +101,7 @@ impl Trigger {
     fn unique_key(&self, dag: &str) -> Option<String> {
         match self {
             Trigger::Slot(slot) => Some(format!("{dag}@{}", slot_label(*slot))),
+            Trigger::Boot { boot } => Some(format!("{dag}@boot:{boot}")),
             Trigger::After { .. } | Trigger::Manual { .. } => None,
         }
     }
@@ -109,6 +123,7 @@ impl Engine {
         spec: Arc<DagSpec>,
         zone: chrono_tz::Tz,
         watermark: Option<Millis>,
+        boot_mark: Option<Arc<str>>,
     ) {
         let schedule = spec
             .schedule
@@ -132,6 +147,7 @@ impl Engine {
         let watermark = watermark
             .or(previous.as_ref().map(|p| p.watermark))
             .unwrap_or(wall);
+        let boot_mark = boot_mark.or(previous.as_ref().and_then(|p| p.boot_mark.clone()));
         let queued = previous
             .map(|p| p.queued)
             .or_else(|| self.stored_queues.remove(&name).map(VecDeque::from))
@@ -146,6 +162,7 @@ impl Engine {
                 zone,
                 schedule,
                 watermark,
+                boot_mark,
                 next_fire: None,
                 key,
                 queued,
@@ -282,6 +299,10 @@ impl Engine {
         let Some(schedule) = def.schedule.clone() else {
             return;
         };
+        if schedule.is_at_boot() {
+            self.fire_at_boot(now, dag);
+            return;
+        }
         let zone = def.zone;
         let mut slots = Vec::new();
         let mut cursor = def.watermark;
@@ -397,7 +418,7 @@ impl Engine {
 
     /// Starts a run of `dag` for `trigger`, subject to the DAG's overlap
     /// policy while a run of it is active.
-    fn fire(&mut self, now: Millis, dag: &str, trigger: Trigger) -> Fired {
+    pub(super) fn fire(&mut self, now: Millis, dag: &str, trigger: Trigger) -> Fired {
         let Some(def) = self.dags.get(dag) else {
             return Fired::Failed(EngineError::NotFound(format!("DAG {dag:?}")));
         };
@@ -516,6 +537,7 @@ impl Engine {
             return Err(EngineError::NotFound(format!("DAG {dag:?}")));
         };
         let spec = def.spec.clone();
+        let not_before = self.draw_planned_start(now, spec.jitter, &trigger);
         let what = trigger.describe();
         let text = if queued {
             format!("{what} (queued)")
@@ -534,11 +556,32 @@ impl Engine {
             }),
             after: Vec::new(),
         };
-        let created = self.create(now, submit, true);
+        let created = self.create(now, submit, true, not_before);
         if let Err(e) = &created {
             self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }
         created
+    }
+
+    /// When a DAG run created for `trigger` may start, under the DAG's
+    /// `jitter`: its slot (for `@reboot`, now) plus a random delay in
+    /// [0, jitter]; `None` when that is not in the future (no jitter, a
+    /// manual or `after` trigger, a slot caught up late).
+    fn draw_planned_start(
+        &mut self,
+        now: Millis,
+        jitter: Option<std::time::Duration>,
+        trigger: &Trigger,
+    ) -> Option<Millis> {
+        let jitter = Millis::try_from(jitter?.as_millis()).unwrap_or(Millis::MAX);
+        let wall = self.wall(now);
+        let base = match trigger {
+            Trigger::Slot(slot) => *slot,
+            Trigger::Boot { .. } => wall,
+            Trigger::After { .. } | Trigger::Manual { .. } => return None,
+        };
+        let at = base.saturating_add(self.rng.random_range(0..=jitter));
+        (at > wall).then_some(at)
     }
 
     /// A DAG run ended: start the next queued slot, and the DAGs that run
@@ -636,9 +679,21 @@ impl Engine {
             unique: None,
             after: Vec::new(),
         };
-        if let Err(e) = self.create(now, submit, true) {
+        if let Err(e) = self.create(now, submit, true, None) {
             self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
         }
+    }
+
+    /// When the earliest of the DAG's runs waiting out its `jitter` starts
+    /// (wall time).
+    pub fn planned_start(&self, dag: &str) -> Option<Millis> {
+        self.active_by_dag
+            .get(dag)?
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .filter(|r| r.delay == Some(Delay::Jitter))
+            .filter_map(|r| r.next_at)
+            .min()
     }
 
     /// Next fire time of a DAG, if scheduled and armed.

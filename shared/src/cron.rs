@@ -36,9 +36,10 @@ pub struct Schedule {
 
 #[derive(Clone, Debug)]
 enum Kind {
-    /// Fire times on the wall clock.
+    /// Fire times on the wall clock (boxed: a `croner::Cron` is large and
+    /// `Boot` holds nothing).
     Clock {
-        cron: croner::Cron,
+        cron: Box<croner::Cron>,
         fixed_time: bool,
     },
     /// `@reboot`: once per boot of the machine.
@@ -129,7 +130,7 @@ impl Schedule {
         let schedule = Schedule {
             source: trimmed.to_string(),
             kind: Kind::Clock {
-                cron,
+                cron: Box::new(cron),
                 fixed_time: !minute.contains('*') && !hour.contains('*'),
             },
         };

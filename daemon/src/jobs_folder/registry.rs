@@ -4,7 +4,7 @@
 //! the scanner thread (`watcher`); this side only puts their result in
 //! force.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ax_shared::DagSpec;
@@ -12,16 +12,15 @@ use ax_shared::jobfile::FileError;
 
 use crate::config::Config;
 use crate::jobs_folder::scan::{DagEntry, Scan};
-use ax_engine::{Effect, Engine, Input, Millis};
+use ax_engine::{Effect, Engine, Input, Millis, TriggerMarks};
 
 /// Which DAGs a scan hands to the engine.
 pub(crate) enum Define<'a> {
     /// Only those whose file changed (reload, watcher).
     Changed,
-    /// Every DAG (start-up), with the cron watermarks the store kept.
-    All {
-        watermarks: &'a HashMap<String, i64>,
-    },
+    /// Every DAG (start-up), with the cron watermarks and boot marks the
+    /// store kept.
+    All { marks: &'a TriggerMarks },
 }
 
 /// Definition changes to write with the next step.
@@ -115,14 +114,18 @@ impl DagRegistry {
         for spec in to_define {
             let tz = spec.timezone.as_deref().unwrap_or(&cfg.timezone);
             let zone = ax_shared::cron::parse_zone(tz).unwrap_or(chrono_tz::UTC);
-            let watermark = match define {
-                Define::All { watermarks } => watermarks.get(&spec.name).copied(),
-                Define::Changed => None,
+            let (watermark, boot_mark) = match define {
+                Define::All { marks } => (
+                    marks.slots.get(&spec.name).copied(),
+                    marks.boots.get(&spec.name).cloned(),
+                ),
+                Define::Changed => (None, None),
             };
             let input = Input::DefineDag {
                 spec,
                 zone,
                 watermark,
+                boot_mark,
             };
             effects.extend(engine.handle(now, input).effects);
         }
@@ -208,6 +211,7 @@ impl DagRegistry {
             spec,
             zone,
             watermark: None,
+            boot_mark: None,
         };
         engine.handle(now, input).effects
     }

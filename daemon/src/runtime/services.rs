@@ -194,7 +194,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
         mut scheduler,
         mut initial,
         now,
-        cron_marks,
+        marks,
         spawners,
         writer,
         pruner,
@@ -271,7 +271,7 @@ pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, Stat
     // socket server (this runtime's tasks) answers meanwhile.
     let (scheduler, folder, loaded) = tokio::task::spawn_blocking(move || {
         let watcher: Arc<str> = Arc::from("watcher");
-        let loaded = scheduler.load_jobs(now, &watcher, &cron_marks, &mut folder);
+        let loaded = scheduler.load_jobs(now, &watcher, &marks, &mut folder);
         (scheduler, folder, loaded)
     })
     .await

@@ -5,7 +5,7 @@
 //! async runtime runs, so no store call of start-up waits inside one;
 //! what it returns is what the services are started with (`services`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
@@ -55,7 +55,7 @@ pub struct Prepared {
     /// The engine's time at the restore, and the stored cron marks: what
     /// the jobs folder's first load starts from.
     pub(crate) now: Millis,
-    pub(crate) cron_marks: HashMap<String, i64>,
+    pub(crate) marks: ax_engine::TriggerMarks,
     pub(crate) spawners: Spawners,
     pub(crate) writer: crate::store::writer::Parts,
     pub(crate) pruner: crate::store::retention::Pruner,
@@ -185,7 +185,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         engine,
         initial,
         stored_terminal,
-        cron_marks,
+        marks,
         ..
     } = restored;
     let scheduler = Scheduler::new(Parts {
@@ -225,7 +225,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         scheduler,
         initial,
         now,
-        cron_marks,
+        marks,
         spawners,
         writer,
         pruner,
@@ -614,7 +614,7 @@ struct Restored {
     /// Effects of the restore, for the scheduler's first step.
     initial: Vec<Effect>,
     stored_terminal: BTreeMap<RunState, u64>,
-    cron_marks: HashMap<String, i64>,
+    marks: ax_engine::TriggerMarks,
     /// Attempts this node was running when its earlier life ended: the
     /// rest of their logs is shipped now (a cluster only).
     unshipped: Vec<(ax_engine::RunId, u32)>,
@@ -647,6 +647,11 @@ fn restore(
     let now = steady_ms();
     let seed = now_ms() as u64 ^ u64::from(std::process::id());
     let mut engine = Engine::new(cfg.engine_config(), seed);
+    // `@reboot` DAGs fire once per boot id; without one, none fires.
+    match super::boot::current_boot_id() {
+        Ok(boot) => engine.set_boot(Some(Arc::from(boot.as_str()))),
+        Err(e) => tracing::warn!("{e}: @reboot DAGs will not fire"),
+    }
     if let Some(me) = me {
         // Ids unique across nodes; submissions offered to every node;
         // cron only once this node holds the leader's lock.
@@ -702,7 +707,7 @@ fn restore(
         engine,
         initial,
         stored_terminal,
-        cron_marks: loaded.cron_marks,
+        marks: loaded.marks,
         unshipped,
         paused: loaded.paused,
     })

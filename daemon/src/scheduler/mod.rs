@@ -57,10 +57,12 @@ pub fn commit_of(engine: &Engine, effects: &[Effect]) -> Changes {
     let mut dag_runs: BTreeSet<DagRunId> = BTreeSet::new();
     let mut events = Vec::new();
     let mut cron_marks = Vec::new();
+    let mut boot_marks = Vec::new();
     let mut trigger_queues = Vec::new();
     for e in effects {
         match e {
             Effect::CronMark { dag, slot, .. } => cron_marks.push((dag.clone(), *slot)),
+            Effect::BootMark { dag, boot, .. } => boot_marks.push((dag.clone(), boot.clone())),
             Effect::TriggerQueue { dag, queue } => {
                 trigger_queues.push((dag.clone(), queue.clone()));
             }
@@ -91,6 +93,7 @@ pub fn commit_of(engine: &Engine, effects: &[Effect]) -> Changes {
             .collect(),
         events,
         cron_marks,
+        boot_marks,
         trigger_queues,
         ..Changes::default()
     }

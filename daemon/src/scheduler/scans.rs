@@ -4,7 +4,7 @@
 //! by the watch or ordered by a reload, and arrive as one `Msg::Scanned`
 //! each: this thread only swaps the DAG set and defines what changed.
 
-use std::collections::HashMap;
+use ax_engine::TriggerMarks;
 use std::sync::Arc;
 
 use ax_protocol::RpcError;
@@ -26,7 +26,7 @@ impl Scheduler {
         &mut self,
         now: Millis,
         actor: &Arc<str>,
-        watermarks: &HashMap<String, i64>,
+        marks: &TriggerMarks,
         folder: &mut JobsFolder,
     ) -> Vec<Effect> {
         match self.store.load_dag_defs() {
@@ -42,7 +42,7 @@ impl Scheduler {
         self.metrics.scan_applied(!scan.folder_errors.is_empty());
         let users = self.read_user_dags();
         self.registry.set_users(users);
-        let define = Define::All { watermarks };
+        let define = Define::All { marks };
         self.registry
             .apply(&mut self.engine, &self.cfg, now, actor, scan, define)
     }
@@ -97,9 +97,9 @@ impl Scheduler {
             Some(r) => r.actor.clone(),
             None => Arc::from("watcher"),
         };
-        let kept = HashMap::new();
+        let kept = TriggerMarks::default();
         let define = if done.iter().any(|r| r.define_all) {
-            Define::All { watermarks: &kept }
+            Define::All { marks: &kept }
         } else {
             Define::Changed
         };

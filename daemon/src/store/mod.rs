@@ -20,7 +20,9 @@ use ax_protocol::api::{EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, RunState};
 
-use ax_engine::{DagRun, DagRunState, Event, RestoredDagRun, Run, RunId, Trigger, UniqueHolder};
+use ax_engine::{
+    DagRun, DagRunState, Event, RestoredDagRun, Run, RunId, Trigger, TriggerMarks, UniqueHolder,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -113,6 +115,8 @@ pub struct Changes {
     pub events: Vec<Event>,
     pub paused: Vec<(String, bool)>,
     pub cron_marks: Vec<(String, i64)>,
+    /// `@reboot` DAGs' boot seen.
+    pub boot_marks: Vec<(String, Arc<str>)>,
     /// Each DAG's whole queue of triggers as it now is (empty: none).
     pub trigger_queues: Vec<(String, Vec<Trigger>)>,
     pub dag_defs: Vec<Arc<DagSpec>>,
@@ -134,6 +138,7 @@ impl Changes {
             && self.events.is_empty()
             && self.paused.is_empty()
             && self.cron_marks.is_empty()
+            && self.boot_marks.is_empty()
             && self.trigger_queues.is_empty()
             && self.dag_defs.is_empty()
             && self.removed_defs.is_empty()
@@ -154,6 +159,8 @@ pub struct Commit<'a> {
     pub events: Vec<&'a Event>,
     pub paused: Vec<(String, bool)>,
     pub cron_marks: Vec<(String, i64)>,
+    /// `@reboot` DAGs' boot seen.
+    pub boot_marks: Vec<(String, Arc<str>)>,
     /// Each DAG's whole queue of triggers as it now is (empty: none).
     pub trigger_queues: Vec<(String, Vec<Trigger>)>,
     pub dag_defs: Vec<(&'a DagSpec, String)>,
@@ -189,6 +196,7 @@ impl<'a> Commit<'a> {
             c.events.extend(s.events.iter());
             c.paused.extend(s.paused.iter().cloned());
             c.cron_marks.extend(s.cron_marks.iter().cloned());
+            c.boot_marks.extend(s.boot_marks.iter().cloned());
             c.trigger_queues.extend(s.trigger_queues.iter().cloned());
             c.dag_defs
                 .extend(s.dag_defs.iter().map(|d| (&**d, String::new())));
@@ -204,6 +212,7 @@ impl<'a> Commit<'a> {
             && self.events.is_empty()
             && self.paused.is_empty()
             && self.cron_marks.is_empty()
+            && self.boot_marks.is_empty()
             && self.trigger_queues.is_empty()
             && self.dag_defs.is_empty()
             && self.removed_defs.is_empty()
@@ -219,7 +228,8 @@ pub struct Loaded {
     pub next_run: u64,
     pub next_dag_run: u64,
     pub paused: Vec<String>,
-    pub cron_marks: HashMap<String, i64>,
+    /// The last cron slot and `@reboot` boot of each DAG.
+    pub marks: TriggerMarks,
     /// Triggers queued behind active runs (`overlap = "queue"`, catch-up).
     pub trigger_queues: HashMap<String, Vec<Trigger>>,
     /// Attempts found running: (pid, pid start time) to sweep.

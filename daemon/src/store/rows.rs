@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ax_engine::{Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, Run, RunId, Trigger};
+use ax_engine::{
+    Attempt, DagRunId, DagRunState, Delay, RestoredDagRun, Run, RunId, Trigger, TriggerMarks,
+};
 use ax_protocol::api::{AttemptView, EventView, RunView};
 use ax_shared::time::Timestamp;
 use ax_shared::{DagSpec, Outcome, RunState};
@@ -73,10 +75,11 @@ impl Code for Delay {
         match self {
             Delay::Backoff => "backoff",
             Delay::RetryBudget => "retry_budget",
+            Delay::Jitter => "jitter",
         }
     }
     fn from_code(text: &str) -> Option<Delay> {
-        [Delay::Backoff, Delay::RetryBudget]
+        [Delay::Backoff, Delay::RetryBudget, Delay::Jitter]
             .into_iter()
             .find(|d| d.code() == text)
     }
@@ -176,6 +179,8 @@ pub(crate) enum Part {
     Paused,
     /// Each DAG's last cron slot fired.
     CronMarks,
+    /// Each `@reboot` DAG's last boot seen.
+    BootMarks,
     /// Each DAG's queued triggers (JSON).
     TriggerQueues,
 }
@@ -184,12 +189,13 @@ impl Part {
     /// DAG runs with their attempts and runs.
     pub(crate) const DAG_RUNS: [Part; 3] = [Part::DagRuns, Part::Attempts, Part::Runs];
     /// Everything a start-up loads.
-    pub(crate) const ALL: [Part; 6] = [
+    pub(crate) const ALL: [Part; 7] = [
         Part::DagRuns,
         Part::Attempts,
         Part::Runs,
         Part::Paused,
         Part::CronMarks,
+        Part::BootMarks,
         Part::TriggerQueues,
     ];
 
@@ -218,6 +224,7 @@ impl Part {
             ),
             Part::Paused => "SELECT dag FROM paused".into(),
             Part::CronMarks => "SELECT dag, last_slot FROM cron_marks".into(),
+            Part::BootMarks => "SELECT dag, boot_id FROM boot_marks".into(),
             Part::TriggerQueues => "SELECT dag, queue FROM trigger_queues".into(),
         }
     }
@@ -361,7 +368,7 @@ pub(crate) struct Assemble {
     orphans: Vec<(u32, Option<u64>)>,
     upstream: Vec<u64>,
     paused: Vec<String>,
-    cron_marks: HashMap<String, i64>,
+    marks: TriggerMarks,
     trigger_queues: HashMap<String, Vec<Trigger>>,
 }
 
@@ -374,7 +381,7 @@ pub(crate) struct Assembled {
     /// Attempts found running: (pid, pid start time) to sweep.
     pub orphans: Vec<(u32, Option<u64>)>,
     pub paused: Vec<String>,
-    pub cron_marks: HashMap<String, i64>,
+    pub marks: TriggerMarks,
     pub trigger_queues: HashMap<String, Vec<Trigger>>,
 }
 
@@ -393,7 +400,7 @@ impl Assembled {
             next_run,
             next_dag_run,
             paused: self.paused,
-            cron_marks: self.cron_marks,
+            marks: self.marks,
             trigger_queues: self.trigger_queues,
             orphans: self.orphans,
         }
@@ -410,7 +417,15 @@ impl Assemble {
             Part::Paused => self.paused.push(r.string(0, "paused.dag")?),
             Part::CronMarks => {
                 let slot = r.int(1, "cron_marks.last_slot")?;
-                self.cron_marks.insert(r.string(0, "cron_marks.dag")?, slot);
+                self.marks
+                    .slots
+                    .insert(r.string(0, "cron_marks.dag")?, slot);
+            }
+            Part::BootMarks => {
+                let boot = Arc::from(r.str(1, "boot_marks.boot_id")?);
+                self.marks
+                    .boots
+                    .insert(r.string(0, "boot_marks.dag")?, boot);
             }
             Part::TriggerQueues => {
                 let dag = r.string(0, "trigger_queues.dag")?;
@@ -497,7 +512,7 @@ impl Assemble {
             outside,
             orphans: self.orphans,
             paused: self.paused,
-            cron_marks: self.cron_marks,
+            marks: self.marks,
             trigger_queues: self.trigger_queues,
         }
     }

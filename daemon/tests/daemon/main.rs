@@ -8,6 +8,7 @@ mod support;
 
 mod console_data;
 mod crash_paths;
+mod cron_features;
 mod daemon_e2e;
 mod disk_full;
 mod faults_fds;

@@ -44,11 +44,12 @@ fn restart(store: &mut SqliteStore, now: Millis, spec: Arc<DagSpec>) -> Sim {
         .restore(now, loaded.dag_runs, loaded.next_run, loaded.next_dag_run);
     sim.absorb(effects);
     sim.engine.restore_trigger_queues(loaded.trigger_queues);
-    let watermark = loaded.cron_marks.get("q").copied();
+    let watermark = loaded.marks.slots.get("q").copied();
     sim.input(Input::DefineDag {
         spec,
         zone: chrono_tz::UTC,
         watermark,
+        boot_mark: None,
     })
     .unwrap();
     sim
@@ -67,6 +68,7 @@ fn a_queued_slot_survives_a_restart() {
         spec: spec.clone(),
         zone: chrono_tz::UTC,
         watermark: None,
+        boot_mark: None,
     })
     .unwrap();
     sim.advance(60_000);
@@ -140,6 +142,7 @@ fn a_triggered_run_starts_only_after_its_trigger_is_committed() {
         spec: spec.clone(),
         zone: chrono_tz::UTC,
         watermark: None,
+        boot_mark: None,
     })
     .unwrap();
     // 00:01 fires, is committed, then starts.

@@ -218,7 +218,7 @@ fn a_restart_loads_what_was_committed(b: &dyn Backend) {
     assert_eq!(loaded.next_run, load.0 + 1);
     assert_eq!(loaded.next_dag_run, d.id.0 + 1);
     assert_eq!(loaded.paused, vec!["etl".to_string()]);
-    assert_eq!(loaded.cron_marks.get("nightly"), Some(&1_700_000_060_000));
+    assert_eq!(loaded.marks.slots.get("nightly"), Some(&1_700_000_060_000));
     assert_eq!(
         loaded.trigger_queues.get("nightly"),
         Some(&vec![Trigger::Slot(1_700_000_120_000)])
@@ -541,6 +541,7 @@ fn a_commit_keeps_the_last_version_of_each_row(b: &dyn Backend) {
         runs: vec![&first, &last],
         paused: vec![("d".into(), true), ("d".into(), false), ("e".into(), true)],
         cron_marks: vec![("d".into(), 1), ("d".into(), 2)],
+        boot_marks: vec![("d".into(), "boot-a".into()), ("d".into(), "boot-b".into())],
         trigger_queues: vec![("d".into(), vec![Trigger::Slot(5)]), ("d".into(), vec![])],
         ..Commit::default()
     };
@@ -556,7 +557,8 @@ fn a_commit_keeps_the_last_version_of_each_row(b: &dyn Backend) {
     );
     let loaded = b.open().load().unwrap();
     assert_eq!(loaded.paused, vec!["e".to_string()]);
-    assert_eq!(loaded.cron_marks.get("d"), Some(&2));
+    assert_eq!(loaded.marks.slots.get("d"), Some(&2));
+    assert_eq!(loaded.marks.boots.get("d").map(|b| &**b), Some("boot-b"));
     assert!(loaded.trigger_queues.is_empty());
     assert!(store.commit(&Commit::default()).unwrap().is_empty());
 }

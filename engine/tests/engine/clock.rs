@@ -31,6 +31,7 @@ fn define(sim: &mut Sim, spec: Arc<DagSpec>) {
         spec,
         zone: chrono_tz::UTC,
         watermark: None,
+        boot_mark: None,
     })
     .unwrap();
 }

@@ -136,6 +136,7 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
         spec: std::sync::Arc::new(spec),
         zone: chrono_tz::UTC,
         watermark: None,
+        boot_mark: None,
     })
     .unwrap();
     assert_eq!(
@@ -146,7 +147,10 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     sim.advance(60_000);
     assert!(sim.take_spawns().is_empty());
     // Leader now; the old leader fired up to 30 s after `at`.
-    let marks = HashMap::from([("tick".to_string(), at + 30_000)]);
+    let marks = TriggerMarks {
+        slots: HashMap::from([("tick".to_string(), at + 30_000)]),
+        boots: HashMap::new(),
+    };
     sim.input(Input::Lead {
         leader: true,
         marks,
@@ -163,7 +167,7 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
     assert!(sim.engine.next_fire("tick").is_some());
     sim.input(Input::Lead {
         leader: false,
-        marks: HashMap::new(),
+        marks: TriggerMarks::default(),
         active: vec![],
     })
     .unwrap();
@@ -181,6 +185,7 @@ fn leader_with(dags: &[(&str, Overlap)]) -> Sim {
             spec: std::sync::Arc::new(spec),
             zone: chrono_tz::UTC,
             watermark: None,
+            boot_mark: None,
         })
         .unwrap();
     }
@@ -253,7 +258,7 @@ fn a_new_leader_counts_dag_runs_active_anywhere() {
     let mut sim = leader_with(&[("single", Overlap::Skip), ("free", Overlap::Allow)]);
     sim.input(Input::Lead {
         leader: true,
-        marks: HashMap::new(),
+        marks: TriggerMarks::default(),
         active: vec![
             ("single".into(), DagRunId(7 * 1024 + 1)),
             ("free".into(), DagRunId(8 * 1024 + 1)),
@@ -294,6 +299,7 @@ fn a_follower_shows_the_next_slot_the_leader_will_fire() {
         spec: std::sync::Arc::new(spec),
         zone: chrono_tz::UTC,
         watermark: None,
+        boot_mark: None,
     })
     .unwrap();
     assert_eq!(sim.engine.next_fire("tick"), None, "nothing armed");
@@ -309,7 +315,7 @@ fn every_watched_dag_run_that_ended_is_let_go_at_once() {
     let (a, b) = (DagRunId(7 * 1024 + 1), DagRunId(8 * 1024 + 1));
     sim.input(Input::Lead {
         leader: true,
-        marks: HashMap::new(),
+        marks: TriggerMarks::default(),
         active: vec![("single".into(), a), ("single".into(), b)],
     })
     .unwrap();

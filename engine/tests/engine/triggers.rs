@@ -30,6 +30,7 @@ fn define(sim: &mut Sim, spec: Arc<DagSpec>, zone: chrono_tz::Tz, watermark: Opt
         spec,
         zone,
         watermark,
+        boot_mark: None,
     })
     .unwrap();
 }
@@ -506,4 +507,170 @@ fn after_triggers_replace_the_active_run() {
     sim.die(b1[0].run);
     assert_eq!(sim.state(b1[0].run), RunState::Cancelled);
     assert_eq!(sim.state(b2[0].run), RunState::Running);
+}
+
+// ---- @reboot ----------------------------------------------------------------------
+
+fn define_marked(sim: &mut Sim, spec: Arc<DagSpec>, boot_mark: Option<&str>) {
+    sim.input(Input::DefineDag {
+        spec,
+        zone: chrono_tz::UTC,
+        watermark: None,
+        boot_mark: boot_mark.map(Arc::from),
+    })
+    .unwrap();
+}
+
+fn boot_marks(sim: &Sim) -> Vec<(String, String, bool)> {
+    sim.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::BootMark { dag, boot, fired } => Some((dag.clone(), boot.to_string(), *fired)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn at_boot(name: &str) -> Arc<DagSpec> {
+    scheduled(name, "@reboot", Catchup::None, Overlap::Skip, job("warm"))
+}
+
+#[test]
+fn reboot_fires_once_per_boot_never_on_a_restart_within_it() {
+    // A new @reboot DAG takes the current boot as seen: it fires at the next.
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.engine.set_boot(Some(Arc::from("boot-a")));
+    define_marked(&mut sim, at_boot("warm"), None);
+    assert_eq!(dag_runs_of(&sim, "warm"), 0);
+    assert_eq!(
+        boot_marks(&sim),
+        vec![("warm".into(), "boot-a".into(), false)]
+    );
+    assert_eq!(sim.engine.next_fire("warm"), None, "no time of day");
+
+    // axd restarts in the same boot: the store's mark says it was seen.
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.engine.set_boot(Some(Arc::from("boot-a")));
+    define_marked(&mut sim, at_boot("warm"), Some("boot-a"));
+    assert_eq!(dag_runs_of(&sim, "warm"), 0);
+    assert!(boot_marks(&sim).is_empty());
+
+    // The machine rebooted: one DAG run, marked in the same step.
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.engine.set_boot(Some(Arc::from("boot-b")));
+    define_marked(&mut sim, at_boot("warm"), Some("boot-a"));
+    assert_eq!(dag_runs_of(&sim, "warm"), 1);
+    assert_eq!(
+        boot_marks(&sim),
+        vec![("warm".into(), "boot-b".into(), true)]
+    );
+    let dr = sim.engine.dag_runs().next().unwrap();
+    assert_eq!(dr.trigger, "boot boot-b");
+    assert_eq!(dr.unique_key.as_deref(), Some("warm@boot:boot-b"));
+    // A reload of the same file, a wall-clock step: nothing more.
+    define_marked(&mut sim, at_boot("warm"), None);
+    sim.step_wall(3_600_000);
+    sim.advance(86_400_000);
+    assert_eq!(dag_runs_of(&sim, "warm"), 1);
+}
+
+#[test]
+fn reboot_waits_while_paused_and_fires_without_a_boot_id_never() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.engine.set_boot(None);
+    define_marked(&mut sim, at_boot("warm"), Some("boot-a"));
+    assert_eq!(
+        dag_runs_of(&sim, "warm"),
+        0,
+        "an unknown boot fires nothing"
+    );
+    assert!(boot_marks(&sim).is_empty());
+
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.engine.set_boot(Some(Arc::from("boot-b")));
+    sim.input(Input::Pause { dag: "warm".into() }).unwrap();
+    define_marked(&mut sim, at_boot("warm"), Some("boot-a"));
+    assert_eq!(dag_runs_of(&sim, "warm"), 0, "paused");
+    sim.input(Input::Resume { dag: "warm".into() }).unwrap();
+    assert_eq!(
+        dag_runs_of(&sim, "warm"),
+        1,
+        "resumed in the boot it missed"
+    );
+}
+
+// ---- jitter -----------------------------------------------------------------------
+
+#[test]
+fn jitter_delays_each_slot_holding_no_slot_and_overlap_counts_the_slot() {
+    let mut sim = Sim::new(cfg(1, &[("default", 1)]));
+    sim.now = at("2026-01-01T00:00:00.000Z");
+    let mut spec = DagSpec::adhoc("renew", vec![job("certbot")]);
+    spec.schedule = Some("0 */12 * * *".into());
+    spec.overlap = Overlap::Skip;
+    spec.jitter = Some(std::time::Duration::from_secs(12 * 3600));
+    define(&mut sim, Arc::new(spec), chrono_tz::UTC, None);
+    // Another job takes the one slot meanwhile and gets it: the delayed run
+    // does not hold it.
+    sim.advance(12 * 3_600_000);
+    let dr = sim.engine.dag_runs().find(|d| &*d.dag == "renew").unwrap();
+    let run = dr.runs[0];
+    assert_eq!(sim.state(run), RunState::Delayed);
+    let planned = sim.engine.run(run).unwrap().next_at.unwrap();
+    let slot = at("2026-01-01T12:00:00.000Z");
+    assert!(
+        planned > slot && planned <= slot + 12 * 3_600_000,
+        "{planned}"
+    );
+    assert!(sim.why(run).contains("planned start"), "{}", sim.why(run));
+    assert_eq!(sim.engine.planned_start("renew"), Some(planned));
+    let other = sim.submit(dag("other", vec![job("x")]))[0];
+    assert_eq!(
+        sim.take_spawned_runs(),
+        vec![other],
+        "the delayed run holds no slot"
+    );
+    sim.exit(other, 0);
+    // The next slot comes while the delayed DAG run is active: skip.
+    let wait = planned - sim.wall();
+    sim.advance(wait - 1);
+    assert!(sim.take_spawned_runs().is_empty());
+    sim.advance(1);
+    assert_eq!(
+        sim.take_spawned_runs(),
+        vec![run],
+        "starts at its planned start"
+    );
+    assert_eq!(sim.state(run), RunState::Running);
+    assert_eq!(sim.engine.planned_start("renew"), None);
+}
+
+#[test]
+fn jitter_never_delays_a_slot_caught_up_late_or_a_manual_trigger() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    sim.now = at("2026-01-02T12:00:00.000Z");
+    let mut spec = DagSpec::adhoc("renew", vec![job("certbot")]);
+    spec.schedule = Some("0 0 * * *".into());
+    spec.catchup = Catchup::Latest;
+    spec.overlap = Overlap::Allow;
+    spec.jitter = Some(std::time::Duration::from_secs(60));
+    // Missed midnight by 12 h: its planned start has passed, it starts now.
+    define(
+        &mut sim,
+        Arc::new(spec),
+        chrono_tz::UTC,
+        Some(at("2026-01-01T00:00:00.000Z")),
+    );
+    assert_eq!(sim.take_spawned_runs().len(), 1);
+    sim.input(Input::Trigger {
+        dag: "renew".into(),
+        actor: actor(),
+        force: false,
+    })
+    .unwrap();
+    assert_eq!(
+        sim.take_spawned_runs().len(),
+        1,
+        "a manual trigger starts now"
+    );
 }

@@ -5,7 +5,6 @@
 //! leader's advisory lock (a session lock on a connection of its own, lost
 //! with it).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -490,7 +489,7 @@ impl PgStore {
 #[derive(Debug, Default)]
 pub struct Leading {
     /// Every DAG's last fired slot.
-    pub marks: HashMap<String, i64>,
+    pub marks: ax_engine::TriggerMarks,
     /// Unfinished DAG runs of the DAGs the jobs folders define, by DAG
     /// name, wherever they run: what the overlap policies count.
     pub active: Vec<(String, i64)>,
@@ -508,12 +507,19 @@ async fn try_lead(
     if !got {
         return Ok(None);
     }
-    let marks = client
+    let slots = client
         .query("SELECT dag, last_slot FROM cron_marks", &[])
         .await?
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_, tokio_postgres::Error>>()?;
+    let boots = client
+        .query("SELECT dag, boot_id FROM boot_marks", &[])
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, Arc::from(r.try_get::<_, &str>(1)?))))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    let marks = ax_engine::TriggerMarks { slots, boots };
     let active = client
         .query(
             "SELECT dag, id FROM dag_runs WHERE state = 'active' AND dag IN (SELECT name FROM dag_defs)",

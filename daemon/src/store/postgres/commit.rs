@@ -64,6 +64,10 @@ const CRON_MARKS: &str =
     "INSERT INTO cron_marks (dag, last_slot) SELECT * FROM UNNEST($1::text[], $2::int8[])
      ON CONFLICT (dag) DO UPDATE SET last_slot = excluded.last_slot
      WHERE cron_marks.last_slot < excluded.last_slot";
+/// The boot each `@reboot` DAG last saw: the newest wins.
+const BOOT_MARKS: &str =
+    "INSERT INTO boot_marks (dag, boot_id) SELECT * FROM UNNEST($1::text[], $2::text[])
+     ON CONFLICT (dag) DO UPDATE SET boot_id = excluded.boot_id";
 /// Wakes the claimers of every node (delivered at commit).
 const NOTIFY_WORK: &str = "SELECT pg_notify('ax_work', '')";
 /// Wakes the claimers that watch DAG runs of other nodes (delivered at
@@ -165,6 +169,8 @@ struct Rows {
     unpause: Vec<String>,
     cron_dag: Vec<String>,
     cron_slot: Vec<i64>,
+    boot_dag: Vec<String>,
+    boot_id: Vec<String>,
     queue_dag: Vec<String>,
     queue_json: Vec<String>,
     clear_queues: Vec<String>,
@@ -280,6 +286,10 @@ impl Rows {
         for (dag, slot) in last_of_each(c.cron_marks.iter(), |(d, _)| d.clone()) {
             rows.cron_dag.push(dag.clone());
             rows.cron_slot.push(*slot);
+        }
+        for (dag, boot) in last_of_each(c.boot_marks.iter(), |(d, _)| d.clone()) {
+            rows.boot_dag.push(dag.clone());
+            rows.boot_id.push(boot.to_string());
         }
         // A DAG's last queue of the group wins.
         for (dag, queue) in last_of_each(c.trigger_queues.iter(), |(d, _)| d.clone()) {
@@ -422,6 +432,9 @@ impl Rows {
         }
         if !self.unpause.is_empty() {
             out.push((UNPAUSE, vec![&self.unpause]));
+        }
+        if !self.boot_dag.is_empty() {
+            out.push((BOOT_MARKS, vec![&self.boot_dag, &self.boot_id]));
         }
         if !self.cron_dag.is_empty() {
             out.push((CRON_MARKS, vec![&self.cron_dag, &self.cron_slot]));

@@ -123,6 +123,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE nodes SET lease_ms = heartbeat_ms * 3 / 2, lease_until = last_beat + heartbeat_ms * 3 / 2,
         valid_since = last_beat;
     "#,
+    // 13: the boot each `@reboot` DAG last saw
+    r#"
+    CREATE TABLE boot_marks (dag TEXT PRIMARY KEY, boot_id TEXT NOT NULL);
+    "#,
 ];
 
 /// The advisory lock key held while migrating ("axmigrat").

@@ -52,4 +52,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN log_lost INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 6: the boot each `@reboot` DAG last saw
+    r#"
+    CREATE TABLE boot_marks (dag TEXT PRIMARY KEY, boot_id TEXT NOT NULL);
+    "#,
 ];

@@ -156,6 +156,10 @@ fn write_marks(tx: &Transaction<'_>, c: &Commit<'_>) -> Result<(), StoreError> {
                 .execute([dag])?;
         }
     }
+    for (dag, boot) in &c.boot_marks {
+        tx.prepare_cached("INSERT OR REPLACE INTO boot_marks (dag, boot_id) VALUES (?1, ?2)")?
+            .execute(params![dag, &**boot])?;
+    }
     for (dag, slot) in &c.cron_marks {
         tx.prepare_cached("INSERT OR REPLACE INTO cron_marks (dag, last_slot) VALUES (?1, ?2)")?
             .execute(params![dag, slot])?;
