@@ -156,7 +156,8 @@ pub(crate) fn of_entry(schedule: &str, command: &str) -> Vec<String> {
     if schedule == "@reboot" {
         out.push(
             "@reboot fires once per boot of the machine, not on a clock: the job runs when \
-             axd starts after a boot, so check that what it needs (network, mounts) is up by then"
+             axd starts after a boot (a file axd sees for the first time waits for the next \
+             boot), so check that what it needs (network, mounts) is up by then"
                 .into(),
         );
     }
