@@ -636,19 +636,22 @@ impl Engine {
         let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
             return;
         };
-        let failed: Vec<String> = dr
+        let (failed_jobs, failed_runs): (Vec<String>, Vec<String>) = dr
             .runs
             .iter()
             .filter_map(|r| self.runs.get(r))
             .filter(|r| matches!(r.state, RunState::Failed | RunState::TimedOut))
-            .map(|r| r.job().id.clone())
-            .collect();
+            .map(|r| (r.job().id.clone(), r.id.0.to_string()))
+            .unzip();
         let mut job = ax_shared::JobSpec::new(which, ax_shared::Exec::Shell(command));
         job.env.insert("AX_DAG".into(), dag.to_string());
         job.env.insert("AX_DAG_RUN".into(), dag_run.0.to_string());
         job.env
             .insert("AX_STATE".into(), format!("{state:?}").to_lowercase());
-        job.env.insert("AX_FAILED_JOBS".into(), failed.join(","));
+        job.env
+            .insert("AX_FAILED_JOBS".into(), failed_jobs.join(","));
+        job.env
+            .insert("AX_FAILED_RUNS".into(), failed_runs.join(","));
         job.timeout = ax_shared::Timeout::After(std::time::Duration::from_secs(300));
         // The hook runs as the DAG's jobs do when they all run as one user
         // (always so for a user's own DAG): a hook must never give a DAG's
@@ -679,8 +682,14 @@ impl Engine {
             unique: None,
             after: Vec::new(),
         };
-        if let Err(e) = self.create(now, submit, true, None) {
-            self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
+        match self.create(now, submit, true, None) {
+            Ok(Reply::Submitted { dag_run: hook, .. }) => {
+                if let Some(h) = self.dag_runs.get_mut(&hook) {
+                    h.hook_of = Some(dag_run);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor),
         }
     }
 

@@ -232,6 +232,9 @@ pub struct LsArgs {
     pub dag: Option<String>,
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub limit: u32,
+    /// Also list the runs of on_failure/on_success hooks (left out unless --dag names them).
+    #[arg(long)]
+    pub hooks: bool,
 }
 
 /// The flags of `ax show`.
