@@ -162,6 +162,7 @@ impl Engine {
                     finished_at: if unfinished > 0 { None } else { Some(wall) },
                     trigger: d.trigger,
                     unique_key: d.unique_key,
+                    hook_of: None,
                     unfinished,
                     offered: false,
                 },

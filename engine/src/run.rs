@@ -173,6 +173,8 @@ pub struct DagRun {
     pub finished_at: Option<Millis>,
     pub trigger: String,
     pub unique_key: Option<String>,
+    /// A hook's DAG run: the DAG run whose end started it.
+    pub hook_of: Option<DagRunId>,
     pub(super) unfinished: usize,
     /// Offered to the cluster: stored without an owner for any node to
     /// claim (see `Engine::set_offering`).
@@ -194,6 +196,7 @@ impl DagRun {
             finished_at: self.finished_at,
             trigger: self.trigger.clone(),
             unique_key: self.unique_key.clone(),
+            hook_of: self.hook_of,
             unfinished: self.unfinished,
             offered: self.offered,
         }
@@ -228,6 +231,8 @@ impl RestoredDagRun {
             finished_at,
             trigger: self.trigger.clone(),
             unique_key: self.unique_key.clone(),
+            // The store never rewrites it once the row exists.
+            hook_of: None,
             unfinished: 0,
             offered: false,
         }

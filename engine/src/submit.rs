@@ -103,6 +103,7 @@ impl Engine {
                 finished_at: None,
                 trigger: s.trigger.clone(),
                 unique_key: s.unique.as_ref().map(|u| u.key.clone()),
+                hook_of: None,
                 unfinished: ids.len(),
                 offered: offer,
             },

@@ -537,7 +537,7 @@ impl Engine {
             return Err(EngineError::NotFound(format!("DAG {dag:?}")));
         };
         let spec = def.spec.clone();
-        let not_before = self.planned_start(now, spec.jitter, &trigger);
+        let not_before = self.draw_planned_start(now, spec.jitter, &trigger);
         let what = trigger.describe();
         let text = if queued {
             format!("{what} (queued)")
@@ -567,7 +567,7 @@ impl Engine {
     /// `jitter`: its slot (for `@reboot`, now) plus a random delay in
     /// [0, jitter]; `None` when that is not in the future (no jitter, a
     /// manual or `after` trigger, a slot caught up late).
-    fn planned_start(
+    fn draw_planned_start(
         &mut self,
         now: Millis,
         jitter: Option<std::time::Duration>,
@@ -636,19 +636,22 @@ impl Engine {
         let Some(command) = command.filter(|c| !c.trim().is_empty()) else {
             return;
         };
-        let failed: Vec<String> = dr
+        let (failed_jobs, failed_runs): (Vec<String>, Vec<String>) = dr
             .runs
             .iter()
             .filter_map(|r| self.runs.get(r))
             .filter(|r| matches!(r.state, RunState::Failed | RunState::TimedOut))
-            .map(|r| r.job().id.clone())
-            .collect();
+            .map(|r| (r.job().id.clone(), r.id.0.to_string()))
+            .unzip();
         let mut job = ax_shared::JobSpec::new(which, ax_shared::Exec::Shell(command));
         job.env.insert("AX_DAG".into(), dag.to_string());
         job.env.insert("AX_DAG_RUN".into(), dag_run.0.to_string());
         job.env
             .insert("AX_STATE".into(), format!("{state:?}").to_lowercase());
-        job.env.insert("AX_FAILED_JOBS".into(), failed.join(","));
+        job.env
+            .insert("AX_FAILED_JOBS".into(), failed_jobs.join(","));
+        job.env
+            .insert("AX_FAILED_RUNS".into(), failed_runs.join(","));
         job.timeout = ax_shared::Timeout::After(std::time::Duration::from_secs(300));
         // The hook runs as the DAG's jobs do when they all run as one user
         // (always so for a user's own DAG): a hook must never give a DAG's
@@ -679,9 +682,27 @@ impl Engine {
             unique: None,
             after: Vec::new(),
         };
-        if let Err(e) = self.create(now, submit, true, None) {
-            self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor);
+        match self.create(now, submit, true, None) {
+            Ok(Reply::Submitted { dag_run: hook, .. }) => {
+                if let Some(h) = self.dag_runs.get_mut(&hook) {
+                    h.hook_of = Some(dag_run);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => self.dag_event(now, DagRunId(0), format!("trigger failed: {e}"), &actor),
         }
+    }
+
+    /// When the earliest of the DAG's runs waiting out its `jitter` starts
+    /// (wall time).
+    pub fn planned_start(&self, dag: &str) -> Option<Millis> {
+        self.active_by_dag
+            .get(dag)?
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .filter(|r| r.delay == Some(Delay::Jitter))
+            .filter_map(|r| r.next_at)
+            .min()
     }
 
     /// Next fire time of a DAG, if scheduled and armed.

@@ -230,6 +230,13 @@ pub struct DagView {
     pub schedule: Option<String>,
     pub timezone: Option<String>,
     pub next_fire: Option<Timestamp>,
+    /// `jitter`: the most a slot's DAG run waits past its slot (`12h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+    /// When the DAG run waiting out its jitter starts (the earliest, if
+    /// several wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_start: Option<Timestamp>,
     pub paused: bool,
     pub last_run_state: Option<DagRunViewState>,
     /// When the newest DAG run ended, or started while it is active

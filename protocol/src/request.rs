@@ -292,6 +292,10 @@ pub struct ListRuns {
     /// Only runs with a smaller id (paging).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<u64>,
+    /// `false`: leave out the runs of hooks (`on_failure`/`on_success`),
+    /// unless `dag` or `dag_run` names what to list. Absent: all runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

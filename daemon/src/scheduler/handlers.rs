@@ -172,6 +172,7 @@ impl Scheduler {
             q.limit = limit as usize;
         }
         q.before = p.before;
+        q.without_hooks = p.hooks == Some(false) && q.dag.is_none() && q.dag_run.is_none();
         // Read in pages, so that an answer cut at the frame's size has
         // cost about a frame's worth of rows, whatever `limit` asked.
         let mut out = Encoded::default();

@@ -247,6 +247,10 @@ impl Scheduler {
             schedule: spec.and_then(|s| s.schedule.clone()),
             timezone: spec.map(|_| tz),
             next_fire: self.engine.next_slot(name, now).map(Timestamp::from_millis),
+            jitter: spec
+                .and_then(|s| s.jitter)
+                .map(ax_shared::duration::format_duration),
+            planned_start: self.engine.planned_start(name).map(Timestamp::from_millis),
             paused: self.engine.is_paused(name),
             last_run_state,
             last_run_at: last_run_at.map(Timestamp::from_millis),

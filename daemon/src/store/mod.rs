@@ -249,6 +249,8 @@ pub struct RunQuery {
     /// Only runs of this user's DAGs (names starting `@owner/`,
     /// docs/users.md, "Who may do what on the socket").
     pub owner: Option<String>,
+    /// Leave out the runs of hooks' DAG runs (`on_failure`, `on_success`).
+    pub without_hooks: bool,
 }
 
 /// A read of the event log: events after `after` matching every filter

@@ -60,3 +60,46 @@ async fn reboot_fires_once_per_boot_id_and_never_on_a_restart() {
     let lines = std::fs::read_to_string(&marker).unwrap();
     assert_eq!(lines.lines().count(), 1, "ran once: {lines}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jitter_holds_no_slot_and_shows_the_planned_start() {
+    // Every second, delayed by up to ten days: the first slot's DAG run
+    // waits (delayed), later slots are skipped by overlap, and a job of
+    // the one-slot pool runs meanwhile.
+    let d = Daemon::start(&[(
+        "renew.toml",
+        "schedule = \"* * * * * *\"\njitter = \"10d\"\npool = \"one\"\ncommand = \"true\"\n",
+    )]);
+    let mut c = d.client().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let waiting = loop {
+        if let Some(r) = runs_of(&d, "renew").await.into_iter().next() {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no DAG run");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let waiting = wait_state(&mut c, waiting.id, "delayed", 15).await;
+    assert!(
+        waiting
+            .why
+            .as_deref()
+            .unwrap_or("")
+            .contains("planned start"),
+        "{waiting:#?}"
+    );
+    let other = submit(
+        &mut c,
+        json!({"command": "true", "pool": "one", "name": "other"}),
+    )
+    .await[0];
+    wait_state(&mut c, other, "success", 15).await;
+    let dags: Vec<ax_protocol::api::DagView> =
+        serde_json::from_value(c.call("list_dags", json!({})).await.unwrap()).unwrap();
+    let renew = dags.iter().find(|v| v.name == "renew").unwrap();
+    assert_eq!(renew.jitter.as_deref(), Some("10d"));
+    let planned = renew.planned_start.expect("planned start shown");
+    assert_eq!(Some(planned), waiting.next_at);
+    assert!(planned.millis() > waiting.created_at.unwrap().millis());
+    assert_eq!(runs_of(&d, "renew").await.len(), 1, "later slots skipped");
+}

@@ -409,10 +409,10 @@ async fn spawn_errors_are_recorded_and_follow_the_retry_policy() {
 async fn on_failure_hook_runs_with_the_dag_in_its_environment() {
     let d = Daemon::start(&[(
         "flaky.toml",
-        "on_failure = \"echo hook: $AX_DAG $AX_STATE $AX_FAILED_JOBS\"\ncommand = \"exit 1\"\n",
+        "on_failure = \"echo hook: $AX_DAG $AX_DAG_RUN $AX_STATE $AX_FAILED_JOBS $AX_FAILED_RUNS\"\ncommand = \"exit 1\"\n",
     )]);
     let mut c = d.client().await;
-    trigger(&mut c, "flaky").await;
+    let failed = trigger(&mut c, "flaky").await[0];
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let hook = loop {
         let runs: Vec<ax_protocol::api::RunView> = serde_json::from_value(
@@ -427,9 +427,44 @@ async fn on_failure_hook_runs_with_the_dag_in_its_environment() {
         assert!(std::time::Instant::now() < deadline, "no hook run");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    wait_state(&mut c, hook, "success", 15).await;
+    let hook_run = wait_state(&mut c, hook, "success", 15).await;
+    let dag_run = get_run(&mut c, failed).await.dag_run;
     let log = c.call("logs", json!({"run": hook})).await.unwrap();
-    assert_eq!(log["data"], "hook: flaky failed flaky\n");
+    assert_eq!(
+        log["data"],
+        format!("hook: flaky {dag_run} failed flaky {failed}\n")
+    );
+    // `ax ls` (hooks: false) leaves the hook's run out, unless asked.
+    let ids = |v: serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_u64().unwrap())
+            .collect()
+    };
+    let without = ids(c.call("list_runs", json!({"hooks": false})).await.unwrap());
+    assert!(
+        without.contains(&failed) && !without.contains(&hook),
+        "{without:?}"
+    );
+    let all = ids(c.call("list_runs", json!({})).await.unwrap());
+    assert!(all.contains(&hook), "{all:?}");
+    let named = ids(c
+        .call(
+            "list_runs",
+            json!({"hooks": false, "dag": "flaky:on_failure"}),
+        )
+        .await
+        .unwrap());
+    assert_eq!(named, vec![hook], "a hook named by --dag is listed");
+    let by_dag_run = ids(c
+        .call(
+            "list_runs",
+            json!({"hooks": false, "dag_run": hook_run.dag_run}),
+        )
+        .await
+        .unwrap());
+    assert_eq!(by_dag_run, vec![hook]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -623,6 +623,7 @@ fn jitter_delays_each_slot_holding_no_slot_and_overlap_counts_the_slot() {
         "{planned}"
     );
     assert!(sim.why(run).contains("planned start"), "{}", sim.why(run));
+    assert_eq!(sim.engine.planned_start("renew"), Some(planned));
     let other = sim.submit(dag("other", vec![job("x")]))[0];
     assert_eq!(
         sim.take_spawned_runs(),
@@ -641,6 +642,7 @@ fn jitter_delays_each_slot_holding_no_slot_and_overlap_counts_the_slot() {
         "starts at its planned start"
     );
     assert_eq!(sim.state(run), RunState::Running);
+    assert_eq!(sim.engine.planned_start("renew"), None);
 }
 
 #[test]

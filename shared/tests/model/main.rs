@@ -3,4 +3,5 @@
 
 mod config_examples;
 mod cron;
+mod cron_reference;
 mod jobfile;

@@ -5,9 +5,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use ax_clients::cli::args::{Cli, Command, CronCommand};
+use ax_clients::cli::args::{Cli, Command, CronCommand, ImportCommand};
 use ax_clients::cli::remote::StdoutKind;
-use ax_clients::cli::{exit, offline, reference, remote};
+use ax_clients::cli::{exit, import, offline, reference, remote};
 use ax_protocol::client::SocketChoice;
 use clap::{CommandFactory, Parser};
 
@@ -32,6 +32,14 @@ fn run(cli: &Cli) -> anyhow::Result<i32> {
         Command::Validate(args) => Ok(offline::validate(&mut out, &mut err, args, cli.json)),
         Command::Cron(args) => match &args.command {
             CronCommand::Next(args) => Ok(offline::cron_next(&mut out, &mut err, args, cli.json)),
+        },
+        Command::Import(args) => match &args.command {
+            ImportCommand::Cron(args) => Ok(import::import_cron(
+                &mut out,
+                &mut err,
+                &mut std::io::stdin().lock(),
+                args,
+            )),
         },
         Command::Completions(args) => {
             reference::write_completions(&Cli::command(), args.shell, &mut out)?;

@@ -1,7 +1,8 @@
 //! Column widths from content: every column gets the width of its widest
 //! cell; names (`Kind::Name`) are never cut while an optional column can
-//! give up its room; the `Kind::Rest` column (WHY, ERROR, REASON) gets what
-//! is left. Anything cut ends with `…`.
+//! give up its room; the `Kind::Rest` column (WHY, ERROR, REASON) keeps
+//! the room it asks for (`Column::keeping`) before optional columns and
+//! gets what is left. Anything cut ends with `…`.
 
 /// How a column behaves when room is short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +21,11 @@ pub enum Kind {
 pub struct Column {
     pub title: &'static str,
     pub kind: Kind,
-    /// The most it takes, even when its content is wider.
+    /// The most it takes while room is short (see `widths`).
     pub max: usize,
+    /// For the rest column: the room it keeps before optional columns
+    /// (its whole text when that is shorter); 0 keeps none.
+    pub keep: usize,
 }
 
 pub const fn col(title: &'static str, kind: Kind) -> Column {
@@ -29,6 +33,7 @@ pub const fn col(title: &'static str, kind: Kind) -> Column {
         title,
         kind,
         max: usize::MAX,
+        keep: 0,
     }
 }
 
@@ -36,6 +41,11 @@ impl Column {
     /// The same column taking at most `max` cells.
     pub const fn at_most(self, max: usize) -> Column {
         Column { max, ..self }
+    }
+
+    /// The rest column keeping `keep` cells before optional columns.
+    pub const fn keeping(self, keep: usize) -> Column {
+        Column { keep, ..self }
     }
 }
 
@@ -58,11 +68,21 @@ pub fn fit(s: &str, w: usize) -> String {
     out
 }
 
+/// The room a WHY or REASON column keeps (`Column::keeping`): optional
+/// columns go first so that it can say something.
+pub const REST_MIN: usize = 24;
+
 /// The width of each column in `width` cells (one cell between columns),
 /// `None` for a hidden one.
+///
+/// Optional columns go (highest rank first) while the others and the
+/// room the rest column keeps (`Column::keep`) do not fit; then the rest column takes
+/// what is left (hidden below 4 cells); only then are names cut. A column
+/// with a `max` takes at most that when room is short, and more of its
+/// content from the rest column's room past what it keeps.
 pub fn widths(cols: &[Column], rows: &[Vec<String>], width: u16) -> Vec<Option<u16>> {
     let width = width as usize;
-    let natural: Vec<usize> = cols
+    let content: Vec<usize> = cols
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -70,24 +90,40 @@ pub fn widths(cols: &[Column], rows: &[Vec<String>], width: u16) -> Vec<Option<u
                 .map(|r| r.get(i).map_or(0, |s| width_of(s)))
                 .max()
                 .unwrap_or(0)
-                .min(c.max)
                 .max(width_of(c.title))
         })
         .collect();
+    let mut w: Vec<usize> = cols
+        .iter()
+        .zip(&content)
+        .map(|(c, n)| (*n).min(c.max).max(width_of(c.title)))
+        .collect();
     let mut shown: Vec<bool> = vec![true; cols.len()];
-    let need = |shown: &[bool]| -> usize {
+    let rest = cols.iter().position(|c| c.kind == Kind::Rest);
+    // Cells the shown columns other than the rest take, gaps included
+    // (the rest column's gap too, while it is shown).
+    let others = |shown: &[bool], w: &[usize]| -> usize {
         let n = shown.iter().filter(|s| **s).count();
         let fixed: usize = (0..cols.len())
             .filter(|i| shown[*i] && cols[*i].kind != Kind::Rest)
-            .map(|i| natural[i])
+            .map(|i| w[i])
             .sum();
         fixed + n.saturating_sub(1)
     };
-    let mut out: Vec<Option<u16>> = Vec::with_capacity(cols.len());
-    loop {
-        if need(&shown) <= width {
-            break;
+    // An empty rest column (no row has text there) keeps nothing.
+    let reserve = rest.map_or(0, |i| {
+        let text = rows
+            .iter()
+            .map(|r| r.get(i).map_or(0, |s| width_of(s)))
+            .max()
+            .unwrap_or(0);
+        if text == 0 {
+            0
+        } else {
+            content[i].min(cols[i].keep)
         }
+    });
+    while others(&shown, &w) + reserve > width {
         // Drop the optional column of the highest rank still shown.
         let drop = (0..cols.len())
             .filter(|i| shown[*i])
@@ -103,18 +139,15 @@ pub fn widths(cols: &[Column], rows: &[Vec<String>], width: u16) -> Vec<Option<u
     }
     // The rest column takes what is left, and goes when that is too
     // little; still too wide, names are cut (from the widest).
-    let mut w: Vec<usize> = natural.clone();
-    for (i, c) in cols.iter().enumerate() {
-        if c.kind == Kind::Rest && shown[i] {
-            let room = width.saturating_sub(need(&shown));
-            if room < 4 || need(&shown) > width {
-                shown[i] = false;
-            } else {
-                w[i] = room;
-            }
+    if let Some(i) = rest {
+        let room = width.saturating_sub(others(&shown, &w));
+        if room < 4 || others(&shown, &w) > width {
+            shown[i] = false;
+        } else {
+            w[i] = room;
         }
     }
-    let mut over = need(&shown).saturating_sub(width);
+    let mut over = others(&shown, &w).saturating_sub(width);
     while over > 0 {
         let widest = (0..cols.len())
             .filter(|i| shown[*i] && cols[*i].kind == Kind::Name)
@@ -127,8 +160,24 @@ pub fn widths(cols: &[Column], rows: &[Vec<String>], width: u16) -> Vec<Option<u
             _ => break,
         }
     }
+    // The rest column's room past what it keeps goes first to the
+    // columns held at their `max`.
+    let mut spare = match rest {
+        Some(i) if shown[i] => w[i].saturating_sub(reserve),
+        Some(_) => 0,
+        None => width.saturating_sub(others(&shown, &w)),
+    };
     for i in 0..cols.len() {
-        out.push(shown[i].then_some(w[i].min(u16::MAX as usize) as u16));
+        if shown[i] && cols[i].kind != Kind::Rest && w[i] < content[i] && spare > 0 {
+            let more = (content[i] - w[i]).min(spare);
+            w[i] += more;
+            spare -= more;
+            if let Some(r) = rest.filter(|r| shown[*r]) {
+                w[r] -= more;
+            }
+        }
     }
-    out
+    (0..cols.len())
+        .map(|i| shown[i].then_some(w[i].min(u16::MAX as usize) as u16))
+        .collect()
 }

@@ -42,6 +42,11 @@ pub enum DaemonEvent {
     /// New output of the followed log.
     Log(LogChunk),
     DagRun(DagRunView),
+    /// Who cancelled a run (`None`: its events do not say).
+    CancelledBy {
+        run: u64,
+        actor: Option<String>,
+    },
     /// The daemon's answer to an action.
     ActionResult {
         ok: bool,
@@ -59,6 +64,8 @@ pub enum Command {
         limit: u32,
     },
     FetchDetail(u64),
+    /// Who cancelled a cancelled run of the window (from its events).
+    FetchCancelledBy(u64),
     /// The last few KiB of a run's newest attempt (the detail pane).
     FetchLogTail(u64),
     /// Follow a run's log (newest attempt) until `StopLog`.

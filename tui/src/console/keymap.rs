@@ -321,16 +321,50 @@ pub(crate) fn scopes(mode: &Mode, view: View) -> &'static [Scope] {
     }
 }
 
-/// The footer: the bindings with a footer word that apply to the screen in
-/// front, the most specific first.
-pub(crate) fn footer(mode: &Mode, view: View) -> String {
-    scopes(mode, view)
+/// The footer in `width` cells: the bindings with a footer word that
+/// apply to the screen in front, the most specific first. When they do
+/// not all fit, as many whole ones as fit and then `? help`, which lists
+/// them all: a binding is never cut.
+pub(crate) fn footer(mode: &Mode, view: View, width: usize) -> String {
+    const SEP: &str = " · ";
+    let items: Vec<(Action, String)> = scopes(mode, view)
         .iter()
         .flat_map(|scope| KEYMAP.iter().filter(move |b| b.scope == *scope))
         .filter(|b| !b.footer.is_empty())
-        .map(|b| format!("{} {}", b.label, b.footer))
+        .map(|b| (b.action, format!("{} {}", b.label, b.footer)))
+        .collect();
+    let len = |s: &str| s.chars().count();
+    let all = items
+        .iter()
+        .map(|(_, t)| t.as_str())
         .collect::<Vec<_>>()
-        .join(" · ")
+        .join(SEP);
+    if len(&all) <= width {
+        return all;
+    }
+    let help = items
+        .iter()
+        .find(|(a, _)| *a == Action::Help)
+        .map_or_else(|| "? help".to_string(), |(_, t)| t.clone());
+    let mut out = String::new();
+    for (action, text) in &items {
+        if *action == Action::Help {
+            continue;
+        }
+        let with = if out.is_empty() {
+            text.clone()
+        } else {
+            format!("{out}{SEP}{text}")
+        };
+        if len(&with) + len(SEP) + len(&help) > width {
+            break;
+        }
+        out = with;
+    }
+    if out.is_empty() {
+        return help;
+    }
+    format!("{out}{SEP}{help}")
 }
 
 /// The action for a key in a mode, if any. Typing a filter or a command

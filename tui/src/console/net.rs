@@ -14,8 +14,12 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
 use super::state::{Command, DaemonEvent, Event, LogChunk};
+use super::views::readings::cancelled_by;
 
 const RETRY: Duration = Duration::from_millis(500);
+/// How many of a cancelled run's newest events tell who cancelled it
+/// (the cancel is among its last few).
+const CANCEL_EVENTS: u64 = 20;
 /// How much of a log the detail pane shows.
 const TAIL_BYTES: u64 = 4096;
 /// The most a followed log reads at once; a full read means the console
@@ -256,6 +260,18 @@ async fn fetch(
         Command::FetchDetail(id) => {
             let r = c.request(GetRun { id: *id }).await?;
             send(events, DaemonEvent::Detail(Box::new(r)));
+        }
+        Command::FetchCancelledBy(run) => {
+            let list = c
+                .request(Events {
+                    run: Some(*run),
+                    limit: Some(CANCEL_EVENTS),
+                    newest: Some(true),
+                    ..Events::default()
+                })
+                .await?;
+            let actor = cancelled_by(&list).map(str::to_string);
+            send(events, DaemonEvent::CancelledBy { run: *run, actor });
         }
         Command::FetchLogTail(run) => {
             let chunk = c

@@ -83,10 +83,14 @@ impl CommandLine {
 }
 
 /// The answer to the last action: its text, whether it is an error, and
-/// when it was said.
+/// when it was said. An answer is marked `✓` (done) or `✗` (error); a
+/// question or an action still on its way (`note`) has no mark, as
+/// nothing is done yet.
 #[derive(Debug)]
 pub(crate) struct StatusLine {
     pub(crate) said: Option<(String, bool)>,
+    /// Whether `said` is an answer (marked) rather than a note.
+    pub(crate) answer: bool,
     said_at: DateTime<Utc>,
 }
 
@@ -94,13 +98,32 @@ impl StatusLine {
     pub(crate) fn new(now: DateTime<Utc>) -> StatusLine {
         StatusLine {
             said: None,
+            answer: true,
             said_at: now,
         }
     }
 
     pub(crate) fn say(&mut self, text: String, error: bool, now: DateTime<Utc>) {
         self.said = Some((text, error));
+        self.answer = true;
         self.said_at = now;
+    }
+
+    /// A question, or an action sent and not yet answered: no mark.
+    pub(crate) fn note(&mut self, text: String, now: DateTime<Utc>) {
+        self.said = Some((text, false));
+        self.answer = false;
+        self.said_at = now;
+    }
+
+    /// The line as shown: `✓ done`, `✗ error`, or a note as it is.
+    pub(crate) fn text(&self) -> Option<String> {
+        let (text, error) = self.said.as_ref()?;
+        Some(match (self.answer, error) {
+            (false, _) => text.clone(),
+            (true, true) => format!("✗ {text}"),
+            (true, false) => format!("✓ {text}"),
+        })
     }
 
     /// Clears an answer older than `SAY_FOR`, unless it is a question

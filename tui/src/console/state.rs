@@ -183,6 +183,11 @@ impl App {
         self.status_line.say(text.into(), error, self.now);
     }
 
+    /// A question or an action on its way (no `✓`: nothing is done yet).
+    pub(crate) fn note(&mut self, text: impl Into<String>) {
+        self.status_line.note(text.into(), self.now);
+    }
+
     /// Applies a daemon event; returns follow-up requests.
     pub fn on_daemon(&mut self, ev: DaemonEvent) -> Vec<Command> {
         match ev {
@@ -197,6 +202,7 @@ impl App {
             }
             DaemonEvent::Disconnected { reason } => {
                 self.daemon.conn = Conn::Disconnected { reason };
+                self.runs.forget_unanswered();
                 vec![]
             }
             DaemonEvent::Changed {
@@ -225,6 +231,10 @@ impl App {
             }
             DaemonEvent::Log(chunk) => {
                 self.log.push(chunk);
+                vec![]
+            }
+            DaemonEvent::CancelledBy { run, actor } => {
+                self.runs.set_cancelled_by(run, actor);
                 vec![]
             }
             DaemonEvent::DagRun(v) => {
@@ -315,6 +325,11 @@ impl App {
     /// The last action's answer and whether it is an error.
     pub fn status_line(&self) -> Option<&(String, bool)> {
         self.status_line.said.as_ref()
+    }
+
+    /// The status line as drawn (its mark included).
+    pub fn status_text(&self) -> Option<String> {
+        self.status_line.text()
     }
 
     pub fn clear_status_line(&mut self) {

@@ -36,6 +36,14 @@ impl Theme {
     }
 }
 
+/// An instant in the time zone `zone` (an IANA name; UTC when absent or
+/// unknown), formatted, then the zone's name: how a DAG's schedule reads
+/// (`ax dags` shows it so too).
+pub(crate) fn in_zone(t: DateTime<Utc>, zone: Option<&str>, format: &str) -> String {
+    let zone: chrono_tz::Tz = zone.and_then(|z| z.parse().ok()).unwrap_or(chrono_tz::UTC);
+    format!("{} {}", t.with_timezone(&zone).format(format), zone.name())
+}
+
 pub(crate) fn state_colour(state: RunState) -> Color {
     match state {
         RunState::Success => Color::Green,

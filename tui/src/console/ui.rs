@@ -255,15 +255,20 @@ fn render_bar(f: &mut Frame, app: &App, area: Rect) {
                     .sum()
             })
         };
+        // The list holds a window of the newest runs (as many as the
+        // screen can use) and may be filtered: the selected tab says how
+        // many of its runs the list holds when that is not all of them.
+        let held = app.runs.runs().len() as u64;
         let titles: Vec<Line> = TABS
             .iter()
             .enumerate()
             .map(|(i, (name, states))| {
-                Line::from(format!(
-                    "{} {name} {}",
-                    i + 1,
-                    counts(states).map(|c| c.to_string()).unwrap_or_default()
-                ))
+                let count = match counts(states) {
+                    Some(c) if i == app.runs.tab && c != held => format!("{held} of {c}"),
+                    Some(c) => c.to_string(),
+                    None => String::new(),
+                };
+                Line::from(format!("{} {name} {count}", i + 1))
             })
             .collect();
         Tabs::new(titles).select(app.runs.tab)
@@ -303,14 +308,18 @@ fn render_status(f: &mut Frame, app: &App, area: Rect) {
             ),
         ])
     } else {
-        match &app.status_line.said {
+        match (app.status_line.text(), &app.status_line.said) {
             // The mark tells ok from error without colour.
-            Some((text, error)) => Line::from(Span::styled(
-                fit(&format!("{} {text}", if *error { "✗" } else { "✓" }), width),
-                app.theme.fg(if *error { Color::Red } else { Color::Green }),
+            (Some(text), Some((_, error))) => Line::from(Span::styled(
+                fit(&text, width),
+                app.theme.fg(match (*error, app.status_line.answer) {
+                    (true, _) => Color::Red,
+                    (false, true) => Color::Green,
+                    (false, false) => Color::Yellow,
+                }),
             )),
-            None => Line::from(Span::styled(
-                fit(&footer(&app.mode, app.view), width),
+            _ => Line::from(Span::styled(
+                footer(&app.mode, app.view, width),
                 app.theme.fg(Color::DarkGray),
             )),
         }

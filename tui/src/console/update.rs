@@ -8,6 +8,7 @@
 use super::prompt::Named;
 use super::state::{Action, App, CancelTarget, Command, Mode, View};
 use super::views::context::scrolled;
+use super::views::readings::run_name;
 
 impl App {
     /// Applies a user action; returns the requests it needs.
@@ -49,7 +50,7 @@ impl App {
             Action::Retry => match self.runs.selected() {
                 Some(r) => {
                     let id = r.id;
-                    self.say(format!("retrying run {id}…"), false);
+                    self.note(format!("retrying run {id}…"));
                     vec![Command::Retry(id)]
                 }
                 None => vec![],
@@ -259,7 +260,10 @@ impl App {
             Some(r) if !r.state.is_terminal() => {
                 let id = r.id;
                 self.mode = Mode::ConfirmCancel(CancelTarget::Run(id));
-                self.say(format!("cancel run {id} ({}/{})? y/n", r.dag, r.job), false);
+                self.note(format!(
+                    "cancel run {id} ({})? y/n",
+                    run_name(&r.dag, &r.job)
+                ));
             }
             Some(r) => {
                 let msg = format!("run {} already ended ({})", r.id, r.state);
@@ -276,10 +280,9 @@ impl App {
         if let Some(r) = self.runs.selected() {
             let (dag_run, dag) = (r.dag_run, r.dag.clone());
             self.mode = Mode::ConfirmCancel(CancelTarget::DagRun(dag_run));
-            self.say(
-                format!("cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"),
-                false,
-            );
+            self.note(format!(
+                "cancel DAG run {dag_run} ({dag}): all its unfinished runs? y/n"
+            ));
         }
         vec![]
     }
@@ -291,28 +294,46 @@ impl App {
         self.mode = Mode::Main;
         match (yes, target) {
             (false, _) => {
-                self.say("not cancelled", false);
+                self.note("not cancelled");
                 vec![]
             }
             (true, CancelTarget::Run(id)) => {
-                self.say(format!("cancelling run {id}…"), false);
+                self.note(format!("cancelling run {id}…"));
                 vec![Command::Cancel(id)]
             }
             (true, CancelTarget::DagRun(id)) => {
-                self.say(format!("cancelling DAG run {id}…"), false);
+                self.note(format!("cancelling DAG run {id}…"));
                 vec![Command::CancelDagRun(id)]
             }
         }
     }
 
+    /// `t`: the selected DAG, or the selected run's DAG. A run of a DAG
+    /// the jobs folder does not hold (an ad-hoc `ax submit`, a hook's DAG
+    /// run) has no file to trigger: the console says so instead of asking.
     fn trigger(&mut self) -> Vec<Command> {
         let dag = match self.view {
             View::Dags => self.dags.selected().map(|d| d.name.clone()),
-            _ => self.runs.selected().map(|r| r.dag.clone()),
+            _ => match self.runs.selected() {
+                Some(r) if self.dags.has_file(&r.dag) == Some(false) => {
+                    let what = if r.dag.contains(':') {
+                        "a hook's DAG run"
+                    } else {
+                        "an ad-hoc DAG run (ax submit)"
+                    };
+                    let msg = format!(
+                        "cannot trigger {}: {what} has no DAG file to trigger; r retries run {}",
+                        r.dag, r.id
+                    );
+                    self.say(msg, true);
+                    return vec![];
+                }
+                r => r.map(|r| r.dag.clone()),
+            },
         };
         match dag {
             Some(dag) => {
-                self.say(format!("triggering {dag}…"), false);
+                self.note(format!("triggering {dag}…"));
                 vec![Command::Trigger(dag)]
             }
             None => vec![],
@@ -333,7 +354,7 @@ impl App {
             Some(d) => {
                 let (dag, pause) = (d.name.clone(), !d.paused);
                 let verb = if pause { "pausing" } else { "resuming" };
-                self.say(format!("{verb} {dag}…"), false);
+                self.note(format!("{verb} {dag}…"));
                 vec![Command::Pause { dag, pause }]
             }
             None => vec![],

@@ -6,6 +6,7 @@ mod cluster_follow;
 mod exit_codes;
 mod follow;
 mod hostile_output;
+mod import;
 mod local_users;
 mod offline;
 mod readings;

@@ -79,11 +79,16 @@ fn every_subcommand_has_a_section_in_the_reference() {
             "no section for `ax {command}`"
         );
     }
-    let (_, cron_next_help, _) = ax(&["cron", "next", "--help"]);
-    assert!(
-        generated.contains(&format!("## `ax cron next`\n\n```text\n{cron_next_help}")),
-        "nested commands are documented with their own help"
-    );
+    for nested in [["cron", "next"], ["import", "cron"]] {
+        let (_, help, _) = ax(&[nested[0], nested[1], "--help"]);
+        assert!(
+            generated.contains(&format!(
+                "## `ax {} {}`\n\n```text\n{help}",
+                nested[0], nested[1]
+            )),
+            "nested commands are documented with their own help"
+        );
+    }
 }
 
 #[test]
@@ -112,6 +117,7 @@ fn man_writes_one_roff_page_per_command() {
         ("ax.1", "ax"),
         ("ax-validate.1", "ax-validate"),
         ("ax-cron-next.1", "ax-cron-next"),
+        ("ax-import-cron.1", "ax-import-cron"),
         ("ax-completions.1", "ax-completions"),
     ] {
         let text = std::fs::read_to_string(out_dir.join(page))
@@ -126,8 +132,8 @@ fn man_writes_one_roff_page_per_command() {
         }
     }
     let pages = std::fs::read_dir(&out_dir).unwrap().count();
-    // ax.1, one per top-level command, and ax-cron-next.1.
-    assert_eq!(pages, 1 + top_level_commands().len() + 1);
+    // ax.1, one per top-level command, ax-cron-next.1 and ax-import-cron.1.
+    assert_eq!(pages, 1 + top_level_commands().len() + 2);
     check_with_groff(&out_dir);
 }
 

@@ -6,6 +6,7 @@
 mod cluster;
 mod dagdraw;
 mod dagdraw_shapes;
+mod readings;
 mod reference;
 mod screen;
 mod support;

@@ -26,3 +26,13 @@ fn docs_console_md_lists_the_keymap() {
          AX_UPDATE_DOCS=1 cargo test -p ax-clients --test console reference::\n"
     );
 }
+
+/// The DAGs view shows the next fire in each DAG's own zone, and the
+/// reference says so.
+#[test]
+fn docs_console_md_gives_the_next_fire_in_the_dags_zone() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/console.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("next fire in local time"));
+    assert!(text.contains("next fire in the DAG's zone"));
+}

@@ -292,6 +292,16 @@ fn dags_view_steers_in_a_real_terminal() {
             .is_some_and(|a| a.len() == 2 && a.iter().all(|r| r["state"] == "cancelled"))
             .then(String::new)
     });
+    // Each row says who cancelled it, the one not selected too (asked of
+    // axd from the run's events).
+    wait_for("who cancelled, in both rows", 10, || {
+        let s = capture();
+        let says = |job: &str| {
+            s.lines()
+                .any(|l| l.contains(&format!("never/{job} ")) && l.contains("cancelled by "))
+        };
+        (says("first") && says("second")).then_some(s)
+    });
     send(&["Escape", "q"]);
     wait_for("ax-tui to exit", 10, || {
         capture().contains("AX-TUI-EXITED").then(String::new)
@@ -318,8 +328,11 @@ fn demo_opens_on_the_examples_and_quits_clean() {
     let capture = || tui.capture();
     wait_for("the demo's runs", 30, || {
         let s = capture();
-        (s.contains("urgent-fix/urgent-fix") && s.contains("connected")).then_some(s)
+        (s.contains("urgent-fix") && s.contains("connected")).then_some(s)
     });
+    // A single-job DAG's run is named once, not `urgent-fix/urgent-fix`.
+    let runs = capture();
+    assert!(!runs.contains("urgent-fix/urgent-fix"), "{runs}");
     tui.send(&["d"]);
     wait_for("the shipped DAGs", 10, || {
         let s = capture();

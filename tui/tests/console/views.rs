@@ -28,6 +28,8 @@ fn dag(name: &str) -> DagView {
         schedule: Some("0 3 * * *".into()),
         timezone: Some("UTC".into()),
         next_fire: t("15:00:00"),
+        jitter: None,
+        planned_start: None,
         paused: false,
         last_run_state: None,
         last_run_at: None,

@@ -35,10 +35,10 @@ const REMOVE_NODE_DAGS: &str = "DELETE FROM node_dags WHERE node = $1 AND dag = 
 const ONLY_NODE_DAGS: &str = "DELETE FROM node_dags WHERE node = $1 AND NOT (dag = ANY($2))";
 /// A new DAG run is owned by the node writing it (`$9`), or by none when
 /// offered; the owner is never changed by a later write of the row.
-const DAG_RUNS: &str = "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at, owner, priority)
-     SELECT i, g, h, s, t, u, c, f, CASE WHEN o THEN NULL ELSE $9::text END, p
+const DAG_RUNS: &str = "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at, owner, priority, hook_of)
+     SELECT i, g, h, s, t, u, c, f, CASE WHEN o THEN NULL ELSE $9::text END, p, k
      FROM UNNEST($1::int8[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[],
-       $10::bool[], $11::int8[]) AS x(i, g, h, s, t, u, c, f, o, p)
+       $10::bool[], $11::int8[], $12::int8[]) AS x(i, g, h, s, t, u, c, f, o, p, k)
      ON CONFLICT (id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at";
 const RUNS: &str = "INSERT INTO runs (id, dag_run, dag, job, job_index, state, priority, pool, retries, upstream,
        counted_failures, created_at, ready_at, started_at, finished_at, next_at, delay, reason, message, progress)
@@ -95,6 +95,7 @@ struct DagRunRows {
     finished_at: Vec<Option<i64>>,
     offered: Vec<bool>,
     priority: Vec<i64>,
+    hook_of: Vec<Option<i64>>,
 }
 
 #[derive(Default)]
@@ -234,6 +235,7 @@ impl Rows {
             d.offered.push(r.offered);
             let priority = r.spec.jobs.iter().map(|j| j.priority).max().unwrap_or(0);
             d.priority.push(i64::from(priority));
+            d.hook_of.push(r.hook_of.map(|h| h.0 as i64));
         }
         let (o, a) = (&mut rows.runs, &mut rows.attempts);
         for r in last_of_each(c.runs.iter(), |r| r.id) {
@@ -369,6 +371,7 @@ impl Rows {
                     &self.node,
                     &d.offered,
                     &d.priority,
+                    &d.hook_of,
                 ],
             ));
             if d.offered.contains(&true) {

@@ -91,6 +91,9 @@ async fn list_runs(client: &Object, q: &RunQuery) -> Result<Vec<RunView>, StoreE
     if let Some(dr) = q.dag_run {
         sql.push_str(&format!(" AND dag_run = {}", p.add(dr as i64)));
     }
+    if q.without_hooks {
+        sql.push_str(" AND dag_run NOT IN (SELECT id FROM dag_runs WHERE hook_of IS NOT NULL)");
+    }
     if let Some(t) = &q.text {
         // ILIKE: SQLite's LIKE ignores ASCII case too.
         let pattern = format!(

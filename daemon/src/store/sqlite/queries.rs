@@ -107,6 +107,9 @@ impl Store for SqliteStore {
         if let Some(dr) = q.dag_run {
             sql.push_str(&format!(" AND dag_run = {dr}"));
         }
+        if q.without_hooks {
+            sql.push_str(" AND dag_run NOT IN (SELECT id FROM dag_runs WHERE hook_of IS NOT NULL)");
+        }
         if let Some(t) = &q.text {
             let pattern = format!(
                 "%{}%",

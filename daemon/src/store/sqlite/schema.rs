@@ -52,8 +52,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN log_lost INTEGER NOT NULL DEFAULT 0;
     "#,
-    // 6: the boot each `@reboot` DAG last saw
+    // 6: the boot each `@reboot` DAG last saw; a hook's DAG run names
+    // the DAG run whose end started it (`ax ls` leaves hooks out)
     r#"
     CREATE TABLE boot_marks (dag TEXT PRIMARY KEY, boot_id TEXT NOT NULL);
+    ALTER TABLE dag_runs ADD COLUMN hook_of INTEGER;
+    CREATE INDEX dag_runs_hooks ON dag_runs(id) WHERE hook_of IS NOT NULL;
     "#,
 ];

@@ -64,8 +64,8 @@ fn write_dag_runs(
     spec_hashes: &SpecHashes,
 ) -> Result<(), StoreError> {
     let mut dr = tx.prepare_cached(
-                "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO dag_runs (id, dag, spec_hash, state, trigger, unique_key, created_at, finished_at, hook_of)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT(id) DO UPDATE SET state = excluded.state, finished_at = excluded.finished_at",
             )?;
     for d in &c.dag_runs {
@@ -78,7 +78,8 @@ fn write_dag_runs(
             d.trigger,
             d.unique_key,
             d.created_at,
-            d.finished_at
+            d.finished_at,
+            d.hook_of.map(|h| h.0 as i64)
         ])?;
     }
     Ok(())

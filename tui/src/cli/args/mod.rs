@@ -4,6 +4,7 @@
 //! on the fields and variants are the user's reference.
 
 mod events;
+mod import;
 mod submit;
 mod user_dags;
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 pub use events::{EventsArgs, Since};
+pub use import::{ImportArgs, ImportCommand, ImportCronArgs};
 pub use submit::SubmitArgs;
 pub use user_dags::{ApplyArgs, UserDagArgs};
 
@@ -45,7 +47,8 @@ Exit codes:
   0  done
   1  the request failed (the daemon refused it, or the connection broke), or
      did not do what was asked: `ax reload` found job files with errors
-     (each named), `ax trigger` was skipped (`overlap = skip`)
+     (each named), `ax trigger` was skipped (`overlap = skip`), `ax import
+     cron` could not convert an entry (each named)
   2  usage error: a bad flag or argument, found by ax or by the daemon (its
      `invalid_params` answer, e.g. an unknown pool), or a broken axd.toml on
      `ax reload` (`invalid_config`)
@@ -75,6 +78,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Cron helpers (offline).
     Cron(CronArgs),
+    /// Convert other schedulers' files into job files (offline).
+    Import(ImportArgs),
     #[command(flatten)]
     Remote(RemoteCommand),
     /// Print the shell completion script for ax to stdout.
@@ -227,6 +232,9 @@ pub struct LsArgs {
     pub dag: Option<String>,
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub limit: u32,
+    /// Also list the runs of on_failure/on_success hooks (left out unless --dag names them).
+    #[arg(long)]
+    pub hooks: bool,
 }
 
 /// The flags of `ax show`.

@@ -78,8 +78,15 @@ fn schedule_line(v: &DagView) -> Option<String> {
     let next = v
         .next_fire
         .map_or_else(|| "none".into(), |t| in_zone(t, zone));
-    Some(format!(
+    let mut line = format!(
         "schedule {schedule:?} in {}, next fire {next}",
         zone.unwrap_or("UTC")
-    ))
+    );
+    if let Some(j) = &v.jitter {
+        line.push_str(&format!(", each slot delayed by up to {j} (jitter)"));
+    }
+    if let Some(t) = v.planned_start {
+        line.push_str(&format!("; a DAG run starts at {}", in_zone(t, zone)));
+    }
+    Some(line)
 }

@@ -81,7 +81,8 @@ async fn runs_where(
                 filter: needle.map(str::to_string),
                 limit: Some((limit - runs.len()) as u64),
                 before,
-                ..ListRuns::default()
+                hooks: Some(args.hooks),
+                dag_run: None,
             })
             .await?;
         let full = page.len() == limit - runs.len();

@@ -1,5 +1,5 @@
 //! The DAGs view: every DAG of the jobs folder with its schedule, next
-//! fire (local time), paused state, last DAG run, in a cluster whether
+//! fire (in the DAG's zone), paused state, last DAG run, in a cluster whether
 //! the alive nodes hold the same version, and its file's error; the
 //! selected DAG's file, the nodes that differ and the whole error below.
 
@@ -14,7 +14,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use super::context::Context;
 use super::list::{List, Listing, Styled, list_table, plain};
 use crate::console::columns::{Kind, col};
-use crate::console::theme::parse;
+use crate::console::theme::{in_zone, parse};
 
 /// A DAG run state as a mark and its name.
 fn dag_run_text(s: DagRunViewState) -> String {
@@ -47,18 +47,27 @@ fn located(d: &DagView) -> Option<String> {
     })
 }
 
+/// The next fire in the DAG's own zone, which its schedule is planned in.
 fn next_fire(cx: &Context, d: &DagView) -> String {
     match parse(d.next_fire) {
         Some(t) => format!(
-            "{} (in {})",
-            cx.theme.local(t, "%a %H:%M"),
+            "{} in {}",
+            in_zone(t, d.timezone.as_deref(), "%a %H:%M"),
             elapsed_coarse((t - cx.now).num_seconds())
         ),
         None => "—".into(),
     }
 }
 
+/// The newest DAG run; one waiting out its `jitter` says when it starts.
 fn last_run(cx: &Context, d: &DagView) -> String {
+    if let Some(t) = parse(d.planned_start) {
+        return format!(
+            "starts {} in {}",
+            in_zone(t, d.timezone.as_deref(), "%a %H:%M"),
+            elapsed_coarse((t - cx.now).num_seconds())
+        );
+    }
     match d.last_run_state {
         None => "never ran".into(),
         Some(s) => match parse(d.last_run_at) {
@@ -97,6 +106,8 @@ fn other_faults(cx: &Context, dags: &[DagView]) -> Vec<String> {
 pub(crate) struct DagsView {
     pub(crate) list: Listing,
     dags: Vec<DagView>,
+    /// Whether the daemon has listed the DAGs yet.
+    loaded: bool,
 }
 
 impl DagsView {
@@ -112,10 +123,18 @@ impl DagsView {
         self.shown().get(self.list.selected).copied()
     }
 
+    /// Whether `name` is a DAG of the jobs folder (`None`: the daemon has
+    /// not listed them yet).
+    pub(crate) fn has_file(&self, name: &str) -> Option<bool> {
+        self.loaded
+            .then(|| self.dags.iter().any(|d| d.name == name))
+    }
+
     /// A new list: the selection stays on the same DAG.
     pub(crate) fn set(&mut self, dags: Vec<DagView>) {
         let keep = self.selected().map(|d| d.name.clone());
         self.dags = dags;
+        self.loaded = true;
         let names: Vec<String> = self.shown().iter().map(|d| d.name.clone()).collect();
         if let Some(name) = keep
             && let Some(i) = names.iter().position(|d| *d == name)
@@ -260,9 +279,13 @@ fn render_selected(f: &mut Frame, cx: &Context, selected: Option<&DagView>, area
         )));
     }
     lines.extend([Line::from(format!(
-        "schedule {} {} · next {} · {} · last run {}",
+        "schedule {} {}{} · next {} · {} · last run {}",
         d.schedule.as_deref().unwrap_or("none"),
         d.timezone.as_deref().unwrap_or(""),
+        d.jitter
+            .as_ref()
+            .map(|j| format!(" (jitter {j})"))
+            .unwrap_or_default(),
         next_fire(cx, d),
         if d.paused { "paused" } else { "not paused" },
         last_run(cx, d)

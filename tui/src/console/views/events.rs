@@ -1,6 +1,8 @@
 //! The events view: the audit log, newest first. Its filter sends
 //! `dag:NAME`, `run:ID` and `actor:TEXT` to the daemon; other words must
-//! all appear in an event's reason, actor or states.
+//! all appear in an event's reason, actor or states. A trigger's events
+//! show what triggered (`cron`, `after etl`, `on_failure hook`) as their
+//! actor.
 
 use crate::dagdraw::state_mark;
 use ax_protocol::api::EventView;
@@ -9,7 +11,8 @@ use ratatui::layout::Rect;
 
 use super::context::Context;
 use super::list::{List, Listing, Styled, list_table, plain};
-use crate::console::columns::{Kind, col};
+use super::readings::event_actor;
+use crate::console::columns::{Kind, REST_MIN, col};
 use crate::console::event::EventQuery;
 use crate::console::theme::{parse, state_colour};
 
@@ -49,8 +52,8 @@ impl EventsView {
             col("RUN", Kind::Fixed),
             col("DAG RUN", Kind::Optional(2)),
             col("CHANGE", Kind::Fixed),
-            col("ACTOR", Kind::Optional(1)).at_most(14),
-            col("REASON", Kind::Rest),
+            col("ACTOR", Kind::Optional(1)).at_most(32),
+            col("REASON", Kind::Rest).keeping(REST_MIN),
         ];
         let shown = self.shown();
         let rows: Vec<Vec<Styled>> = shown
@@ -76,7 +79,7 @@ impl EventsView {
                         Some(s) => (change, cx.theme.fg(state_colour(s))),
                         None => plain(change),
                     },
-                    plain(e.actor.clone()),
+                    plain(event_actor(e)),
                     plain(e.reason.clone()),
                 ]
             })

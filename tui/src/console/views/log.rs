@@ -114,7 +114,10 @@ impl LogView {
         );
         let block = Block::default().borders(Borders::ALL).title(title);
         let height = area.height.saturating_sub(2) as usize;
+        // Scrolled back at most as far as the lines above the pane reach:
+        // a log the pane holds whole shows whole, its newest line too.
         let back = if self.follow { 0 } else { self.back as usize };
+        let back = back.min(self.buf.len().saturating_sub(height));
         let end = self.buf.len().saturating_sub(back);
         let text: Vec<Line> = self
             .buf

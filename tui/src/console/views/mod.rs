@@ -12,4 +12,5 @@ pub(crate) mod list;
 pub(crate) mod log;
 pub(crate) mod nodes;
 pub(crate) mod pools;
+pub mod readings;
 pub mod runs;

@@ -3,7 +3,10 @@
 //! columns.
 
 use crate::dagdraw::state_mark;
+use std::collections::HashMap;
+
 use ax_protocol::api::RunView;
+use ax_shared::time::Timestamp;
 use ax_shared::time::elapsed;
 use ax_shared::{Outcome, RunState};
 use chrono::{DateTime, Utc};
@@ -15,7 +18,8 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::context::{Context, scrolled};
 use super::list::{List, Listing, Styled, list_table, plain};
-use crate::console::columns::{Kind, col};
+use super::readings::{age, cancelled_by, duration, run_name, tries, tries_line, why};
+use crate::console::columns::{Kind, REST_MIN, col};
 use crate::console::event::Command;
 use crate::console::theme::{outcome_colour, parse, state_colour};
 
@@ -59,6 +63,16 @@ pub(crate) struct RunsView {
     pub(crate) focus: Pane,
     /// Lines the focused detail pane is scrolled down.
     pub(crate) scroll: u16,
+    /// Who cancelled the window's cancelled runs, asked once per run and
+    /// end (a retried run that is cancelled again is asked again).
+    cancels: HashMap<u64, Cancel>,
+}
+
+/// Who cancelled a run that ended at `finished_at` (`None` while asked).
+#[derive(Debug)]
+struct Cancel {
+    finished_at: Option<Timestamp>,
+    actor: Option<String>,
 }
 
 impl Default for RunsView {
@@ -72,6 +86,7 @@ impl Default for RunsView {
             log_tail: String::new(),
             focus: Pane::Runs,
             scroll: 0,
+            cancels: HashMap::new(),
         }
     }
 }
@@ -112,10 +127,44 @@ impl RunsView {
             self.list.selected = i;
         }
         self.list.clamp(self.runs.len());
+        let mut c = self.ask_cancels();
         if self.detail.as_ref().map(|d| d.id) != self.selected().map(|r| r.id) {
-            return self.detail_commands();
+            c.extend(self.detail_commands());
         }
-        vec![]
+        c
+    }
+
+    /// Asks who cancelled each cancelled run of the window not asked yet.
+    fn ask_cancels(&mut self) -> Vec<Command> {
+        let mut c = Vec::new();
+        for r in self.runs.iter().filter(|r| r.state == RunState::Cancelled) {
+            let known = self.cancels.get(&r.id);
+            if known.is_some_and(|k| k.finished_at == r.finished_at) {
+                continue;
+            }
+            self.cancels.insert(
+                r.id,
+                Cancel {
+                    finished_at: r.finished_at,
+                    actor: None,
+                },
+            );
+            c.push(Command::FetchCancelledBy(r.id));
+        }
+        c
+    }
+
+    /// Forgets the questions not answered (the connection went): they are
+    /// asked again with the next window.
+    pub(crate) fn forget_unanswered(&mut self) {
+        self.cancels.retain(|_, c| c.actor.is_some());
+    }
+
+    /// The daemon's answer to `Command::FetchCancelledBy`.
+    pub(crate) fn set_cancelled_by(&mut self, run: u64, actor: Option<String>) {
+        if let Some(c) = self.cancels.get_mut(&run) {
+            c.actor = actor;
+        }
     }
 
     pub(crate) fn set_detail(&mut self, r: RunView) -> Vec<Command> {
@@ -207,25 +256,27 @@ pub fn state_text(state: RunState) -> String {
     format!("{} {}", state_mark(Some(state)), state.as_str())
 }
 
-fn run_detail_text(r: &RunView, now: DateTime<Utc>) -> String {
-    if let Some(why) = &r.why {
-        return why.clone();
+impl RunsView {
+    /// Who cancelled `r`, once known: from the detail's events for the
+    /// run shown there, else as asked of the daemon for the window.
+    fn cancelled_by(&self, r: &RunView) -> Option<&str> {
+        let detail = self
+            .detail
+            .as_ref()
+            .filter(|d| d.id == r.id && d.finished_at == r.finished_at)
+            .and_then(|d| cancelled_by(d.events.as_deref()?));
+        detail.or_else(|| {
+            self.cancels
+                .get(&r.id)
+                .filter(|c| c.finished_at == r.finished_at)
+                .and_then(|c| c.actor.as_deref())
+        })
     }
-    if let Some(m) = &r.message {
-        return match r.progress {
-            Some(p) => format!("{:.0}% {m}", p * 100.0),
-            None => m.clone(),
-        };
-    }
-    if r.state == RunState::Running
-        && let Some(s) = parse(r.started_at)
-    {
-        return format!("running for {}", elapsed((now - s).num_seconds()));
-    }
-    r.reason.clone().unwrap_or_default()
 }
 
 fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
+    // Optional columns go highest rank first: DURATION, POOL, PRIO, TRY;
+    // WHY keeps `columns::REST_MIN` before any of them.
     let cols = [
         col("ID", Kind::Fixed),
         col("DAG/JOB", Kind::Name),
@@ -234,30 +285,27 @@ fn render_table(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
         col("TRY", Kind::Optional(1)),
         col("POOL", Kind::Optional(3)),
         col("AGE", Kind::Fixed),
-        col("WHY / MESSAGE", Kind::Rest),
+        col("DURATION", Kind::Optional(4)),
+        col("WHY / MESSAGE", Kind::Rest).keeping(REST_MIN),
     ];
     let rows: Vec<Vec<Styled>> = view
         .runs
         .iter()
         .map(|r| {
-            let age = parse(r.finished_at)
-                .zip(parse(r.started_at))
-                .map(|(e, s)| elapsed((e - s).num_seconds()))
-                .or_else(|| parse(r.created_at).map(|c| elapsed((cx.now - c).num_seconds())))
-                .unwrap_or_default();
             vec![
                 plain(r.id.to_string()),
-                plain(format!("{}/{}", r.dag, r.job)),
+                plain(run_name(&r.dag, &r.job)),
                 (state_text(r.state), cx.theme.fg(state_colour(r.state))),
                 plain(if r.effective_priority != r.priority {
                     format!("{}↑{}", r.priority, r.effective_priority)
                 } else {
                     r.priority.to_string()
                 }),
-                plain(format!("{}/{}", r.attempts.len(), r.retries + 1)),
+                plain(tries(r)),
                 plain(r.pool.clone()),
-                plain(age),
-                plain(run_detail_text(r, cx.now)),
+                plain(age(r, cx.now)),
+                plain(duration(r, cx.now)),
+                plain(why(r, view.cancelled_by(r), cx.now)),
             ]
         })
         .collect();
@@ -389,18 +437,24 @@ fn render_detail(view: &RunsView, f: &mut Frame, cx: &Context, area: Rect) {
                 format!("run {} ", r.id),
                 Style::default().add_modifier(Modifier::BOLD),
             ),
-            Span::raw(format!("{}/{} · DAG run {} · ", r.dag, r.job, r.dag_run)),
+            Span::raw(format!(
+                "{} · DAG run {} · ",
+                run_name(&r.dag, &r.job),
+                r.dag_run
+            )),
             Span::styled(state_text(r.state), cx.theme.fg(state_colour(r.state))),
         ]),
+        // What is read most comes first: a narrow pane cuts the end.
         Line::from(format!(
-            "priority {} (effective {}) · pool {} · attempts {}/{}",
+            "age {} · duration {} · {} · pool {} · priority {} (effective {})",
+            age(r, cx.now),
+            duration(r, cx.now),
+            tries_line(r),
+            r.pool,
             r.priority,
             r.effective_priority,
-            r.pool,
-            r.attempts.len(),
-            r.retries + 1
         )),
-        Line::from(run_detail_text(r, cx.now)),
+        Line::from(why(r, r.events.as_deref().and_then(cancelled_by), cx.now)),
     ];
     lines.extend(timeline(cx, r, inner_w));
     lines.push(Line::from(Span::styled(

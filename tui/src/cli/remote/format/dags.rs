@@ -50,7 +50,10 @@ pub(crate) fn dags_table(dags: &[DagView]) -> Vec<String> {
             next_of(d),
             if d.paused { "yes" } else { "no" },
             d.last_run_state.map_or("-", |s| s.as_str()),
-            d.last_run_at.map_or("-".into(), |t| t.to_string()),
+            match d.planned_start {
+                Some(t) => format!("starts {}", in_zone(t, d.timezone.as_deref())),
+                None => d.last_run_at.map_or("-".into(), |t| t.to_string()),
+            },
             nodes_of(d),
             d.error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
             nw = next_width
