@@ -3,7 +3,9 @@
 //!
 //! Invariants: job output goes only in the body; every header value has
 //! its CR and LF removed (the DAG name is one axd validated, the addresses
-//! were checked by `check_mail_address`, and this holds even so); a job's
+//! were checked by `check_mail_address`, and this holds even so), and the
+//! only line breaks in a header are the folds between the encoded words
+//! of a subject beyond ASCII, each followed by a space; a job's
 //! log tail is at most `TAIL_LINES` lines and `TAIL_BYTES` bytes, and the
 //! whole message at most `MAX_MESSAGE` bytes, each cut saying how many
 //! bytes it left out.
@@ -44,6 +46,54 @@ fn header_safe(value: &str) -> String {
         .collect()
 }
 
+/// UTF-8 bytes of one encoded word at most: 56 characters of base64, 68
+/// with its frame (RFC 2047 allows 75), so even the first line,
+/// `Subject: ` and a word, stays within 78.
+const WORD_BYTES: usize = 42;
+
+/// A header value as it may travel: as it is when ASCII, else as RFC 2047
+/// encoded words (`=?UTF-8?B?…?=`, a DAG name may be any script's), each
+/// whole characters, on folded lines.
+fn encoded(value: &str) -> String {
+    if value.is_ascii() {
+        return value.to_string();
+    }
+    let mut words = Vec::new();
+    let mut start = 0;
+    while start < value.len() {
+        let mut end = (start + WORD_BYTES).min(value.len());
+        while !value.is_char_boundary(end) {
+            end -= 1;
+        }
+        words.push(format!(
+            "=?UTF-8?B?{}?=",
+            base64(&value.as_bytes()[start..end])
+        ));
+        start = end;
+    }
+    words.join("\n ")
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 /// Whether the job wrote any output: some attempt's log is not empty.
 pub(crate) fn wrote_output(log_dir: &Path, job: &JobReport) -> bool {
     (1..=job.attempts)
@@ -68,10 +118,10 @@ pub(crate) fn compose(
         "To: {}\nSubject: {}\nMIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\
          Content-Transfer-Encoding: 8bit\nAuto-Submitted: auto-generated\n\n",
         to.join(", "),
-        header_safe(&format!(
+        encoded(&header_safe(&format!(
             "ax: {} DAG run {} {state}",
             report.dag, report.dag_run.0
-        )),
+        ))),
     );
     let _ = write!(
         text,
@@ -267,6 +317,66 @@ mod tests {
         assert!(h.starts_with("To: ops@example.comBcc: x@y, root\n"), "{h}");
         assert!(h.contains("\nAuto-Submitted: auto-generated"), "{h}");
         assert!(!h.contains("From:"), "{h}");
+    }
+
+    #[test]
+    fn a_subject_beyond_ascii_is_encoded_words_of_whole_characters() {
+        assert_eq!(base64(b"ax"), "YXg=");
+        assert_eq!(base64(b"axd"), "YXhk");
+        assert_eq!(base64(b"a"), "YQ==");
+        assert_eq!(encoded("ax: nightly"), "ax: nightly");
+        assert_eq!(encoded("é"), "=?UTF-8?B?w6k=?=");
+        let dir = tempfile::tempdir().unwrap();
+        let name = "報告/".repeat(20);
+        let h = headers(&compose(
+            &report(&name, vec![]),
+            &["a@b".into()],
+            dir.path(),
+            false,
+        ));
+        let subject: Vec<&str> = h
+            .lines()
+            .skip_while(|l| !l.starts_with("Subject: "))
+            .take_while(|l| l.starts_with("Subject: ") || l.starts_with(' '))
+            .collect();
+        assert!(subject.len() > 1, "folded: {h}");
+        for line in &subject {
+            assert!(line.is_ascii() && line.len() <= 78, "{line}");
+        }
+        let decoded: String = subject
+            .iter()
+            .map(|l| {
+                let word = l.trim_start_matches("Subject: ").trim();
+                let b64 = word
+                    .strip_prefix("=?UTF-8?B?")
+                    .unwrap()
+                    .strip_suffix("?=")
+                    .unwrap();
+                String::from_utf8(unbase64(b64)).expect("whole characters in each word")
+            })
+            .collect();
+        assert_eq!(decoded, format!("ax: {name} DAG run 7 failed"));
+    }
+
+    fn unbase64(text: &str) -> Vec<u8> {
+        let value = |c: u8| match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            _ => 63,
+        };
+        let mut out = Vec::new();
+        for chunk in text.as_bytes().chunks(4) {
+            let n = chunk
+                .iter()
+                .take_while(|c| **c != b'=')
+                .enumerate()
+                .fold(0u32, |n, (i, c)| n | u32::from(value(*c)) << (18 - 6 * i));
+            let len = chunk.iter().filter(|c| **c != b'=').count() - 1;
+            out.extend((0..len).map(|i| (n >> (16 - 8 * i)) as u8));
+        }
+        out
     }
 
     #[test]
