@@ -88,9 +88,9 @@ impl Schedule {
             _ => trimmed.to_string(),
         };
         let fields: Vec<&str> = expanded.split_whitespace().collect();
-        let (minute, hour) = match fields.len() {
-            5 => (fields[0], fields[1]),
-            6 => (fields[1], fields[2]),
+        let (minute, hour, day_of_month, day_of_week) = match fields.len() {
+            5 => (fields[0], fields[1], fields[2], fields[4]),
+            6 => (fields[1], fields[2], fields[3], fields[5]),
             0 => return Err(err("empty expression".into())),
             n => {
                 return Err(err(format!(
@@ -120,9 +120,15 @@ impl Schedule {
                 )));
             }
         }
+        // Cron's day rule: a day matching either day field fires only when
+        // both are restricted; a field starting with `*` (`*/10` too) is
+        // not, and then a day must match both (Vixie cron's DOM_STAR and
+        // DOW_STAR). croner would read `*/10` as restricted.
+        let starred_day = day_of_month.starts_with('*') || day_of_week.starts_with('*');
         let parser = CronParser::builder()
             .seconds(Seconds::Optional)
             .year(Year::Disallowed)
+            .dom_and_dow(starred_day)
             .build();
         let cron = parser
             .parse(&expanded)

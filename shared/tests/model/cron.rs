@@ -271,3 +271,21 @@ fn reboot_is_a_schedule_with_no_time_of_day() {
     );
     assert!(!Schedule::parse("@daily").unwrap().is_at_boot());
 }
+
+#[test]
+fn a_day_field_starting_with_a_star_makes_cron_match_both_day_fields() {
+    // Vixie cron: `*/10` is not a restriction for the either-day rule.
+    assert_eq!(
+        next_n("0 0 */10 * MON", chrono_tz::UTC, "2026-01-01T00:00:00Z", 1),
+        vec!["2026-05-11T00:00:00Z"]
+    );
+    // Both restricted: either day.
+    assert_eq!(
+        next_n("0 0 1,15 * MON", chrono_tz::UTC, "2026-01-01T00:00:00Z", 3),
+        vec![
+            "2026-01-05T00:00:00Z",
+            "2026-01-12T00:00:00Z",
+            "2026-01-15T00:00:00Z"
+        ]
+    );
+}

@@ -7,6 +7,7 @@ mod exit_codes;
 mod follow;
 mod hostile_output;
 mod import;
+mod import_runs;
 mod local_users;
 mod offline;
 mod readings;

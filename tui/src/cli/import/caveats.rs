@@ -128,28 +128,6 @@ pub(crate) fn duration(seconds: u64) -> String {
     }
 }
 
-/// cron restricts a day by day of month OR day of week only when neither
-/// field starts with `*`; a `*/N` field makes it AND. ax reads `*/N` as
-/// restricted (OR), so such a schedule fires on other days.
-fn day_rule(schedule: &str) -> Option<String> {
-    let f: Vec<&str> = schedule.split_whitespace().collect();
-    let [_, _, dom, _, dow] = f[..] else {
-        return None;
-    };
-    let stepped = |x: &str| x.starts_with('*') && x != "*";
-    let restricted = |x: &str| !x.starts_with('*');
-    ((stepped(dom) && (restricted(dow) || stepped(dow))) || (stepped(dow) && restricted(dom))).then(
-        || {
-            format!(
-                "day of month {dom:?} and day of week {dow:?}: cron fires on days matching both \
-             (a field starting with * is not restricted for cron's either-day rule), ax on days \
-             matching either; write the day of month as a list or range (1-31/N) to keep \
-             cron's days in mind, and check with `ax cron next`"
-            )
-        },
-    )
-}
-
 /// The caveats of a command as ax runs it, and of its schedule.
 pub(crate) fn of_entry(schedule: &str, command: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -160,9 +138,6 @@ pub(crate) fn of_entry(schedule: &str, command: &str) -> Vec<String> {
              boot), so check that what it needs (network, mounts) is up by then"
                 .into(),
         );
-    }
-    if let Some(c) = day_rule(schedule) {
-        out.push(c);
     }
     if has_nonblocking_flock(command) {
         out.push(
@@ -259,11 +234,9 @@ mod tests {
             c[0].starts_with("anacron") && c[1].starts_with("run-parts"),
             "{c:?}"
         );
-        let c = of_entry("0 0 */10 * MON", "x");
-        assert!(c[0].starts_with("day of month \"*/10\""), "{c:?}");
-        assert_eq!(of_entry("0 0 */10 * *", "x"), Vec::<String>::new());
-        assert_eq!(of_entry("0 0 1-31/10 * MON", "x"), Vec::<String>::new());
-        assert_eq!(of_entry("0 0 13 * */2", "x").len(), 1);
+        // ax reads the day fields as cron does: nothing to say.
+        assert_eq!(of_entry("0 0 */10 * MON", "x"), Vec::<String>::new());
+        assert_eq!(of_entry("0 0 13 * */2", "x"), Vec::<String>::new());
         let c = of_entry("0 * * * *", "sleep $(shuf -i 1-60 -n 1) && x");
         assert!(c[0].starts_with("a random sleep"), "{c:?}");
     }
