@@ -3,7 +3,8 @@
 //! test's own that records its argv and stdin, one pair of files per mail.
 //! One mail per DAG run, to the DAG's `notify` or else the daemon's
 //! `[notify]`, for failure, success or output; a failed send is an event
-//! of the DAG run and a metric, and changes no run.
+//! of the DAG run and a metric, and changes no run; a reload puts new
+//! `[notify]` and `mail_command` in force.
 //!
 //! "No mail" is checked against a later DAG run that does mail: the
 //! notifier judges DAG runs in the order they finished and starts their
@@ -274,6 +275,21 @@ async fn the_daemons_notify_applies_to_dags_without_one_and_mail_empty_turns_it_
             .iter()
             .any(|e| e.dag_run == muted[0].dag_run && e.actor == "axd mail"),
         "no mail, so no mail event, for the muted DAG"
+    );
+
+    // A reload puts a new [notify] in force for the DAG runs that end
+    // afterwards.
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    std::fs::write(
+        &d.config,
+        text.replace("team@example.com", "night-shift@example.com"),
+    )
+    .unwrap();
+    c.request(Reload).await.unwrap();
+    let again = run_dag(&mut c, "plain").await;
+    assert_eq!(
+        mail_event(&mut c, again[0].dag_run).await,
+        "mail sent to night-shift@example.com"
     );
 }
 
