@@ -68,7 +68,7 @@ impl Scheduler {
             dag: dag_run.dag.clone(),
             dag_run: id,
             state: dag_run.state,
-            notify: dag_run.spec.notify.clone(),
+            notify: addressed(&dag_run.spec, &dag_run.dag),
             jobs,
         })
     }
@@ -127,5 +127,86 @@ impl Scheduler {
             reason,
             actor: Arc::from(ACTOR),
         }));
+    }
+}
+
+/// Whom a DAG run's end may be mailed to, ahead of the daemon's
+/// `[notify]` (`None`: those defaults apply):
+/// - a user's DAG mails only its owner's local mailbox, whatever addresses
+///   it names, and never by default: axd sends as its own user, so a user
+///   must not mail others in its name;
+/// - an ad-hoc DAG run (`ax submit`, `ax run`) or a hook's mails only when
+///   its spec asks;
+/// - a DAG of the jobs folder: its `notify`, else the defaults.
+fn addressed(spec: &ax_shared::DagSpec, dag: &str) -> Option<ax_shared::Notify> {
+    let none = || ax_shared::Notify {
+        mail: Vec::new(),
+        on: Vec::new(),
+    };
+    if let Some(owner) = ax_shared::users::user_dag_owner(dag) {
+        return Some(match &spec.notify {
+            Some(n) if !n.mail.is_empty() => ax_shared::Notify {
+                mail: vec![owner.to_string()],
+                on: n.on.clone(),
+            },
+            _ => none(),
+        });
+    }
+    if spec.file.is_empty() {
+        return Some(spec.notify.clone().unwrap_or_else(none));
+    }
+    spec.notify.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::addressed;
+    use ax_shared::{DagSpec, Notify, NotifyOn};
+
+    fn spec(file: &str, notify: Option<Vec<&str>>) -> DagSpec {
+        let mut s = DagSpec::adhoc("x", Vec::new());
+        s.file = file.into();
+        s.notify = notify.map(|m| Notify {
+            mail: m.into_iter().map(String::from).collect(),
+            on: vec![NotifyOn::Failure],
+        });
+        s
+    }
+
+    fn to(n: Option<Notify>) -> Option<Vec<String>> {
+        n.map(|n| n.mail)
+    }
+
+    #[test]
+    fn a_user_dag_mails_only_its_owner_and_ad_hoc_runs_only_when_asked() {
+        let file = "/etc/ax/jobs.d/x.toml";
+        assert_eq!(
+            to(addressed(&spec(file, None), "x")),
+            None,
+            "defaults apply"
+        );
+        assert_eq!(
+            to(addressed(&spec(file, Some(vec!["ops@example.com"])), "x")),
+            Some(vec!["ops@example.com".into()])
+        );
+        let user = spec("", Some(vec!["boss@example.com", "alice"]));
+        assert_eq!(
+            to(addressed(&user, "@alice/standup")),
+            Some(vec!["alice".into()])
+        );
+        assert_eq!(
+            to(addressed(&spec("", None), "@alice/standup")),
+            Some(vec![])
+        );
+        assert_eq!(
+            to(addressed(&spec("", None), "adhoc")),
+            Some(vec![]),
+            "no defaults"
+        );
+        assert_eq!(
+            to(addressed(&spec("", None), "@alice/standup:on_failure")),
+            Some(vec![]),
+            "a user's hook"
+        );
     }
 }
