@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ax_shared::duration::parse_duration;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use crate::store::postgres::PgUrl;
 use ax_engine::{Aging, EngineConfig};
 
 mod notify;
+mod values;
 pub use notify::{DEFAULT_MAIL_COMMAND, no_mail};
+use values::*;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -172,32 +174,6 @@ struct Raw {
     mail_command: Option<notify::MailCommand>,
 }
 
-/// `shell`: an absolute path, checked as it is read (so reported with its
-/// line).
-struct ShellPath(PathBuf);
-impl<'de> Deserialize<'de> for ShellPath {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let path = PathBuf::from(String::deserialize(d)?);
-        if !path.is_absolute() {
-            return Err(serde::de::Error::custom(format!(
-                "{} is not an absolute path",
-                path.display()
-            )));
-        }
-        Ok(ShellPath(path))
-    }
-}
-
-/// One `pass_env` name, checked as it is read.
-struct PassEnvName(String);
-impl<'de> Deserialize<'de> for PassEnvName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        check_job_var(&name).map_err(serde::de::Error::custom)?;
-        Ok(PassEnvName(name))
-    }
-}
-
 /// A name a job's environment may take from the config: a valid variable
 /// name that is none of axd's own.
 fn check_job_var(name: &str) -> Result<(), String> {
@@ -219,22 +195,6 @@ struct RawUsers {
     allow: Vec<AllowEntry>,
 }
 
-/// One `[users] allow` entry: a user name or `@group`, checked as it is
-/// read (so reported with its line).
-struct AllowEntry(String);
-impl<'de> Deserialize<'de> for AllowEntry {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let name = text.strip_prefix('@').unwrap_or(&text);
-        if !ax_shared::jobfile::valid_account_name(name) {
-            return Err(serde::de::Error::custom(format!(
-                "{text:?} is not a user name or @group (1-32 of a-z 0-9 _ . -)"
-            )));
-        }
-        Ok(AllowEntry(text))
-    }
-}
-
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawLimits {
@@ -242,30 +202,6 @@ struct RawLimits {
     metrics_connections: Option<Count>,
     hello_timeout: Option<Timeout>,
     frame_timeout: Option<Timeout>,
-}
-
-/// A count of at least 1, checked as it is read (so reported with its line).
-struct Count(usize);
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = i64::deserialize(d)?;
-        if n < 1 {
-            return Err(serde::de::Error::custom("must be at least 1"));
-        }
-        Ok(Count(n as usize))
-    }
-}
-
-/// A client timeout: at least 100 ms.
-struct Timeout(Duration);
-impl<'de> Deserialize<'de> for Timeout {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let Dur(t) = Dur::deserialize(d)?;
-        if t < Duration::from_millis(100) {
-            return Err(serde::de::Error::custom("must be at least 100ms"));
-        }
-        Ok(Timeout(t))
-    }
 }
 
 #[derive(Deserialize, Default)]
@@ -329,177 +265,6 @@ const DEFAULT_LEASE_BEATS: u32 = 6;
 const MIN_LEASE_BEATS: u32 = 3;
 /// Shorter beats would be mostly database load.
 const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
-
-/// `store`: checked as it is read, so that a bad URL is reported with its
-/// line.
-struct StoreUrl(PgUrl);
-impl<'de> Deserialize<'de> for StoreUrl {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        PgUrl::parse(&s)
-            .map(StoreUrl)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-struct Dur(Duration);
-impl<'de> Deserialize<'de> for Dur {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_duration(&s)
-            .map(Dur)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// `[cluster] heartbeat`, checked as it is read so that a too short one
-/// is reported with its line.
-struct Heartbeat(Duration);
-impl<'de> Deserialize<'de> for Heartbeat {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let Dur(beat) = Dur::deserialize(d)?;
-        if beat < MIN_HEARTBEAT {
-            return Err(serde::de::Error::custom(format!(
-                "must be at least {} ms",
-                MIN_HEARTBEAT.as_millis()
-            )));
-        }
-        Ok(Heartbeat(beat))
-    }
-}
-
-struct DurationOrNone(Option<Duration>);
-impl<'de> Deserialize<'de> for DurationOrNone {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        if s == "none" {
-            return Ok(DurationOrNone(None));
-        }
-        parse_duration(&s)
-            .map(|d| DurationOrNone(Some(d)))
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-struct Priority(u8);
-impl<'de> Deserialize<'de> for Priority {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = i64::deserialize(d)?;
-        ax_shared::rules::check_priority(n)
-            .map(Priority)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Synchronous {
-    Full,
-    Normal,
-}
-impl<'de> Deserialize<'de> for Synchronous {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match String::deserialize(d)?.to_ascii_lowercase().as_str() {
-            "full" => Ok(Synchronous::Full),
-            "normal" => Ok(Synchronous::Normal),
-            other => Err(serde::de::Error::custom(format!(
-                "synchronous = {other:?}: use \"full\" or \"normal\""
-            ))),
-        }
-    }
-}
-
-/// `"100/min"`, `"5/s"`, `"1000/h"` → per minute.
-struct Rate(u32);
-impl<'de> Deserialize<'de> for Rate {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        let bad = || {
-            serde::de::Error::custom(format!(
-                "rate {s:?}: write e.g. \"100/min\", \"5/s\" or \"1000/h\""
-            ))
-        };
-        let (n, unit) = s.split_once('/').ok_or_else(bad)?;
-        let n: f64 = n.trim().parse().map_err(|_| bad())?;
-        let per_min = match unit.trim() {
-            "s" | "sec" | "second" => n * 60.0,
-            "min" | "m" | "minute" => n,
-            "h" | "hour" => n / 60.0,
-            _ => return Err(bad()),
-        };
-        if !(1.0..=1e9).contains(&per_min) {
-            return Err(serde::de::Error::custom(format!(
-                "rate {s:?} must be at least 1/min"
-            )));
-        }
-        Ok(Rate(per_min.round() as u32))
-    }
-}
-
-/// `extra = "30%"` of max_concurrency (rounded up) or a count.
-enum Extra {
-    Percent(f64),
-    Count(u32),
-}
-impl<'de> Deserialize<'de> for Extra {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum E {
-            N(u32),
-            S(String),
-        }
-        match E::deserialize(d)? {
-            E::N(n) => Ok(Extra::Count(n)),
-            E::S(s) => s
-                .strip_suffix('%')
-                .and_then(|p| p.trim().parse::<f64>().ok())
-                .filter(|p| (0.0..=1000.0).contains(p))
-                .map(Extra::Percent)
-                .ok_or_else(|| {
-                    serde::de::Error::custom(format!(
-                        "burst.extra {s:?}: write a count or a percentage like \"30%\""
-                    ))
-                }),
-        }
-    }
-}
-
-/// `"10MiB"`, `"512KiB"`, `"1GB"`, or a number of bytes.
-struct Bytes(u64);
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum B {
-            N(u64),
-            S(String),
-        }
-        match B::deserialize(d)? {
-            B::N(n) => Ok(Bytes(n)),
-            B::S(s) => {
-                let t = s.trim();
-                let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-                let (num, unit) = t.split_at(split);
-                let mult: u64 = match unit.trim() {
-                    "" | "B" => 1,
-                    "KiB" => 1 << 10,
-                    "MiB" => 1 << 20,
-                    "GiB" => 1 << 30,
-                    "KB" | "kB" => 1000,
-                    "MB" => 1_000_000,
-                    "GB" => 1_000_000_000,
-                    _ => 0,
-                };
-                match num.parse::<u64>() {
-                    Ok(n) if mult > 0 => Ok(Bytes(n.saturating_mul(mult))),
-                    _ => Err(serde::de::Error::custom(format!(
-                        "size {s:?}: write e.g. \"10MiB\""
-                    ))),
-                }
-            }
-        }
-    }
-}
 
 /// Where a user-mode daemon keeps things without `--config` (XDG).
 pub fn xdg_defaults() -> (PathBuf, PathBuf, PathBuf) {
@@ -853,158 +618,4 @@ fn key_at(text: &str, at: usize) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Config, String> {
-        Config::parse(text, Path::new("/etc/ax/axd.toml")).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn the_shipped_example_parses() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/axd.toml");
-        let c = Config::load(&path).unwrap();
-        assert_eq!(c.pools.get("io"), Some(&40));
-        assert_eq!(c.burst_extra, 3, "30% of 8, rounded up");
-        assert_eq!(c.retry_per_minute, 100);
-        assert_eq!(c.log_max_bytes, 10 << 20);
-        assert!(c.jobs_dir.ends_with("config/jobs.d"));
-    }
-
-    #[test]
-    fn state_dir_and_jobs_dir_may_not_hold_each_other() {
-        for text in [
-            "jobs_dir = \"/srv/ax/jobs\"\nstate_dir = \"/srv/ax/jobs/state\"\n",
-            "jobs_dir = \"/srv/ax/state/jobs\"\nstate_dir = \"/srv/ax/state\"\n",
-        ] {
-            let e = parse(text).unwrap_err();
-            assert!(e.contains("must not be inside one another"), "{e}");
-        }
-        assert!(parse("jobs_dir = \"/srv/ax/jobs\"\nstate_dir = \"/srv/ax/state\"\n").is_ok());
-    }
-
-    #[test]
-    fn metrics_addr_is_loopback_unless_public() {
-        let c = parse("metrics_addr = \"127.0.0.1:9464\"\n").unwrap();
-        assert_eq!(c.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
-        let c = parse("metrics_addr = \"0.0.0.0:9464\"\nmetrics_public = true\n").unwrap();
-        assert!(c.metrics_addr.is_some());
-        assert_eq!(parse("").unwrap().metrics_addr, None);
-    }
-
-    #[test]
-    fn store_is_sqlite_unless_a_postgres_url_is_given() {
-        assert!(parse("").unwrap().store.is_none());
-        let c = parse("store = \"postgres://ax:pw@db.example/ax\"\n").unwrap();
-        let url = c.store.expect("a PostgreSQL store");
-        assert_eq!(url.redacted(), "postgres://ax:***@db.example/ax");
-        let c = parse("store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"2s\"\n").unwrap();
-        assert_eq!(c.heartbeat, Duration::from_secs(2));
-        assert_eq!(c.lease, Duration::from_secs(12), "six heartbeats");
-        assert_eq!(parse("").unwrap().heartbeat, Duration::from_secs(5));
-        let c = parse(
-            "store = \"postgres://ax@db/ax\"\n[cluster]\nheartbeat = \"1s\"\nlease = \"30s\"\n",
-        )
-        .unwrap();
-        assert_eq!(c.lease, Duration::from_secs(30));
-        let other = parse("store = \"postgres://ax@other/ax\"\n").unwrap();
-        assert_eq!(
-            parse("").unwrap().restart_only_changes(&other),
-            vec!["store"]
-        );
-    }
-
-    #[test]
-    fn relative_paths_and_defaults() {
-        let c = parse("jobs_dir = \"j\"\nmax_concurrency = 4\n").unwrap();
-        assert_eq!(c.jobs_dir, PathBuf::from("/etc/ax/j"));
-        assert_eq!(c.pools.get("default"), Some(&4));
-        assert_eq!(c.default_timeout, None, "no timeout unless asked");
-        let p = parse("[pools.io]\nslots = 2\ntimeout = \"2h\"\n[pools.open]\nslots = 1\ntimeout = \"none\"\n").unwrap();
-        assert_eq!(
-            p.pool_timeouts.get("io"),
-            Some(&Some(Duration::from_secs(7200)))
-        );
-        assert_eq!(p.pool_timeouts.get("open"), Some(&None));
-        assert_eq!(p.pool_timeouts.get("default"), None);
-        assert!(c.synchronous_full);
-        assert_eq!(c.burst_extra, 2);
-    }
-
-    #[test]
-    fn job_environment_keys() {
-        let c = parse("").unwrap();
-        assert_eq!(c.shell, PathBuf::from("/bin/sh"));
-        assert!(c.pass_env.is_empty() && c.job_env.is_empty());
-        let c = parse(
-            "shell = \"/bin/bash\"\npass_env = [\"KEEP_ME\"]\n[job_env]\nLANG = \"C.UTF-8\"\n",
-        )
-        .unwrap();
-        assert_eq!(c.shell, PathBuf::from("/bin/bash"));
-        assert_eq!(c.pass_env, ["KEEP_ME"]);
-        assert_eq!(c.job_env, [("LANG".to_string(), "C.UTF-8".to_string())]);
-    }
-
-    #[test]
-    fn errors_name_key_and_line() {
-        for (text, needle) in [
-            ("max_concurrency = 4\ncolour = 1\n", "line 2"),
-            ("max_concurrency = 4\ncolour = 1\n", "(key `colour`)"),
-            ("default_timeout = \"ten\"\n", "line 1"),
-            (
-                "[retry]\nrate = \"lots\"\n",
-                "line 2, column 8 (key `retry.rate`)",
-            ),
-            ("[aging]\ncap = 200\n", "out of range"),
-            ("[pools.gpu]\nslots = 0\n", "pools.gpu.slots"),
-            ("timezone = \"Mars/Base\"\n", "unknown time zone"),
-            ("max_concurrency = \"x\"\n", "line 1"),
-            ("[logs]\nmax_bytes = \"10 parsecs\"\n", "size"),
-            ("metrics_addr = \"9464\"\n", "address and port"),
-            ("metrics_addr = \"0.0.0.0:9464\"\n", "metrics_public = true"),
-            (
-                "max_concurrency = 4\nstore = \"mysql://db/ax\"\n",
-                "line 2, column 9 (key `store`)",
-            ),
-            ("store = \"mysql://db/ax\"\n", "postgres://"),
-            ("store = \"postgres://db:port/ax\"\n", "(key `store`)"),
-            (
-                "max_concurrency = 4\n[cluster]\nheartbeat = \"2s\"\n",
-                "line 2: [cluster] needs a shared store: set store = \"postgres://",
-            ),
-            (
-                "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"1ms\"\n",
-                "line 3, column 13 (key `cluster.heartbeat`): must be at least 100 ms",
-            ),
-            (
-                "store = \"postgres://db/ax\"\n[cluster]\nbeat = \"1s\"\n",
-                "line 3",
-            ),
-            (
-                "pass_env = [\"KEEP\", \"NOTIFY_SOCKET\"]\n",
-                "line 1, column 12 (key `pass_env`)",
-            ),
-            ("pass_env = [\"WATCHDOG_USEC\"]\n", "axd's own"),
-            (
-                "shell = \"bash\"\n",
-                "line 1, column 9 (key `shell`): bash is not an absolute path",
-            ),
-            (
-                "max_concurrency = 4\n[job_env]\nAX_JOB = \"x\"\n",
-                "line 2: [job_env] \"AX_JOB\" is axd's own",
-            ),
-            (
-                "[job_env]\nN = 1\n",
-                "line 1: [job_env] N: the value must be a string",
-            ),
-            (
-                "store = \"postgres://db/ax\"\n[cluster]\nheartbeat = \"2s\"\nlease = \"5s\"\n",
-                "line 2: [cluster] lease = 5s is shorter than 3 heartbeats (6s)",
-            ),
-        ] {
-            let err = parse(text).unwrap_err();
-            assert!(err.contains(needle), "{text:?}: {err}");
-            assert!(err.contains("/etc/ax/axd.toml"), "{err}");
-        }
-    }
-}
+mod tests;
