@@ -349,6 +349,96 @@ impl Drop for SignalsBlocked {
     }
 }
 
+/// A process's environment as C strings and the `envp` array pointing
+/// into them: the plan's defaults that neither its own variables nor the
+/// base set, then the base's entries its own do not replace, then its own
+/// (the last value of each name). The pointers stay valid while this
+/// lives: they point into the heap buffers of the strings it owns.
+struct Environ {
+    _owned: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl Environ {
+    fn of(plan: &Plan) -> Result<Environ, SpawnError> {
+        // Sets of names, so a job with thousands of variables costs
+        // linear time, not quadratic.
+        let mut seen: std::collections::HashSet<&[u8]> =
+            std::collections::HashSet::with_capacity(plan.env.len());
+        let mut own: Vec<CString> = Vec::with_capacity(plan.env.len());
+        for (k, v) in plan.env.iter().rev() {
+            if seen.insert(k.as_bytes()) {
+                own.push(entry(k, v)?);
+            }
+        }
+        own.reverse();
+        let base = &plan.base_env;
+        let mut defaults: Vec<CString> = Vec::with_capacity(plan.defaults.len());
+        for (k, v) in &plan.defaults {
+            if !seen.contains(k.as_bytes()) && !base.has(k.as_bytes()) {
+                defaults.push(entry(k, v)?);
+            }
+        }
+        let mut envp: Vec<*const libc::c_char> =
+            Vec::with_capacity(defaults.len() + base.entries.len() + own.len() + 1);
+        envp.extend(defaults.iter().map(|c| c.as_ptr()));
+        for e in &base.entries {
+            if !seen.contains(BaseEnv::name(e)) {
+                envp.push(e.as_ptr());
+            }
+        }
+        envp.extend(own.iter().map(|c| c.as_ptr()));
+        envp.push(std::ptr::null());
+        defaults.extend(own);
+        Ok(Environ {
+            _owned: defaults,
+            envp,
+        })
+    }
+}
+
+/// The descriptor limit jobs get: the one axd started with (it raises its
+/// own), else 0, which the child leaves as it is.
+fn nofile_for_jobs() -> libc::rlimit {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let original = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: getrlimit writes into the local struct it is given.
+    if original != 0 && unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur = original;
+    } else {
+        lim.rlim_cur = 0;
+    }
+    lim
+}
+
+/// The error of a child that failed before its program ran: `errno`, said
+/// of what `failed_at` names.
+fn not_started(plan: &Plan, failed_at: FailedAt, errno: i32) -> SpawnError {
+    let error = std::io::Error::from_raw_os_error(errno);
+    SpawnError::NotStarted(match (failed_at, plan.credentials.as_ref()) {
+        // Not the bare errno: an EAGAIN or EPERM here is about the
+        // account, not a shortage of axd's.
+        (FailedAt::Credentials, Some(c)) => std::io::Error::other(format!(
+            "cannot run as user {} (uid {}, gid {}): {error}",
+            c.user, c.uid, c.gid
+        )),
+        (FailedAt::Cwd, _) => std::io::Error::new(
+            error.kind(),
+            format!(
+                "cannot enter the working folder {}: {error}",
+                plan.cwd
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new("?"))
+                    .display()
+            ),
+        ),
+        _ => error,
+    })
+}
+
 /// Starts the process described by `plan` (call from a long-lived thread:
 /// PDEATHSIG is tied to the calling thread). Needs a tokio runtime context
 /// for the pidfd.
@@ -358,39 +448,12 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
     for a in &plan.args {
         argv_c.push(cstr(a)?);
     }
-    // The process's own variables, the last value of each name...
-    let mut env_c: Vec<CString> = Vec::with_capacity(plan.env.len());
-    let mut own_names: Vec<&[u8]> = Vec::with_capacity(plan.env.len());
-    for (i, (k, v)) in plan.env.iter().enumerate() {
-        if plan.env[i + 1..].iter().all(|(later, _)| later != k) {
-            env_c.push(entry(k, v)?);
-            own_names.push(k.as_bytes());
-        }
-    }
     let argv: Vec<*const libc::c_char> = argv_c
         .iter()
         .map(|c| c.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    // ...the defaults neither sets...
-    let base = &plan.base_env;
-    let mut defaults_c: Vec<CString> = Vec::with_capacity(plan.defaults.len());
-    for (k, v) in &plan.defaults {
-        if !own_names.contains(&k.as_bytes()) && !base.has(k.as_bytes()) {
-            defaults_c.push(entry(k, v)?);
-        }
-    }
-    // ...then the base's entries they do not replace.
-    let mut envp: Vec<*const libc::c_char> =
-        Vec::with_capacity(defaults_c.len() + base.entries.len() + env_c.len() + 1);
-    envp.extend(defaults_c.iter().map(|c| c.as_ptr()));
-    for e in &base.entries {
-        if !own_names.contains(&BaseEnv::name(e)) {
-            envp.push(e.as_ptr());
-        }
-    }
-    envp.extend(env_c.iter().map(|c| c.as_ptr()));
-    envp.push(std::ptr::null());
+    let environ = Environ::of(&plan)?;
     let cwd = plan
         .cwd
         .as_deref()
@@ -408,26 +471,13 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         failed_at: FailedAt::Nothing,
         path: path.as_ptr(),
         argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
+        envp: environ.envp.as_ptr(),
         cwd: cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         output: plan.output.as_raw_fd(),
         null,
         errno: 0,
         parent: crate::execution::reaper::own_pid() as libc::pid_t,
-        nofile: {
-            let mut lim = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            let original = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
-            // SAFETY: getrlimit writes into the local struct it is given.
-            if original != 0 && unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-                lim.rlim_cur = original;
-            } else {
-                lim.rlim_cur = 0;
-            }
-            lim
-        },
+        nofile: nofile_for_jobs(),
         close_fds: plan.close_fds,
         fd_limit: fd_limit(),
         stat: [0; STAT_BYTES],
@@ -491,28 +541,9 @@ pub(crate) fn spawn(plan: Plan) -> Result<Process, SpawnError> {
         // local int.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         crate::execution::reaper::forget_leader(pid);
-        let error = std::io::Error::from_raw_os_error(errno);
         // SAFETY: as for `errno` above: the child no longer runs.
         let failed_at = unsafe { std::ptr::read_volatile(&args.failed_at) };
-        return Err(SpawnError::NotStarted(match (failed_at, creds) {
-            // Not the bare errno: an EAGAIN or EPERM here is about the
-            // account, not a shortage of axd's.
-            (FailedAt::Credentials, Some(c)) => std::io::Error::other(format!(
-                "cannot run as user {} (uid {}, gid {}): {error}",
-                c.user, c.uid, c.gid
-            )),
-            (FailedAt::Cwd, _) => std::io::Error::new(
-                error.kind(),
-                format!(
-                    "cannot enter the working folder {}: {error}",
-                    plan.cwd
-                        .as_deref()
-                        .unwrap_or(std::path::Path::new("?"))
-                        .display()
-                ),
-            ),
-            _ => error,
-        }));
+        return Err(not_started(&plan, failed_at, errno));
     }
     let start_time = usize::try_from(args.stat_len)
         .ok()
