@@ -207,8 +207,16 @@ fn stdin_is_read_with_a_dash_and_files_go_to_stdout() {
     let tmp = tempfile::tempdir().unwrap();
     let (code, stdout, stderr) = ax_in(tmp.path(), &["import", "cron", "-"], crontab);
     assert_eq!(code, 0, "{stderr}");
+    // Without --user, whose jobs these are is unknown: each says so.
     assert!(
-        stderr.starts_with("2 entries converted, 0 with caveats"),
+        stderr.starts_with("2 entries converted, 2 with caveats"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("a user's crontab without --user NAME")
+            .count(),
+        2,
         "{stderr}"
     );
     // Two files, named apart, each after its `# file:` line.
@@ -384,4 +392,35 @@ fn control_characters_stay_exact_in_toml_and_escaped_in_comments() {
         "{stderr}"
     );
     assert!(stderr.contains("caveat: random sleep"), "{stderr}");
+}
+
+#[test]
+fn a_users_crontab_with_a_root_column_never_becomes_a_root_job() {
+    // In a user's crontab `root` is the command's first word: cron runs
+    // `root /home/alice/x.sh` as alice. --user, and standard input without
+    // --system, never guess a user column.
+    let dir = tempfile::tempdir().unwrap();
+    let tab = "* * * * * root /home/alice/x.sh\n";
+    for args in [
+        &["import", "cron", "--user", "alice", "-"][..],
+        &["import", "cron", "-"][..],
+    ] {
+        let (code, out, err) = ax_in(dir.path(), args, tab);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!out.contains("user = \"root\""), "{args:?}:\n{out}");
+        assert!(
+            out.contains("command = \"root /home/alice/x.sh\""),
+            "{args:?}:\n{out}"
+        );
+    }
+    let (_, out, _) = ax_in(dir.path(), &["import", "cron", "--user", "alice", "-"], tab);
+    assert!(out.contains("user = \"alice\""), "{out}");
+    let named = dir.path().join("alice.tab");
+    std::fs::write(&named, tab).unwrap();
+    let (_, out, _) = ax_in(
+        dir.path(),
+        &["import", "cron", "--user", "alice", named.to_str().unwrap()],
+        "",
+    );
+    assert!(!out.contains("user = \"root\""), "--user on a file:\n{out}");
 }

@@ -176,7 +176,23 @@ pub(crate) fn convert(
                 .into(),
         );
     }
+    let users_crontab = entry.user.is_none();
     let user = entry.user.or_else(|| user.map(str::to_owned));
+    if users_crontab && user.is_none() {
+        caveats.push(
+            "a user's crontab without --user NAME: the job file names no user, so its job runs as axd's own user (root under the system unit); pass --user with whose crontab it is".into(),
+        );
+    }
+    if users_crontab
+        && let Some(Some(mail)) = &mailto.as_ref().map(|m| (!m.is_empty()).then_some(m))
+        && mail.iter().any(|a| Some(a.as_str()) != user.as_deref())
+    {
+        caveats.push(format!(
+            "MAILTO of a user's crontab: cron sent its mail as {}, axd sends it as its own user (root under the system unit) to {}",
+            user.as_deref().unwrap_or("that user"),
+            mail.join(", ")
+        ));
+    }
     let mut file = JobFile::cron_like(entry.schedule, with_stdin(&split));
     file.notify = match mailto {
         Some(mail) if mail.is_empty() => {

@@ -299,10 +299,12 @@ fn sixth_word(body: &str) -> Option<(&str, bool)> {
 }
 
 /// The format of a crontab and why: files named `crontab` or in a folder
-/// named `cron.d` are system crontabs; otherwise one is when every entry's
-/// sixth field is a user name followed by a command, and one of those
-/// names is surely a user here (`is_user`: an account, and no program of
-/// that name); else it is a user's.
+/// named `cron.d` are system crontabs; standard input (`-`) is a user's
+/// unless `--system` says otherwise (what a pipe holds is often `crontab
+/// -l` of a user who may write a "user column" of their own); another
+/// file is a system crontab when every entry's sixth field is a user name
+/// followed by a command, and one of those names is surely a user here
+/// (`is_user`: an account, and no program of that name); else a user's.
 pub(crate) fn detect(
     path: &str,
     lines: &[Line],
@@ -317,6 +319,9 @@ pub(crate) fn detect(
         .is_some_and(|n| n == "cron.d")
     {
         return (Format::System, "system crontab: in a cron.d folder".into());
+    }
+    if path == "-" || path == super::STDIN_NAME {
+        return (Format::User, "user crontab: standard input".into());
     }
     let bodies: Vec<&str> = lines
         .iter()

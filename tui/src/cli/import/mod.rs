@@ -24,7 +24,7 @@ use jobtoml::Names;
 use summary::Report;
 
 /// What stdin is called in the summary and the job files' headers.
-const STDIN_NAME: &str = "<stdin>";
+pub(crate) const STDIN_NAME: &str = "<stdin>";
 
 /// A converted entry waiting for its file name.
 struct Done {
@@ -123,10 +123,14 @@ fn import_file(
     done: &mut Vec<Done>,
 ) {
     let lines = crontab::lines(text);
-    let (format, note) = match forced {
-        Some(Format::System) => (Format::System, "system crontab: --system".to_string()),
-        Some(Format::User) => (Format::User, "user crontab: --user-format".to_string()),
-        None => crontab::detect(name, &lines, &surely_a_user),
+    // `--user` says whose crontab it is: a user column is then never
+    // guessed, so a user's line `* * * * * root x` stays the command
+    // `root x` run as that user, as cron runs it, not a root job.
+    let (format, note) = match (forced, user) {
+        (Some(Format::System), _) => (Format::System, "system crontab: --system".to_string()),
+        (Some(Format::User), _) => (Format::User, "user crontab: --user-format".to_string()),
+        (None, Some(_)) => (Format::User, "user crontab".to_string()),
+        (None, None) => crontab::detect(name, &lines, &surely_a_user),
     };
     let note = match (format, user) {
         (Format::User, Some(u)) => format!("{note}, --user {u}"),
