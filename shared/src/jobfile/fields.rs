@@ -726,13 +726,22 @@ pub(super) fn unknown_key<'k>(
     let valid: Vec<&str> = valid.copied().collect();
     // A typo is at most a third of the key's letters away (and at least
     // one): `overlp` → `overlap`, `retires` → `retries`; `colour` suggests
-    // nothing.
-    let limit = (key.chars().count() / 3).max(1);
+    // nothing. The distance costs length × length, so only candidates of
+    // a near length are measured, and a key longer than any valid one by
+    // more than a typo (a hostile megabyte) none.
+    let len = key.chars().count();
+    let limit = (len / 3).max(1);
     let nearest = valid
         .iter()
+        .filter(|v| v.len().abs_diff(len) <= limit)
         .map(|v| (strsim::damerau_levenshtein(key, v), *v))
         .filter(|(d, _)| *d <= limit)
         .min();
+    let key: String = if len > 64 {
+        key.chars().take(64).chain("…".chars()).collect()
+    } else {
+        key.to_string()
+    };
     match nearest {
         Some((_, v)) => format!("unknown key `{key}`{place}: did you mean `{v}`?"),
         None => format!("unknown key `{key}`{place} (valid: {})", valid.join(", ")),

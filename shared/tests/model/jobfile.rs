@@ -651,10 +651,29 @@ fn cron_features_jitter_notify_and_reboot() {
             "{want} not in {errs:#?}"
         );
     }
+    let errs = errors("schedule = \"@daily\"\njitter = \"300000000d\"\ncommand = \"x\"\n");
+    assert!(
+        errs.iter().any(|e| e.contains("2:10: jitter: at most 31d")),
+        "{errs:#?}"
+    );
     let errs = errors("schedule = \"@daily\"\nnotify = \"ops@example.com\"\ncommand = \"x\"\n");
     assert!(
         errs.iter()
             .any(|e| e.contains("2:10: `notify` must be a table")),
         "{errs:#?}"
+    );
+}
+
+#[test]
+fn a_huge_unknown_key_is_cut_in_its_error_and_costs_no_suggestion() {
+    let key = "k".repeat(200_000);
+    let text = format!("{key} = 1\n[[job]]\nid = \"a\"\ncommand = \"true\"\n");
+    let errs = errors(&text);
+    let e = errs.iter().find(|e| e.contains("unknown key")).unwrap();
+    assert!(e.len() < 2_000, "{}", &e[..200]);
+    assert!(
+        e.contains(&format!("`{}…`", "k".repeat(64))),
+        "{}",
+        &e[..200]
     );
 }

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// The longest `jitter`: a month, the longest slot spacing it is meant
+/// to spread.
+const MAX_JITTER: Duration = Duration::from_secs(31 * 86_400);
+
 impl Cx<'_> {
     /// What describes the DAG and its hooks: `description`, `owner`,
     /// `on_failure`, `on_success`, `enabled`, `tags`.
@@ -69,7 +73,9 @@ impl Cx<'_> {
         self.dag_jitter(root, spec);
     }
 
-    /// `jitter`: only a schedule's slots are delayed, so it needs one.
+    /// `jitter`: only a schedule's slots are delayed, so it needs one; at
+    /// most [`MAX_JITTER`], so a planned start stays a date every reader
+    /// can show.
     fn dag_jitter(&mut self, root: &Table<'_>, spec: &mut DagSpec) {
         let Some(v) = root.get("jitter") else {
             return;
@@ -82,6 +88,8 @@ impl Cx<'_> {
                 v.span(),
                 "jitter delays a schedule's slots: set `schedule` too",
             );
+        } else if d > MAX_JITTER {
+            self.err(v.span(), "jitter: at most 31d");
         } else if !d.is_zero() {
             spec.jitter = Some(d);
         }
