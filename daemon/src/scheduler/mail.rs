@@ -42,8 +42,15 @@ impl Scheduler {
             .collect()
     }
 
+    /// `None` when no one is to be mailed about it: nothing is built.
     fn report(&self, id: DagRunId) -> Option<DagRunReport> {
         let dag_run = self.engine.dag_run(id)?;
+        let from_folder = self.registry.get(&dag_run.dag).is_some();
+        let notify = addressed(&dag_run.spec, &dag_run.dag, from_folder);
+        let to = notify.as_ref().unwrap_or(&self.cfg.notify);
+        if to.mail.is_empty() || to.on.is_empty() {
+            return None;
+        }
         let jobs = dag_run
             .runs
             .iter()
@@ -68,7 +75,7 @@ impl Scheduler {
             dag: dag_run.dag.clone(),
             dag_run: id,
             state: dag_run.state,
-            notify: addressed(&dag_run.spec, &dag_run.dag),
+            notify,
             jobs,
         })
     }
@@ -137,8 +144,9 @@ impl Scheduler {
 ///   must not mail others in its name;
 /// - an ad-hoc DAG run (`ax submit`, `ax run`) or a hook's mails only when
 ///   its spec asks;
-/// - a DAG of the jobs folder: its `notify`, else the defaults.
-fn addressed(spec: &ax_shared::DagSpec, dag: &str) -> Option<ax_shared::Notify> {
+/// - a DAG of the jobs folder (`from_folder`): its `notify`, else the
+///   defaults.
+fn addressed(spec: &ax_shared::DagSpec, dag: &str, from_folder: bool) -> Option<ax_shared::Notify> {
     let none = || ax_shared::Notify {
         mail: Vec::new(),
         on: Vec::new(),
@@ -152,7 +160,7 @@ fn addressed(spec: &ax_shared::DagSpec, dag: &str) -> Option<ax_shared::Notify> 
             _ => none(),
         });
     }
-    if spec.file.is_empty() {
+    if !from_folder {
         return Some(spec.notify.clone().unwrap_or_else(none));
     }
     spec.notify.clone()
@@ -181,30 +189,39 @@ mod tests {
     fn a_user_dag_mails_only_its_owner_and_ad_hoc_runs_only_when_asked() {
         let file = "/etc/ax/jobs.d/x.toml";
         assert_eq!(
-            to(addressed(&spec(file, None), "x")),
+            to(addressed(&spec(file, None), "x", true)),
             None,
             "defaults apply"
         );
         assert_eq!(
-            to(addressed(&spec(file, Some(vec!["ops@example.com"])), "x")),
+            to(addressed(
+                &spec(file, Some(vec!["ops@example.com"])),
+                "x",
+                true
+            )),
             Some(vec!["ops@example.com".into()])
         );
         let user = spec("", Some(vec!["boss@example.com", "alice"]));
         assert_eq!(
-            to(addressed(&user, "@alice/standup")),
+            to(addressed(&user, "@alice/standup", true)),
             Some(vec!["alice".into()])
         );
         assert_eq!(
-            to(addressed(&spec("", None), "@alice/standup")),
+            to(addressed(&spec("", None), "@alice/standup", true)),
             Some(vec![])
         );
+        // `ax submit FILE.toml` names its file, but is no DAG of the folder.
         assert_eq!(
-            to(addressed(&spec("", None), "adhoc")),
+            to(addressed(&spec("/tmp/adhoc.toml", None), "adhoc", false)),
             Some(vec![]),
             "no defaults"
         );
         assert_eq!(
-            to(addressed(&spec("", None), "@alice/standup:on_failure")),
+            to(addressed(
+                &spec("", None),
+                "@alice/standup:on_failure",
+                false
+            )),
             Some(vec![]),
             "a user's hook"
         );
