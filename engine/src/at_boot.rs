@@ -2,8 +2,10 @@
 //! boot of the machine, known by the kernel's boot id, however often axd
 //! starts within that boot.
 //!
-//! A DAG remembers the boot it last saw (`DagDef::boot_mark`, committed
-//! as `Effect::BootMark` in the step that fires it). A DAG seen for the
+//! A DAG remembers the boots it saw (`DagDef::boots_seen`, each committed
+//! as `Effect::BootMark` in the step that fires it), on any node: a
+//! cluster whose cron leadership moves between machines fires once per
+//! machine's boot, not at each move. A DAG seen for the
 //! first time (a new file, or a schedule changed to `@reboot`) only takes
 //! the current boot as seen and fires at the next one, as cron runs
 //! `@reboot` entries only when it starts with the machine.
@@ -29,12 +31,11 @@ impl Engine {
         let Some(def) = self.dags.get_mut(dag) else {
             return;
         };
-        let fire = match &def.boot_mark {
-            Some(seen) if *seen == boot => return,
-            Some(_) => true,
-            None => false,
-        };
-        def.boot_mark = Some(boot.clone());
+        if def.boots_seen.contains(&boot) {
+            return;
+        }
+        let fire = !def.boots_seen.is_empty();
+        def.boots_seen.push(boot.clone());
         if fire {
             // Overlap applies as to any trigger; the outcome is an event.
             let _ = self.fire(

@@ -282,8 +282,10 @@ impl Engine {
                         def.watermark = def.watermark.max(mark);
                     }
                     // The boot the DAG last fired in, on whichever node.
-                    if let Some(boot) = marks.boots.get(&name) {
-                        def.boot_mark = Some(boot.clone());
+                    for boot in marks.boots.get(&name).into_iter().flatten() {
+                        if !def.boots_seen.contains(boot) {
+                            def.boots_seen.push(boot.clone());
+                        }
                     }
                 }
                 self.catch_up(now, &name);

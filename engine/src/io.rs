@@ -133,12 +133,12 @@ pub enum Input {
         dag: String,
     },
     /// A DAG definition from the jobs folder (new, changed, or at start-up
-    /// with the watermark and the boot mark the store remembers).
+    /// with the watermark and the boots the store remembers).
     DefineDag {
         spec: Arc<DagSpec>,
         zone: chrono_tz::Tz,
         watermark: Option<Millis>,
-        boot_mark: Option<Arc<str>>,
+        boots_seen: Vec<Arc<str>>,
     },
     /// The DAG's file was deleted: cancel its runs that have not started.
     RemoveDag {
@@ -319,8 +319,9 @@ pub enum Effect {
         fired: u32,
         skipped: u32,
     },
-    /// An `@reboot` DAG has seen boot `boot` (commit with the runs): it
-    /// fired a DAG run for it, or, newly defined, waits for the next one.
+    /// An `@reboot` DAG has seen boot `boot` (commit with the runs, added to
+    /// the boots it saw): it fired a DAG run for it, or, newly defined,
+    /// waits for the next one.
     BootMark {
         dag: String,
         boot: Arc<str>,

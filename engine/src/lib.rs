@@ -507,9 +507,9 @@ impl Engine {
                 spec,
                 zone,
                 watermark,
-                boot_mark,
+                boots_seen,
             } => {
-                self.define_dag(now, spec, zone, watermark, boot_mark);
+                self.define_dag(now, spec, zone, watermark, boots_seen);
                 Ok(Reply::Done)
             }
             Input::RemoveDag { dag, actor } => {

@@ -29,8 +29,9 @@ pub(super) struct DagDef {
     pub schedule: Option<Schedule>,
     /// The last slot fired (or skipped on purpose).
     pub watermark: Millis,
-    /// `@reboot` only: the boot it last fired in or was defined in.
-    pub boot_mark: Option<Arc<str>>,
+    /// `@reboot` only: the boots it fired in or was first defined in, on
+    /// any node (a cluster's leaders each have their machine's boot).
+    pub boots_seen: Vec<Arc<str>>,
     pub next_fire: Option<Millis>,
     pub key: u32,
     /// Triggers waiting for the active run to end (`overlap = "queue"`,
@@ -57,7 +58,7 @@ pub enum Trigger {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TriggerMarks {
     pub slots: HashMap<String, Millis>,
-    pub boots: HashMap<String, Arc<str>>,
+    pub boots: HashMap<String, Vec<Arc<str>>>,
 }
 
 /// What a trigger did about the DAG's overlap policy.
@@ -123,7 +124,7 @@ impl Engine {
         spec: Arc<DagSpec>,
         zone: chrono_tz::Tz,
         watermark: Option<Millis>,
-        boot_mark: Option<Arc<str>>,
+        boots_seen: Vec<Arc<str>>,
     ) {
         let schedule = spec
             .schedule
@@ -147,7 +148,12 @@ impl Engine {
         let watermark = watermark
             .or(previous.as_ref().map(|p| p.watermark))
             .unwrap_or(wall);
-        let boot_mark = boot_mark.or(previous.as_ref().and_then(|p| p.boot_mark.clone()));
+        let mut boots_seen = boots_seen;
+        for boot in previous.iter().flat_map(|p| &p.boots_seen) {
+            if !boots_seen.contains(boot) {
+                boots_seen.push(boot.clone());
+            }
+        }
         let queued = previous
             .map(|p| p.queued)
             .or_else(|| self.stored_queues.remove(&name).map(VecDeque::from))
@@ -162,7 +168,7 @@ impl Engine {
                 zone,
                 schedule,
                 watermark,
-                boot_mark,
+                boots_seen,
                 next_fire: None,
                 key,
                 queued,

@@ -114,18 +114,18 @@ impl DagRegistry {
         for spec in to_define {
             let tz = spec.timezone.as_deref().unwrap_or(&cfg.timezone);
             let zone = ax_shared::cron::parse_zone(tz).unwrap_or(chrono_tz::UTC);
-            let (watermark, boot_mark) = match define {
+            let (watermark, boots_seen) = match define {
                 Define::All { marks } => (
                     marks.slots.get(&spec.name).copied(),
-                    marks.boots.get(&spec.name).cloned(),
+                    marks.boots.get(&spec.name).cloned().unwrap_or_default(),
                 ),
-                Define::Changed => (None, None),
+                Define::Changed => (None, Vec::new()),
             };
             let input = Input::DefineDag {
                 spec,
                 zone,
                 watermark,
-                boot_mark,
+                boots_seen,
             };
             effects.extend(engine.handle(now, input).effects);
         }
@@ -211,7 +211,7 @@ impl DagRegistry {
             spec,
             zone,
             watermark: None,
-            boot_mark: None,
+            boots_seen: Vec::new(),
         };
         engine.handle(now, input).effects
     }

@@ -425,7 +425,9 @@ impl Assemble {
                 let boot = Arc::from(r.str(1, "boot_marks.boot_id")?);
                 self.marks
                     .boots
-                    .insert(r.string(0, "boot_marks.dag")?, boot);
+                    .entry(r.string(0, "boot_marks.dag")?)
+                    .or_default()
+                    .push(boot);
             }
             Part::TriggerQueues => {
                 let dag = r.string(0, "trigger_queues.dag")?;

@@ -184,7 +184,7 @@ fn cron_slots_are_counted_fired_and_skipped() {
         spec: scheduled("busy", Catchup::Latest, Overlap::Skip),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     // Down for five minutes: of the six slots from then to now, both
@@ -193,7 +193,7 @@ fn cron_slots_are_counted_fired_and_skipped() {
         spec: scheduled("late", Catchup::Latest, Overlap::Allow),
         zone: chrono_tz::UTC,
         watermark: Some(sim.now - 5 * 60_000 - 1),
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     for _ in 0..3 {

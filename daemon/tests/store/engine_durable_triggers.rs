@@ -49,7 +49,7 @@ fn restart(store: &mut SqliteStore, now: Millis, spec: Arc<DagSpec>) -> Sim {
         spec,
         zone: chrono_tz::UTC,
         watermark,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     sim
@@ -68,7 +68,7 @@ fn a_queued_slot_survives_a_restart() {
         spec: spec.clone(),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     sim.advance(60_000);
@@ -142,7 +142,7 @@ fn a_triggered_run_starts_only_after_its_trigger_is_committed() {
         spec: spec.clone(),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     // 00:01 fires, is committed, then starts.

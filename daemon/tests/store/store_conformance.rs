@@ -541,7 +541,11 @@ fn a_commit_keeps_the_last_version_of_each_row(b: &dyn Backend) {
         runs: vec![&first, &last],
         paused: vec![("d".into(), true), ("d".into(), false), ("e".into(), true)],
         cron_marks: vec![("d".into(), 1), ("d".into(), 2)],
-        boot_marks: vec![("d".into(), "boot-a".into()), ("d".into(), "boot-b".into())],
+        boot_marks: vec![
+            ("d".into(), "boot-a".into()),
+            ("d".into(), "boot-b".into()),
+            ("d".into(), "boot-a".into()),
+        ],
         trigger_queues: vec![("d".into(), vec![Trigger::Slot(5)]), ("d".into(), vec![])],
         ..Commit::default()
     };
@@ -558,7 +562,9 @@ fn a_commit_keeps_the_last_version_of_each_row(b: &dyn Backend) {
     let loaded = b.open().load().unwrap();
     assert_eq!(loaded.paused, vec!["e".to_string()]);
     assert_eq!(loaded.marks.slots.get("d"), Some(&2));
-    assert_eq!(loaded.marks.boots.get("d").map(|b| &**b), Some("boot-b"));
+    let mut boots: Vec<&str> = loaded.marks.boots["d"].iter().map(|b| &**b).collect();
+    boots.sort();
+    assert_eq!(boots, ["boot-a", "boot-b"], "every boot seen, once");
     assert!(loaded.trigger_queues.is_empty());
     assert!(store.commit(&Commit::default()).unwrap().is_empty());
 }

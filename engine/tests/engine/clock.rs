@@ -31,7 +31,7 @@ fn define(sim: &mut Sim, spec: Arc<DagSpec>) {
         spec,
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
 }

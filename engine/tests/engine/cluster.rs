@@ -136,7 +136,7 @@ fn cron_fires_only_on_the_leader_from_the_stored_mark() {
         spec: std::sync::Arc::new(spec),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     assert_eq!(
@@ -185,7 +185,7 @@ fn leader_with(dags: &[(&str, Overlap)]) -> Sim {
             spec: std::sync::Arc::new(spec),
             zone: chrono_tz::UTC,
             watermark: None,
-            boot_mark: None,
+            boots_seen: Vec::new(),
         })
         .unwrap();
     }
@@ -299,7 +299,7 @@ fn a_follower_shows_the_next_slot_the_leader_will_fire() {
         spec: std::sync::Arc::new(spec),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     assert_eq!(sim.engine.next_fire("tick"), None, "nothing armed");

@@ -19,7 +19,7 @@ fn sim_with(overlap: Overlap) -> Sim {
         spec: Arc::new(d),
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
     sim

@@ -30,7 +30,7 @@ fn define(sim: &mut Sim, spec: Arc<DagSpec>, zone: chrono_tz::Tz, watermark: Opt
         spec,
         zone,
         watermark,
-        boot_mark: None,
+        boots_seen: Vec::new(),
     })
     .unwrap();
 }
@@ -516,7 +516,7 @@ fn define_marked(sim: &mut Sim, spec: Arc<DagSpec>, boot_mark: Option<&str>) {
         spec,
         zone: chrono_tz::UTC,
         watermark: None,
-        boot_mark: boot_mark.map(Arc::from),
+        boots_seen: boot_mark.into_iter().map(Arc::from).collect(),
     })
     .unwrap();
 }
@@ -673,4 +673,43 @@ fn jitter_never_delays_a_slot_caught_up_late_or_a_manual_trigger() {
         1,
         "a manual trigger starts now"
     );
+}
+
+#[test]
+fn reboot_fires_once_per_machine_boot_when_cron_leadership_moves() {
+    use std::collections::HashMap;
+    // Node A leads in boot a and fires (the DAG had seen boot old).
+    let lead = |sim: &mut Sim, boots: &[&str]| {
+        let marks = TriggerMarks {
+            slots: HashMap::new(),
+            boots: HashMap::from([(
+                "warm".to_string(),
+                boots.iter().map(|b| Arc::from(*b)).collect(),
+            )]),
+        };
+        sim.input(Input::Lead {
+            leader: true,
+            marks,
+            active: vec![],
+        })
+        .unwrap();
+    };
+    let follower = |boot: &str| {
+        let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+        sim.engine.set_boot(Some(Arc::from(boot)));
+        sim.engine.set_cron_leader(false);
+        define_marked(&mut sim, at_boot("warm"), None);
+        sim
+    };
+    let mut a = follower("boot-a");
+    lead(&mut a, &["boot-old"]);
+    assert_eq!(dag_runs_of(&a, "warm"), 1);
+    // B takes over: its machine's boot has not fired.
+    let mut b = follower("boot-b");
+    lead(&mut b, &["boot-old", "boot-a"]);
+    assert_eq!(dag_runs_of(&b, "warm"), 1);
+    // Back to A, still in boot a: nothing more.
+    let mut a = follower("boot-a");
+    lead(&mut a, &["boot-old", "boot-a", "boot-b"]);
+    assert_eq!(dag_runs_of(&a, "warm"), 0);
 }

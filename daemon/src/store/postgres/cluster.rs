@@ -5,6 +5,7 @@
 //! leader's advisory lock (a session lock on a connection of its own, lost
 //! with it).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -513,12 +514,14 @@ async fn try_lead(
         .iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_, tokio_postgres::Error>>()?;
-    let boots = client
+    let mut boots: HashMap<String, Vec<Arc<str>>> = HashMap::new();
+    for r in client
         .query("SELECT dag, boot_id FROM boot_marks", &[])
         .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, Arc::from(r.try_get::<_, &str>(1)?))))
-        .collect::<Result<_, tokio_postgres::Error>>()?;
+    {
+        let boot = Arc::from(r.try_get::<_, &str>(1)?);
+        boots.entry(r.try_get(0)?).or_default().push(boot);
+    }
     let marks = ax_engine::TriggerMarks { slots, boots };
     let active = client
         .query(

@@ -64,10 +64,10 @@ const CRON_MARKS: &str =
     "INSERT INTO cron_marks (dag, last_slot) SELECT * FROM UNNEST($1::text[], $2::int8[])
      ON CONFLICT (dag) DO UPDATE SET last_slot = excluded.last_slot
      WHERE cron_marks.last_slot < excluded.last_slot";
-/// The boot each `@reboot` DAG last saw: the newest wins.
+/// The boots each `@reboot` DAG saw, on any node.
 const BOOT_MARKS: &str =
     "INSERT INTO boot_marks (dag, boot_id) SELECT * FROM UNNEST($1::text[], $2::text[])
-     ON CONFLICT (dag) DO UPDATE SET boot_id = excluded.boot_id";
+     ON CONFLICT (dag, boot_id) DO NOTHING";
 /// Wakes the claimers of every node (delivered at commit).
 const NOTIFY_WORK: &str = "SELECT pg_notify('ax_work', '')";
 /// Wakes the claimers that watch DAG runs of other nodes (delivered at
@@ -289,7 +289,7 @@ impl Rows {
             rows.cron_dag.push(dag.clone());
             rows.cron_slot.push(*slot);
         }
-        for (dag, boot) in last_of_each(c.boot_marks.iter(), |(d, _)| d.clone()) {
+        for (dag, boot) in last_of_each(c.boot_marks.iter(), |(d, b)| (d.clone(), b.clone())) {
             rows.boot_dag.push(dag.clone());
             rows.boot_id.push(boot.to_string());
         }

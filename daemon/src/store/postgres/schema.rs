@@ -123,10 +123,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE nodes SET lease_ms = heartbeat_ms * 3 / 2, lease_until = last_beat + heartbeat_ms * 3 / 2,
         valid_since = last_beat;
     "#,
-    // 13: the boot each `@reboot` DAG last saw; a hook's DAG run names
+    // 13: the boots each `@reboot` DAG saw; a hook's DAG run names
     // the DAG run whose end started it (`ax ls` leaves hooks out)
     r#"
-    CREATE TABLE boot_marks (dag TEXT PRIMARY KEY, boot_id TEXT NOT NULL);
+    CREATE TABLE boot_marks (dag TEXT NOT NULL, boot_id TEXT NOT NULL, PRIMARY KEY (dag, boot_id));
     ALTER TABLE dag_runs ADD COLUMN hook_of BIGINT;
     CREATE INDEX dag_runs_hooks ON dag_runs(id) WHERE hook_of IS NOT NULL;
     "#,

@@ -52,10 +52,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE attempts ADD COLUMN log_lost INTEGER NOT NULL DEFAULT 0;
     "#,
-    // 6: the boot each `@reboot` DAG last saw; a hook's DAG run names
+    // 6: the boots each `@reboot` DAG saw; a hook's DAG run names
     // the DAG run whose end started it (`ax ls` leaves hooks out)
     r#"
-    CREATE TABLE boot_marks (dag TEXT PRIMARY KEY, boot_id TEXT NOT NULL);
+    CREATE TABLE boot_marks (dag TEXT NOT NULL, boot_id TEXT NOT NULL, PRIMARY KEY (dag, boot_id));
     ALTER TABLE dag_runs ADD COLUMN hook_of INTEGER;
     CREATE INDEX dag_runs_hooks ON dag_runs(id) WHERE hook_of IS NOT NULL;
     "#,

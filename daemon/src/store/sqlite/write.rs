@@ -158,7 +158,7 @@ fn write_marks(tx: &Transaction<'_>, c: &Commit<'_>) -> Result<(), StoreError> {
         }
     }
     for (dag, boot) in &c.boot_marks {
-        tx.prepare_cached("INSERT OR REPLACE INTO boot_marks (dag, boot_id) VALUES (?1, ?2)")?
+        tx.prepare_cached("INSERT OR IGNORE INTO boot_marks (dag, boot_id) VALUES (?1, ?2)")?
             .execute(params![dag, &**boot])?;
     }
     for (dag, slot) in &c.cron_marks {
