@@ -293,7 +293,8 @@ pub struct ListRuns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<u64>,
     /// `false`: leave out the runs of hooks (`on_failure`/`on_success`),
-    /// unless `dag` or `dag_run` names what to list. Absent: all runs.
+    /// unless `dag`, `dag_run` or `filter` says what to list. Absent: all
+    /// runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<bool>,
 }

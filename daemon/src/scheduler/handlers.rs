@@ -172,7 +172,8 @@ impl Scheduler {
             q.limit = limit as usize;
         }
         q.before = p.before;
-        q.without_hooks = p.hooks == Some(false) && q.dag.is_none() && q.dag_run.is_none();
+        q.without_hooks =
+            p.hooks == Some(false) && q.dag.is_none() && q.dag_run.is_none() && q.text.is_none();
         // Read in pages, so that an answer cut at the frame's size has
         // cost about a frame's worth of rows, whatever `limit` asked.
         let mut out = Encoded::default();
