@@ -68,8 +68,12 @@ pub(crate) async fn send(
     let outcome = tokio::time::timeout(limit, run).await;
     let result = match outcome {
         Err(_) => {
-            // SAFETY: signals the process group of our own child, which is
-            // not reaped yet (so the pgid is still ours).
+            // SAFETY: a plain kill(2) of the process group our child led.
+            // The kernel reuses no pid while a live process is in the group
+            // it names, so while the command or a child it left (holding
+            // the pipe) runs, the group is ours; once all are gone the call
+            // finds none (ESRCH), unless the pid was given to a new group
+            // leader meanwhile, a window this accepts.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
             let _ = child.wait().await;
             Err(SendError {
