@@ -89,11 +89,14 @@ impl Trigger {
         }
     }
 
-    /// Who acts for the trigger in events and on the DAG run.
+    /// Who acts for the trigger in events and on the DAG run: the schedule
+    /// (`cron`, also for `@reboot`), the DAG it runs after (`after etl`),
+    /// or who asked.
     fn actor(&self, cron_actor: &Arc<str>) -> Arc<str> {
         match self {
             Trigger::Manual { actor } => Arc::from(actor.as_str()),
-            Trigger::Slot(_) | Trigger::After { .. } | Trigger::Boot { .. } => cron_actor.clone(),
+            Trigger::After { dag, .. } => Arc::from(format!("after {dag}")),
+            Trigger::Slot(_) | Trigger::Boot { .. } => cron_actor.clone(),
         }
     }
 
@@ -680,7 +683,9 @@ impl Engine {
             return;
         }
         let spec = Arc::new(DagSpec::adhoc(format!("{dag}:{which}"), vec![job]));
-        let actor = self.cron_actor.clone();
+        // The hook acts, not the schedule: `ax events --actor cron` lists
+        // what cron started, not what the DAG's end did.
+        let actor: Arc<str> = Arc::from(format!("{which} hook"));
         let submit = Submit {
             dag: spec,
             trigger: format!("{which} hook of DAG run {dag_run}"),

@@ -255,6 +255,35 @@ fn after_chain_runs_in_order_and_only_on_success() {
     let a2 = sim.submit(first)[0];
     sim.exit(a2, 1);
     assert_eq!(dag_runs_of(&sim, "second"), 1, "failure does not");
+    // The follower's DAG run is credited to what triggered it, not cron.
+    let created = sim
+        .events()
+        .into_iter()
+        .find(|e| e.run.is_none() && e.reason.starts_with("DAG run created by after first"))
+        .expect("the follower's creation event");
+    assert_eq!(&*created.actor, "after first");
+}
+
+#[test]
+fn a_hook_acts_as_the_hook_not_as_cron() {
+    let mut sim = Sim::new(cfg(8, &[("default", 8)]));
+    let mut flaky = DagSpec::adhoc("flaky", vec![job("a")]);
+    flaky.on_failure = Some("echo hook".into());
+    let flaky = Arc::new(flaky);
+    define(&mut sim, flaky.clone(), chrono_tz::UTC, None);
+    let a = sim.submit(flaky)[0];
+    sim.exit(a, 1);
+    let hook = sim
+        .events()
+        .into_iter()
+        .find(|e| e.run.is_none() && e.reason.contains("on_failure hook of DAG run"))
+        .expect("the hook's creation event");
+    assert_eq!(&*hook.actor, "on_failure hook");
+    assert!(
+        sim.events().iter().all(|e| &*e.actor != "cron"),
+        "{:#?}",
+        sim.events()
+    );
 }
 
 #[test]
