@@ -381,6 +381,12 @@ async fn a_run_is_cancelled_by_its_node_and_retried_by_any() {
     let mut home = nodes[at].client().await;
     home.call("cancel", json!({"id": id})).await.unwrap();
     wait_state(&mut home, id, "cancelled", 20).await;
+    // `home` answers from its memory; the other node judges by the store,
+    // so the end must be committed before it is asked.
+    let ended_sql = format!(
+        "SELECT count(*) FROM dag_runs WHERE id = (SELECT dag_run FROM runs WHERE id = {id}) AND state <> 'active'"
+    );
+    wait_count(&db, &ended_sql, 20, |n| n == 1);
     // Finished, it may be retried through any node, which then runs it.
     elsewhere.call("retry", json!({"id": id})).await.unwrap();
     wait_state(&mut elsewhere, id, "running", 20).await;
