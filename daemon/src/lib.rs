@@ -27,6 +27,7 @@ pub(crate) mod cluster;
 pub mod config;
 pub mod execution;
 pub mod jobs_folder;
+pub mod keeper;
 pub mod logs;
 pub mod metrics;
 pub mod notifier;

@@ -147,6 +147,9 @@ pub enum Input {
     },
     /// Stop dispatching and kill every running attempt as `interrupted`.
     Shutdown,
+    /// Stop dispatching and leave running attempts running: the daemon
+    /// exits and its next life takes them over (`Engine::set_reattach`).
+    Detach,
     /// The steps that created these DAG runs (`Effect::Triggered`) are
     /// committed: their runs may start.
     TriggerDurable {
@@ -263,9 +266,24 @@ pub struct Event {
     pub actor: Arc<str>,
 }
 
+/// An attempt of an earlier life whose process is still held for the
+/// daemon (docs/operations.md, "Upgrade"): the restore keeps its run
+/// running rather than interrupting it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reattach {
+    /// When its process was spawned, on the engine's clock.
+    pub spawned: Millis,
+    pub slot: u32,
+    /// Its process has ended meanwhile: when (engine's clock), and how.
+    pub ended: Option<(Millis, Option<i32>, Option<i32>)>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
     Spawn(SpawnOrder),
+    /// Supervise again the attempt of an earlier life that the restore
+    /// kept running (its process was not started by this daemon).
+    Reattach(SpawnOrder),
     /// SIGTERM the attempt's process group, wait `grace_ms`, SIGKILL.
     Kill {
         run: RunId,

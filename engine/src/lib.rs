@@ -69,8 +69,8 @@ use serde::{Deserialize, Serialize};
 
 pub use cluster::{IdScheme, PoolLease};
 pub use io::{
-    Effect, EngineError, Event, Input, KillReason, Reply, SpawnOrder, StepOutput, Submit, Unique,
-    UniqueHolder,
+    Effect, EngineError, Event, Input, KillReason, Reattach, Reply, SpawnOrder, StepOutput, Submit,
+    Unique, UniqueHolder,
 };
 use pool::{Pool, TokenBucket};
 pub use queue::{Aging, Candidate, ReadyQueue};
@@ -181,6 +181,11 @@ pub struct Engine {
     /// loaded themselves (restored from the store).
     external: HashMap<RunId, RunState>,
     shutting_down: bool,
+    /// Attempts of an earlier life whose processes still run, to be taken
+    /// over by the first restore (`set_reattach`).
+    reattach: HashMap<(RunId, u32), Reattach>,
+    /// Of those, the ones the restore took (`reattached`).
+    reattached: Vec<(RunId, u32)>,
     counts: [u64; 8],
     effects: Vec<Effect>,
     /// The actor of the engine's own decisions, allocated once.
@@ -267,6 +272,8 @@ impl Engine {
             unique: HashMap::new(),
             external: HashMap::new(),
             shutting_down: false,
+            reattach: HashMap::new(),
+            reattached: Vec::new(),
             counts: [0; 8],
             effects: Vec::new(),
             scheduler: Arc::from(SCHEDULER),
@@ -497,6 +504,10 @@ impl Engine {
             }
             Input::Shutdown => {
                 self.shutdown();
+                Ok(Reply::Done)
+            }
+            Input::Detach => {
+                self.shutting_down = true;
                 Ok(Reply::Done)
             }
             // DAG definitions and their triggers (triggers.rs).

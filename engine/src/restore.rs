@@ -93,10 +93,19 @@ impl Engine {
         }
     }
 
+    /// Attempts of the earlier life whose processes are still held for the
+    /// daemon: the next `restore` keeps their runs running (and reports
+    /// each with `Effect::Reattach`) instead of interrupting them.
+    pub fn set_reattach(&mut self, attempts: HashMap<(RunId, u32), Reattach>) {
+        self.reattach = attempts;
+    }
+
     /// Loads unfinished DAG runs from the store at start-up
     /// (docs/operations.md, "Upgrade"). Runs found `running` from an earlier
-    /// life get an `interrupted` attempt and go back to `ready` without
-    /// consuming a retry. Returns the resulting effects (events to record).
+    /// life keep running when their attempt is to be reattached
+    /// (`set_reattach`); the others get an `interrupted` attempt and go
+    /// back to `ready` without consuming a retry. Returns the resulting
+    /// effects (events to record, reattach orders).
     pub fn restore(
         &mut self,
         now: Millis,
@@ -104,9 +113,14 @@ impl Engine {
         next_run: u64,
         next_dag_run: u64,
     ) -> Vec<Effect> {
-        self.take_in(now, dag_runs);
+        let ended = self.take_in(now, dag_runs);
         self.next_run = self.next_run.max(self.ids.counter_from(next_run));
         self.next_dag_run = self.next_dag_run.max(self.ids.counter_from(next_dag_run));
+        // Ends that came while no daemon ran go in before any deadline
+        // fires: an attempt that exited before its timeout is not timed out.
+        for (run, attempt, at, code, signal) in ended {
+            let _ = self.exited(at.min(now), run, attempt, code, signal);
+        }
         self.fire_timers(now);
         self.dispatch(now);
         std::mem::take(&mut self.effects)
@@ -114,7 +128,15 @@ impl Engine {
 
     /// Takes stored DAG runs into the engine (at start-up, or claimed in a
     /// cluster) and places each unfinished run where its state says.
-    pub(super) fn take_in(&mut self, now: Millis, mut dag_runs: Vec<RestoredDagRun>) {
+    /// Returns the reattached attempts that ended while no daemon ran
+    /// (run, attempt, when, code, signal), for the caller to apply.
+    pub(super) fn take_in(
+        &mut self,
+        now: Millis,
+        mut dag_runs: Vec<RestoredDagRun>,
+    ) -> Vec<(RunId, u32, Millis, Option<i32>, Option<i32>)> {
+        let mut reattach = std::mem::take(&mut self.reattach);
+        let mut ended = Vec::new();
         dag_runs.sort_by_key(|d| d.id);
         let wall = self.wall(now);
         let mut all = Vec::new();
@@ -172,6 +194,20 @@ impl Engine {
         let scheduler = self.scheduler.clone();
         for &id in &all {
             let r = self.runs.get_mut(&id).expect("restored");
+            let n = r.attempts.len() as u32;
+            if r.state == RunState::Running
+                && self.pools.contains_key(r.pool())
+                && r.attempts.last().is_some_and(|a| a.outcome.is_none())
+                && let Some(re) = reattach.remove(&(id, n))
+            {
+                self.keep_running(now, id, re);
+                if let Some((at, code, signal)) = re.ended {
+                    ended.push((id, n, at.max(re.spawned), code, signal));
+                }
+                self.reattached.push((id, n));
+                continue;
+            }
+            let r = self.runs.get_mut(&id).expect("restored");
             if r.state == RunState::Running {
                 // Interrupted whatever follows: the process belonged to an
                 // earlier life.
@@ -224,6 +260,65 @@ impl Engine {
                 }
                 _ => {}
             }
+        }
+        // Not taken: the daemon kills what is left of them.
+        self.reattach = reattach;
+        ended
+    }
+
+    /// How many attempts the restore took over so far.
+    pub fn reattached_count(&self) -> usize {
+        self.reattached.len()
+    }
+
+    /// The attempts offered by `set_reattach` that the restore took over
+    /// (their processes ran on; ended ones were recorded).
+    pub fn reattached(&mut self) -> Vec<(RunId, u32)> {
+        self.reattach.clear();
+        std::mem::take(&mut self.reattached)
+    }
+
+    /// A run found `running` whose process still runs: it keeps its
+    /// attempt and slot; its timeout counts from the spawn, its heartbeat
+    /// from now (the job could not reach a daemon meanwhile).
+    fn keep_running(&mut self, now: Millis, id: RunId, re: Reattach) {
+        let r = self.runs.get_mut(&id).expect("restored");
+        r.slot = Some(re.slot);
+        r.kill = None;
+        r.timers.started_mono = Some(re.spawned);
+        r.timers.awaiting_spawn = false;
+        let n = r.attempts.len() as u32;
+        let order = SpawnOrder {
+            run: id,
+            dag_run: r.dag_run,
+            dag: r.dag.clone(),
+            attempt: n,
+            slot: re.slot,
+            spec: r.spec.clone(),
+            job_index: r.job_index,
+            waited_ms: 0,
+        };
+        let preemptible = r.job().preemptible;
+        let victim = Pool::victim(r);
+        let pool = self.pools.get_mut(r.pool()).expect("checked by the caller");
+        // A slot above a shrunk pool's size stays held until the attempt
+        // ends, as across a reload.
+        pool.free.remove(&re.slot);
+        pool.held.insert(re.slot);
+        pool.running += 1;
+        if preemptible {
+            pool.victims.insert(victim);
+        }
+        self.running_total += 1;
+        self.arm_attempt(re.spawned, id);
+        let heartbeat = self.runs[&id].job().heartbeat;
+        self.set_timer(
+            id,
+            TimerKind::Heartbeat,
+            heartbeat.map(|h| now + h.as_millis() as Millis),
+        );
+        if re.ended.is_none() {
+            self.effects.push(Effect::Reattach(order));
         }
     }
 }

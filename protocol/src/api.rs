@@ -500,6 +500,14 @@ pub struct ReloadAnswer {
     pub not_applied: Vec<String>,
 }
 
+/// `shutdown`: axd is stopping; `running` jobs were running when it was
+/// asked, and they keep running unless `stop_jobs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownAnswer {
+    pub stop_jobs: bool,
+    pub running: u32,
+}
+
 /// `metrics`: the Prometheus text exposition (OpenMetrics 1.0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricsText {

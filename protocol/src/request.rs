@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::api::{
     ApplyAnswer, DagRunView, DagText, DagView, Done, EventView, HelloAnswer, LogChunk, LogInfoView,
-    MetricsText, PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
+    MetricsText, PauseAnswer, ReloadAnswer, RunView, ShutdownAnswer, StatusView, SubmitResult,
+    SubscribeAnswer,
 };
 use crate::{RpcError, codes};
 use ax_shared::time::Timestamp;
@@ -110,6 +111,17 @@ methods! {
     ApplyDags(ApplyDags) = "apply_dags" -> ApplyAnswer, write: true;
     ExportDag(ExportDag) = "export_dag" -> DagText, write: false;
     RemoveDag(RemoveDag) = "remove_dag" -> Done, write: true;
+    Shutdown(Shutdown) = "shutdown" -> ShutdownAnswer, write: true;
+}
+
+/// `shutdown`: stop axd. Running jobs keep running (the next axd takes them
+/// over) unless `stop_jobs`, which stops them as at a timeout
+/// (SIGTERM, `shutdown_grace`, SIGKILL) and records them `interrupted`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shutdown {
+    #[serde(default)]
+    pub stop_jobs: bool,
 }
 
 fn decode_params<P: DeserializeOwned>(method: &str, params: Value) -> Result<P, RpcError> {

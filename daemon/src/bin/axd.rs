@@ -13,6 +13,10 @@ struct Args {
     /// Path of axd.toml (default: XDG places for a user-mode daemon).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// Run as the keeper of the jobs (started by axd itself, never by
+    /// hand): serves the keepers' folder DIR.
+    #[arg(long, value_name = "DIR", hide = true)]
+    keeper: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -27,17 +31,11 @@ fn main() -> ExitCode {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let args = Args::parse();
-    // Plain lines (no colour) under systemd/journald or when not a terminal.
-    let plain = std::env::var_os("JOURNAL_STREAM").is_some()
-        || !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(!plain)
-        .fmt_fields(ax_daemon::logs::format::fields())
-        .with_writer(std::io::stderr)
-        .init();
+    if let Some(dir) = args.keeper {
+        init_tracing();
+        return ax_daemon::keeper::serve::main(dir);
+    }
+    init_tracing();
     let cfg = match &args.config {
         Some(path) => match Config::load(path) {
             Ok(c) => c,
@@ -72,4 +70,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// axd's log lines on stderr.
+fn init_tracing() {
+    // Plain lines (no colour) under systemd/journald or when not a terminal.
+    let plain = std::env::var_os("JOURNAL_STREAM").is_some()
+        || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_ansi(!plain)
+        .fmt_fields(ax_daemon::logs::format::fields())
+        .with_writer(std::io::stderr)
+        .init();
 }

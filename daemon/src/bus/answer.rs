@@ -7,7 +7,8 @@
 
 use ax_protocol::api::{
     ApplyAnswer, DagRunView, DagText, DagView, Done, HelloAnswer, LogChunk, LogInfoView,
-    MetricsText, PauseAnswer, ReloadAnswer, RunView, StatusView, SubmitResult, SubscribeAnswer,
+    MetricsText, PauseAnswer, ReloadAnswer, RunView, ShutdownAnswer, StatusView, SubmitResult,
+    SubscribeAnswer,
 };
 use ax_protocol::{Message, RpcError, codes, encode_answer};
 use serde_json::Value;
@@ -82,6 +83,7 @@ answers! {
     Subscribed(SubscribeAnswer),
     Applied(ApplyAnswer),
     DagText(DagText),
+    ShuttingDown(ShutdownAnswer),
 }
 
 impl From<Encoded> for Answer {

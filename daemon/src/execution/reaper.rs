@@ -10,7 +10,7 @@
 //!   (some container inits never reap).
 //! * **`setsid` escapees.** A process that made its own session is outside
 //!   the group. Every attempt's environment carries a cookie,
-//!   `AX_ATTEMPT_COOKIE=<axd pid>.<run>.<attempt>`, set after the job's own
+//!   `AX_ATTEMPT_COOKIE=<state dir>.<run>.<attempt>`, set after the job's own
 //!   variables so a job cannot replace it; a kill signals every process whose
 //!   environment has the cookie (Jenkins' ProcessTreeKiller does the same
 //!   with `BUILD_ID`). A process that clears its environment still escapes;
@@ -182,9 +182,23 @@ pub fn own_pid() -> u32 {
     *PID.get_or_init(std::process::id)
 }
 
+/// What the cookies of this axd's attempts start with (`set_cookie_prefix`).
+static COOKIE_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Makes the cookies of this axd's attempts start with `prefix`, which
+/// must name the state dir, not this process: an attempt outlives the axd
+/// that started it, and the next one finds it by the same cookie. Without
+/// it, the prefix is this process's pid.
+pub fn set_cookie_prefix(prefix: String) {
+    let _ = COOKIE_PREFIX.set(prefix);
+}
+
 /// The cookie of an attempt, as set in its environment.
 pub fn cookie(run: u64, attempt: u32) -> String {
-    format!("{}.{run}.{attempt}", own_pid())
+    match COOKIE_PREFIX.get() {
+        Some(prefix) => format!("{prefix}.{run}.{attempt}"),
+        None => format!("{}.{run}.{attempt}", own_pid()),
+    }
 }
 
 pub const COOKIE_VAR: &str = "AX_ATTEMPT_COOKIE";

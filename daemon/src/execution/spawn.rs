@@ -150,6 +150,29 @@ impl BaseEnv {
         env
     }
 
+    /// From `NAME=value` entries already one per name (as `entries`
+    /// gives them); one with a NUL byte is left out.
+    pub(crate) fn from_entries(entries: impl Iterator<Item = Vec<u8>>) -> BaseEnv {
+        let mut env = BaseEnv {
+            entries: Vec::new(),
+            path: None,
+        };
+        for e in entries {
+            if let Some(path) = e.strip_prefix(b"PATH=") {
+                env.path = Some(OsStr::from_bytes(path).to_owned());
+            }
+            if let Ok(c) = CString::new(e) {
+                env.entries.push(c);
+            }
+        }
+        env
+    }
+
+    /// The `NAME=value` entries.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &[u8]> {
+        self.entries.iter().map(|c| c.as_bytes())
+    }
+
     /// The name of an entry: up to its first `=` (a name has none).
     fn name(entry: &CString) -> &[u8] {
         let kv = entry.as_bytes();
@@ -238,6 +261,12 @@ pub(crate) fn raise_nofile() -> Option<(u64, u64)> {
         ORIGINAL_NOFILE.store(old, std::sync::atomic::Ordering::Relaxed);
         Some((old, lim.rlim_max))
     }
+}
+
+/// The soft open-files limit axd started with, when it raised its own
+/// (`raise_nofile`); 0 when it did not.
+pub(crate) fn original_nofile() -> u64 {
+    ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn cstr(s: &OsStr) -> std::io::Result<CString> {

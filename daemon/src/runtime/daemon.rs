@@ -56,12 +56,18 @@ async fn until_scheduler_ends(
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    // `ax shutdown --stop-jobs` by signal (docs/operations.md, "Stopping").
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     let mut scheduler_done = services.scheduler_ended();
     let mut deadline: Option<tokio::time::Instant> = None;
     let scheduler_ended = loop {
         tokio::select! {
             _ = term.recv() => { notify(&[crate::runtime::systemd::Notify::Stopping]); shutdown.drain(); }
             _ = int.recv() => { notify(&[crate::runtime::systemd::Notify::Stopping]); shutdown.drain(); }
+            _ = usr2.recv() => {
+                notify(&[crate::runtime::systemd::Notify::Stopping]);
+                shutdown.drain_stopping_jobs();
+            }
             _ = hup.recv() => {
                 notify(&[crate::runtime::systemd::Notify::Reloading]);
                 let _ = tx.send(Msg::Reload);

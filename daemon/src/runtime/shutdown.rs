@@ -48,6 +48,9 @@ pub struct Shutdown {
     wake: Arc<dyn Fn() + Send + Sync>,
     /// A fault made axd stop (`fail`): the exit code is 1.
     failed: Arc<AtomicBool>,
+    /// Running jobs are stopped (`drain_stopping_jobs`) rather than left
+    /// running for the next axd.
+    stop_jobs: Arc<AtomicBool>,
 }
 
 impl Shutdown {
@@ -56,6 +59,7 @@ impl Shutdown {
             phase: Arc::new(watch::Sender::new(Phase::Serving)),
             wake: Arc::new(wake),
             failed: Arc::default(),
+            stop_jobs: Arc::default(),
         }
     }
 
@@ -66,6 +70,19 @@ impl Shutdown {
     /// Asks for shutdown; asking again changes nothing.
     pub fn drain(&self) {
         self.advance(Phase::Draining);
+    }
+
+    /// Asks for shutdown with running jobs stopped (`ax shutdown
+    /// --stop-jobs`, SIGUSR2); asked for after a plain `drain`, it still
+    /// counts if the scheduler has not begun shutting down.
+    pub fn drain_stopping_jobs(&self) {
+        self.stop_jobs.store(true, Ordering::SeqCst);
+        self.drain();
+    }
+
+    /// Whether running jobs are to be stopped.
+    pub fn stops_jobs(&self) -> bool {
+        self.stop_jobs.load(Ordering::SeqCst)
     }
 
     /// Asks for shutdown because axd cannot go on (the caller has said

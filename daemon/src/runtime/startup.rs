@@ -5,7 +5,7 @@
 //! async runtime runs, so no store call of start-up waits inside one;
 //! what it returns is what the services are started with (`services`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
@@ -126,7 +126,37 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     // Ends recorded while the store could not write go in before the
     // store is loaded, so their runs are not taken for interrupted ones.
     let journal = open_journal(&cfg, &mut *main)?;
-    let restored = restore(&cfg, &mut *main, &db, me.as_ref().map(|(m, _)| m))?;
+    // In a cluster, a keeper left without axd kills its jobs before this
+    // node's lease could end (docs/operations.md, "Cluster").
+    let orphan_kill_ms = cfg
+        .store
+        .is_some()
+        .then(|| cfg.lease.saturating_sub(2 * cfg.heartbeat).as_millis() as u64);
+    let keepers_dir = crate::keeper::launch::keepers_dir(&cfg.state_dir);
+    // Cookies name the state dir (its device and inode): the next axd
+    // finds a job that outlived this one by the same cookie.
+    if let Ok(meta) = std::fs::metadata(&cfg.state_dir) {
+        use std::os::unix::fs::MetadataExt;
+        crate::execution::reaper::set_cookie_prefix(format!("{:x}-{:x}", meta.dev(), meta.ino()));
+    }
+    let inventory = super::reattach::Inventory::take(&keepers_dir, orphan_kill_ms)
+        .context("cannot ask the keepers for the jobs they hold")?;
+    let mut restored = restore(
+        &cfg,
+        &mut *main,
+        &db,
+        me.as_ref().map(|(m, _)| m),
+        &inventory,
+    )?;
+    let taken: std::collections::HashSet<_> = restored.engine.reattached().into_iter().collect();
+    let (reattach_alive, reattach_ended) = inventory.settle(&taken);
+    let keepers = Arc::new(crate::keeper::launch::Keepers::new(
+        keepers_dir,
+        orphan_kill_ms,
+    ));
+    // The keeper of this life, started before serving: a failure to start
+    // it stops axd here, not at the first spawn.
+    keepers.current().context("cannot start the keeper")?;
     let metrics = crate::metrics::Shared::default();
     let seeded_metrics = seeded_metrics(&mut *main, &db, restored.now, metrics.clone())?;
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
@@ -141,7 +171,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         tracing::debug!("open-files limit raised from {old} to {new} (jobs keep {old})");
     }
     let follows = crate::logs::follow::LogWatch::default();
-    let (ship, remote_logs, exec, spawners) = executor_parts(
+    let (ship, remote_logs, mut exec, spawners) = executor_parts(
         &cfg,
         &follows,
         &log_dir,
@@ -149,7 +179,9 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         shipped_logs,
         me.as_ref().map(|(m, _)| m.id.as_str()),
         &restored.unshipped,
+        &keepers,
     )?;
+    exec.set_reattachable(reattach_alive, reattach_ended);
     let fault = Fault::default();
     // Bounded: a store slower than the scheduler slows the scheduler down
     // rather than letting unwritten steps pile up without end.
@@ -256,6 +288,7 @@ fn executor_parts(
     shipped_logs: Option<crate::store::postgres::PgLogs>,
     me: Option<&str>,
     unshipped: &[(ax_engine::RunId, u32)],
+    keepers: &Arc<crate::keeper::launch::Keepers>,
 ) -> anyhow::Result<(Option<Shipping>, Option<RemoteLogs>, Executor, Spawners)> {
     let ship = shipped_logs.clone().map(|logs| {
         let (notices, inbox) = crate::logs::ship::channel();
@@ -287,6 +320,7 @@ fn executor_parts(
                 job_env: Arc::new(std::sync::RwLock::new(Arc::new(
                     crate::execution::executor::JobEnv::from_config(cfg),
                 ))),
+                keepers: keepers.clone(),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));
@@ -635,13 +669,18 @@ fn restore(
     store: &mut dyn Store,
     db: &str,
     me: Option<&crate::store::postgres::Me>,
+    keepers: &super::reattach::Inventory,
 ) -> anyhow::Result<Restored> {
     let t_load = crate::runtime::time::monotonic();
     let loaded = store.load()?;
     tracing::debug!("store load took {:?}", t_load.elapsed());
+    // Processes a keeper holds for this boot go on; any other process of
+    // an earlier life's attempt dies.
+    let kept = keepers.alive_pids();
     let swept = loaded
         .orphans
         .iter()
+        .filter(|o| !kept.contains(o))
         .filter(|(pid, start)| sweep_orphan(*pid, *start))
         .count();
     if swept > 0 {
@@ -678,7 +717,17 @@ fn restore(
         .flat_map(|d| &d.runs)
         .filter(|r| r.state == RunState::Running)
         .collect();
-    let interrupted = running.len();
+    let recorded: HashMap<(ax_engine::RunId, u32), (Option<u32>, Option<u64>)> = running
+        .iter()
+        .filter_map(|r| {
+            r.attempts
+                .last()
+                .map(|a| ((r.id, a.n), (a.pid, a.pid_start)))
+        })
+        .collect();
+    let offered = keepers.for_engine(|key| recorded.get(&key).copied());
+    let kept_running = offered.len();
+    engine.set_reattach(offered);
     let unshipped = match me {
         Some(me) => running
             .iter()
@@ -688,6 +737,7 @@ fn restore(
             .collect(),
         None => Vec::new(),
     };
+    let running_count = running.len();
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     // Paused DAGs first: restoring dispatches, and a paused DAG's runs
     // must stay held.
@@ -704,8 +754,16 @@ fn restore(
         let total = counts.get(s.as_str()).copied().unwrap_or(0);
         stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
     }
+    let reattached = engine.reattached_count();
+    let interrupted = running_count - reattached.min(running_count);
+    if kept_running > reattached {
+        tracing::debug!(
+            "{} attempts held by keepers were not taken",
+            kept_running - reattached
+        );
+    }
     tracing::info!(
-        "store {db} loaded: {loaded_runs} runs of unfinished DAG runs, {interrupted} interrupted"
+        "store {db} loaded: {loaded_runs} runs of unfinished DAG runs, {reattached} still running (reattached), {interrupted} interrupted"
     );
     Ok(Restored {
         now,

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ax_protocol::api::{
-    DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, SubmitResult, SubscribeAnswer,
-    TriggerOutcome,
+    DagView, Done, LogInfoView, PauseAnswer, ReloadAnswer, RunView, ShutdownAnswer, SubmitResult,
+    SubscribeAnswer, TriggerOutcome,
 };
+use ax_protocol::request::Shutdown as ShutdownRequest;
 use ax_protocol::request::{
     Cancel, CancelDagRun, DagTarget, Events, GetDag, Heartbeat, ListDags, ListRuns, LogInfo, Retry,
     Trigger,
@@ -87,7 +88,7 @@ impl Scheduler {
         // A heartbeat only keeps a running job alive, which must go on
         // while the disk is full; every other write would be lost.
         if request.is_write()
-            && !matches!(request, Request::Heartbeat(_))
+            && !matches!(request, Request::Heartbeat(_) | Request::Shutdown(_))
             && let Some(error) = self.store_fault()
         {
             return Err(RpcError::new(
@@ -119,6 +120,7 @@ impl Scheduler {
             Request::ApplyDags(p) => wire(self.apply_dags(now, peer, *p, effects)),
             Request::ExportDag(p) => wire(self.export_dag(peer, *p)),
             Request::RemoveDag(p) => wire(self.remove_dag(now, peer, *p, effects)),
+            Request::Shutdown(p) => Ok(self.shutdown_request(peer, *p).into()),
             Request::Subscribe(_) => Ok(SubscribeAnswer {
                 status: for_role(self.status(now), peer.role),
             }
@@ -569,6 +571,29 @@ impl Scheduler {
                 dag: Some(dag.clone()),
             };
             let _ = self.pause(now, target, paused, None, effects);
+        }
+    }
+
+    /// `shutdown`: axd stops once this answer is sent; its jobs keep
+    /// running unless `stop_jobs`.
+    fn shutdown_request(&mut self, peer: &Peer, p: ShutdownRequest) -> ShutdownAnswer {
+        tracing::info!(
+            "shutdown asked by {}{}",
+            peer.actor,
+            if p.stop_jobs {
+                ", stopping the jobs"
+            } else {
+                ""
+            }
+        );
+        if p.stop_jobs {
+            self.shutdown.drain_stopping_jobs();
+        } else {
+            self.shutdown.drain();
+        }
+        ShutdownAnswer {
+            stop_jobs: self.shutdown.stops_jobs(),
+            running: self.engine.running_total(),
         }
     }
 

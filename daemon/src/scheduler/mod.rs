@@ -77,7 +77,7 @@ pub fn commit_of(engine: &Engine, effects: &[Effect]) -> Changes {
             Effect::Progress { run } | Effect::Persist { run } => {
                 runs.insert(*run);
             }
-            Effect::Spawn(o) => {
+            Effect::Spawn(o) | Effect::Reattach(o) => {
                 runs.insert(o.run);
             }
             _ => {}
@@ -179,6 +179,8 @@ pub struct Scheduler {
     shutdown: Shutdown,
     /// Set once shutdown began: the time by which every job must be gone.
     shutdown_at: Option<Millis>,
+    /// Shutdown leaves running jobs to their keepers.
+    detached: bool,
     last_evict: Millis,
     last_prune: Millis,
     /// This thread's own queue, for the writer to say when triggered DAG
@@ -240,6 +242,7 @@ impl Scheduler {
             stored_terminal: parts.stored_terminal,
             shutdown: parts.shutdown,
             shutdown_at: None,
+            detached: false,
             // The first step evicts and sends the first pruning order.
             last_evict: 0,
             last_prune: 0,
@@ -517,22 +520,37 @@ impl Scheduler {
         }
     }
 
-    /// Begins shutdown once it is asked for: no more dispatch, running jobs
-    /// are told to stop.
+    /// Begins shutdown once it is asked for: no more dispatch; running jobs
+    /// keep running for the next axd (their keepers hold them), or, when
+    /// asked (`ax shutdown --stop-jobs`), are told to stop.
     fn obey_shutdown(&mut self, now: Millis, effects: &mut Vec<Effect>) {
         if self.shutdown_at.is_some() || self.shutdown.phase() == Phase::Serving {
             return;
         }
-        tracing::info!("shutting down: stopping dispatch, terminating running jobs");
-        self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
-        effects.extend(self.engine.handle(now, Input::Shutdown).effects);
+        if self.shutdown.stops_jobs() {
+            tracing::info!("shutting down: stopping dispatch, terminating running jobs");
+            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
+            effects.extend(self.engine.handle(now, Input::Shutdown).effects);
+        } else {
+            tracing::info!(
+                "shutting down: stopping dispatch; {} running jobs keep running for the next axd",
+                self.engine.running_total()
+            );
+            self.shutdown_at = Some(now);
+            self.detached = true;
+            effects.extend(self.engine.handle(now, Input::Detach).effects);
+        }
     }
 
-    /// Shutdown is complete: every job is gone, or the grace has passed.
+    /// Shutdown is complete: every job is gone or left to its keeper, or
+    /// the grace has passed.
     fn finished(&self) -> bool {
         let Some(deadline) = self.shutdown_at else {
             return false;
         };
+        if self.detached {
+            return true;
+        }
         if self.engine.running_total() == 0 {
             tracing::info!("all jobs stopped; exiting");
             return true;
@@ -584,8 +602,11 @@ impl Scheduler {
             replies,
             status: announce.then(|| self.status(now)),
             on_commit: mail::then(
-                self.on_commit_of_triggers(effects),
-                self.on_commit_of_mails(mails),
+                mail::then(
+                    self.on_commit_of_triggers(effects),
+                    self.on_commit_of_mails(mails),
+                ),
+                self.exec.take_forgets(),
             ),
             holds: self.store.take_unique_holds(),
         };
@@ -651,6 +672,7 @@ impl Scheduler {
                 Effect::Spawn(o) => {
                     self.exec.spawn(self.with_held_secrets(o));
                 }
+                Effect::Reattach(o) => self.exec.reattach(o.clone()),
                 Effect::Kill {
                     run,
                     attempt,

@@ -3,18 +3,19 @@
 //!
 //! * Every attempt gets its own session (setsid), so its process group id is
 //!   its pid and every kill targets the whole group.
-//! * Attempts are started and supervised by a few long-lived *spawner*
-//!   threads, each running its own single-threaded tokio runtime. The
-//!   scheduler hands a spawn order straight to one of them, which builds the
-//!   command, starts the process (`crate::spawn`), reports `Started` and
-//!   keeps the attempt's supervising task on its own runtime. A run
-//!   therefore wakes only the spawner thread twice (the order, the exit)
-//!   and never the daemon's socket runtime: each cross-thread hand-off is
-//!   a context switch, which BENCHMARKS.md measured as the largest part
-//!   of axd's cost per no-op run.
-//! * The threads live as long as the daemon because `PR_SET_PDEATHSIG`
-//!   fires when the thread that created the child exits: children die with
-//!   the daemon and not with some recycled worker thread.
+//! * The process is spawned by axd's keeper (`crate::keeper`), its parent,
+//!   so that it outlives axd: axd prepares it (account, environment, log,
+//!   the output pipe), the keeper clones and execs it and tells its exit.
+//! * Attempts are supervised by a few long-lived *spawner* threads, each
+//!   running its own single-threaded tokio runtime with its own keeper
+//!   connection. The scheduler hands a spawn order straight to one of them,
+//!   which prepares the attempt, has the keeper start it, reports `Started`
+//!   and keeps the attempt's supervising task on its own runtime: a run
+//!   never wakes the daemon's socket runtime (each cross-thread hand-off
+//!   is a context switch, which BENCHMARKS.md measured as the largest part
+//!   of axd's cost per no-op run).
+//! * An attempt an earlier life of axd started is *reattached*: its
+//!   keeper hands over its output pipe and tells its exit here.
 //! * stdout and stderr share one pipe, so the log file has them in arrival
 //!   order; the log is capped at `logs.max_bytes` with a marker line.
 //! * Kills: SIGTERM to the group, `kill_grace`, SIGKILL. When the leader
@@ -33,16 +34,18 @@ use std::time::Duration;
 use ax_shared::Exec;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::accounts::{Account, group_gid};
 use crate::execution::spawn::Credentials;
 use crate::logs::paths::log_path;
 use ax_engine::{Input, RunId, SpawnOrder};
 
+mod attached;
 mod groups;
 mod output;
 use crate::bus::ExecEvent;
+use crate::keeper::wire::{Bytes, LogSpec, Reply, Request};
 use output::{JobLog, LazyLog, OutputBeats, read_output, sleep_until_opt};
 
 #[cfg(test)]
@@ -78,12 +81,33 @@ pub struct ExecConfig {
     /// What jobs start from, replaced at a config reload for attempts
     /// that start afterwards.
     pub job_env: Arc<std::sync::RwLock<Arc<JobEnv>>>,
+    /// The keepers that spawn and hold the jobs (`crate::keeper`).
+    pub(crate) keepers: Arc<crate::keeper::launch::Keepers>,
 }
 
-/// One attempt on its way to a spawner thread.
-struct Order {
-    order: SpawnOrder,
-    kill_rx: mpsc::UnboundedReceiver<i64>,
+/// What a spawner thread is handed.
+enum Order {
+    /// Start an attempt.
+    Spawn {
+        order: SpawnOrder,
+        kill_rx: mpsc::UnboundedReceiver<i64>,
+        forget_rx: oneshot::Receiver<()>,
+    },
+    /// Supervise again an attempt an earlier life started, which the
+    /// keeper at `keeper` holds.
+    Reattach {
+        order: SpawnOrder,
+        kill_rx: mpsc::UnboundedReceiver<i64>,
+        forget_rx: oneshot::Receiver<()>,
+        keeper: PathBuf,
+    },
+    /// The end of an attempt of an earlier life is recorded: its keeper
+    /// may drop it.
+    Forget {
+        run: RunId,
+        attempt: u32,
+        keeper: PathBuf,
+    },
 }
 
 /// The scheduler's handle on the executor, owned by the scheduler thread
@@ -95,12 +119,32 @@ pub struct Executor {
     spawners: Vec<mpsc::UnboundedSender<Order>>,
     next_spawner: usize,
     /// Attempts started and not yet reported ended (`Exited` or
-    /// `SpawnFailed`), by (run, attempt): their spawner thread, and where a
-    /// kill order goes.
-    attempts: HashMap<(RunId, u32), (usize, mpsc::UnboundedSender<i64>)>,
+    /// `SpawnFailed`), by (run, attempt): their spawner thread, where a
+    /// kill order goes, and what tells their keeper it may drop them.
+    attempts: HashMap<(RunId, u32), Supervised>,
     /// Spawner threads that just reported an attempt's end, most recent
     /// last: the next start goes there, to a thread likely still awake.
     warm: Vec<usize>,
+    /// Attempts of an earlier life to reattach, with their keepers
+    /// (`set_reattachable`).
+    reattachable: HashMap<(RunId, u32), PathBuf>,
+    /// Ended attempts whose keepers may drop them once the step that
+    /// records their end is committed (`take_forgets`).
+    forgets: Vec<Forget>,
+}
+
+struct Supervised {
+    spawner: usize,
+    kill: mpsc::UnboundedSender<i64>,
+    forget: oneshot::Sender<()>,
+}
+
+/// A keeper may drop an ended attempt.
+enum Forget {
+    /// Told to the attempt's supervising task.
+    Task(oneshot::Sender<()>),
+    /// An attempt no task supervises (it ended while no axd ran).
+    Order(usize, Order),
 }
 
 /// The spawner threads' bodies, each with its thread's name: orders
@@ -109,7 +153,7 @@ pub struct Spawners(Vec<(String, Box<dyn FnOnce() + Send>)>);
 
 impl Spawners {
     /// Starts every spawner thread (detached: each lives as long as the
-    /// process, so that `PR_SET_PDEATHSIG` of the jobs it forks holds).
+    /// process).
     pub fn start(mut self) -> std::io::Result<()> {
         for (name, body) in std::mem::take(&mut self.0) {
             std::thread::Builder::new().name(name).spawn(body)?;
@@ -163,6 +207,8 @@ impl Executor {
             next_spawner: 0,
             attempts: HashMap::new(),
             warm: Vec::new(),
+            reattachable: HashMap::new(),
+            forgets: Vec::new(),
         };
         Ok((executor, bodies))
     }
@@ -179,78 +225,228 @@ impl Executor {
         *self.job_env.write().unwrap_or_else(|e| e.into_inner()) = env;
     }
 
+    /// The attempts of an earlier life that keepers hold (by the socket of
+    /// each one's keeper), for `reattach`; and those that ended while no
+    /// axd ran, which their keepers may drop once the restore's first
+    /// step is committed.
+    pub(crate) fn set_reattachable(
+        &mut self,
+        alive: HashMap<(RunId, u32), PathBuf>,
+        ended: Vec<((RunId, u32), PathBuf)>,
+    ) {
+        self.reattachable = alive;
+        for ((run, attempt), keeper) in ended {
+            let spawner = self.pick();
+            self.forgets.push(Forget::Order(
+                spawner,
+                Order::Forget {
+                    run,
+                    attempt,
+                    keeper,
+                },
+            ));
+        }
+    }
+
+    fn pick(&mut self) -> usize {
+        self.warm.pop().unwrap_or_else(|| {
+            self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
+            self.next_spawner
+        })
+    }
+
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
     pub fn spawn(&mut self, order: SpawnOrder) {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        let spawner = self.warm.pop().unwrap_or_else(|| {
-            self.next_spawner = (self.next_spawner + 1) % self.spawners.len();
-            self.next_spawner
+        let (forget_tx, forget_rx) = oneshot::channel();
+        let spawner = self.pick();
+        self.attempts.insert(
+            (order.run, order.attempt),
+            Supervised {
+                spawner,
+                kill: kill_tx,
+                forget: forget_tx,
+            },
+        );
+        let _ = self.spawners[spawner].send(Order::Spawn {
+            order,
+            kill_rx,
+            forget_rx,
         });
-        self.attempts
-            .insert((order.run, order.attempt), (spawner, kill_tx));
-        let _ = self.spawners[spawner].send(Order { order, kill_rx });
+    }
+
+    /// Supervises again an attempt of an earlier life whose process its
+    /// keeper holds (the answer comes as `Exited`).
+    pub fn reattach(&mut self, order: SpawnOrder) {
+        let Some(keeper) = self.reattachable.remove(&(order.run, order.attempt)) else {
+            tracing::error!(
+                run = order.run.0,
+                attempt = order.attempt,
+                "no keeper holds the attempt to reattach"
+            );
+            return;
+        };
+        let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+        let (forget_tx, forget_rx) = oneshot::channel();
+        let spawner = self.pick();
+        self.attempts.insert(
+            (order.run, order.attempt),
+            Supervised {
+                spawner,
+                kill: kill_tx,
+                forget: forget_tx,
+            },
+        );
+        let _ = self.spawners[spawner].send(Order::Reattach {
+            order,
+            kill_rx,
+            forget_rx,
+            keeper,
+        });
     }
 
     /// SIGTERM to the attempt's processes, SIGKILL after `grace_ms`.
     pub fn kill(&mut self, run: RunId, attempt: u32, grace_ms: i64) {
-        if let Some((_, k)) = self.attempts.get(&(run, attempt)) {
-            let _ = k.send(grace_ms);
+        if let Some(s) = self.attempts.get(&(run, attempt)) {
+            let _ = s.kill.send(grace_ms);
         }
     }
 
     /// The scheduler saw the attempt's last event (`Exited`, `SpawnFailed`).
     pub fn ended(&mut self, run: RunId, attempt: u32) {
-        if let Some((spawner, _)) = self.attempts.remove(&(run, attempt))
-            && self.warm.len() < 2 * SPAWNER_THREADS
-        {
-            self.warm.push(spawner);
+        if let Some(s) = self.attempts.remove(&(run, attempt)) {
+            if self.warm.len() < 2 * SPAWNER_THREADS {
+                self.warm.push(s.spawner);
+            }
+            self.forgets.push(Forget::Task(s.forget));
         }
+    }
+
+    /// What tells the keepers of the attempts ended since the last call
+    /// that they may drop them: to run once the step recording those ends
+    /// is committed (a keeper that dropped an end the store has not got
+    /// would leave the run `running` with no process after a crash).
+    pub(crate) fn take_forgets(&mut self) -> Option<Box<dyn FnOnce() + Send>> {
+        if self.forgets.is_empty() {
+            return None;
+        }
+        let forgets = std::mem::take(&mut self.forgets);
+        let spawners = self.spawners.clone();
+        Some(Box::new(move || {
+            for f in forgets {
+                match f {
+                    Forget::Task(tx) => {
+                        let _ = tx.send(());
+                    }
+                    Forget::Order(spawner, order) => {
+                        let _ = spawners[spawner].send(order);
+                    }
+                }
+            }
+        }))
     }
 }
 
 /// A spawner thread's body: starts each attempt it is handed and keeps the
-/// attempts' supervising tasks. The clone blocks this thread (and so its
-/// other tasks) for the fraction of a millisecond until the child execs;
-/// that is the price of one thread doing both, and less than a hand-off.
+/// attempts' supervising tasks. The keeper's clone blocks the keeper, not
+/// this thread, which may have several spawns in flight.
 async fn spawner(
     cfg: ExecConfig,
     mut orders: mpsc::UnboundedReceiver<Order>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
-    while let Some(Order { order, kill_rx }) = orders.recv().await {
-        match start(&cfg, &order) {
-            Started::Running(child, read_end, log) => {
-                tokio::spawn(supervise(
+    let conns = attached::Conns::new(cfg.keepers.clone());
+    while let Some(order) = orders.recv().await {
+        match order {
+            Order::Spawn {
+                order,
+                kill_rx,
+                forget_rx,
+            } => {
+                tokio::spawn(run_attempt(
                     cfg.clone(),
+                    conns.clone(),
                     order,
-                    child,
-                    read_end,
                     kill_rx,
-                    log,
+                    forget_rx,
                     events.clone(),
                 ));
             }
-            Started::Short(error) => {
-                tokio::spawn(start_when_possible(
+            Order::Reattach {
+                order,
+                kill_rx,
+                forget_rx,
+                keeper,
+            } => {
+                tokio::spawn(reattach(
                     cfg.clone(),
+                    conns.clone(),
+                    keeper,
                     order,
-                    kill_rx,
-                    error,
+                    (kill_rx, forget_rx),
                     events.clone(),
                 ));
             }
-            Started::Failed(error) => failed(&cfg, &order, error, &events),
-            Started::Killed(pid) => killed(&cfg, &order, pid, &events),
+            Order::Forget {
+                run,
+                attempt,
+                keeper,
+            } => {
+                let conns = conns.clone();
+                tokio::spawn(async move {
+                    if let Ok(conn) = conns.to(&keeper).await {
+                        let _ = conn
+                            .request(
+                                &Request::Forget {
+                                    run: run.0,
+                                    attempt,
+                                },
+                                &[],
+                            )
+                            .await;
+                    }
+                });
+            }
         }
     }
-    // The daemon is stopping: the thread (and PDEATHSIG with it) stays, and
-    // so do the attempts still being supervised, until the process exits.
+    // The daemon is stopping: the attempts still being supervised stay
+    // until the process exits.
     std::future::pending::<()>().await
+}
+
+/// Starts an attempt and supervises it to its end.
+async fn run_attempt(
+    cfg: ExecConfig,
+    conns: attached::Conns,
+    order: SpawnOrder,
+    kill_rx: mpsc::UnboundedReceiver<i64>,
+    forget_rx: oneshot::Receiver<()>,
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    match start(&cfg, &conns, &order).await {
+        Started::Running(child, read_end, log) => {
+            supervise(
+                cfg,
+                order,
+                child,
+                Some(read_end),
+                (kill_rx, forget_rx),
+                log,
+                events,
+            )
+            .await
+        }
+        Started::Short(error) => {
+            start_when_possible(cfg, conns, order, (kill_rx, forget_rx), error, events).await
+        }
+        Started::Failed(error) => failed(&cfg, &order, error, &events),
+        Started::Killed(pid) => killed(&cfg, &order, pid, &events),
+    }
 }
 
 /// What one try to start an attempt came to.
 enum Started {
-    Running(crate::execution::spawn::Process, OwnedFd, JobLog),
+    Running(attached::Attached, OwnedFd, JobLog),
     /// Nothing ran, for lack of the daemon's own resources (descriptors,
     /// processes, memory): try again once running jobs give some back.
     Short(String),
@@ -261,8 +457,8 @@ enum Started {
     Killed(u32),
 }
 
-fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
-    let (plan, read_end, mut log) = match prepare(cfg, order) {
+async fn start(cfg: &ExecConfig, conns: &attached::Conns, order: &SpawnOrder) -> Started {
+    let (plan, read_end, mut log, secrets) = match prepare(cfg, order) {
         Ok(p) => p,
         Err(Prepared::Short(e)) => return Started::Short(e),
         Err(Prepared::Failed(e)) => return Started::Failed(e),
@@ -280,24 +476,188 @@ fn start(cfg: &ExecConfig, order: &SpawnOrder) -> Started {
         let _ = writeln!(log.file, "[ax] {error}");
         return Started::Failed(error);
     }
-    // The plan (and with it this process's copy of the pipe's write end)
-    // is dropped once the child has exec'ed, so the log reader sees EOF
-    // when the job's processes exit.
-    match crate::execution::spawn::spawn(plan) {
-        Ok(child) => Started::Running(child, read_end, log),
-        Err(e) if e.is_shortage() => Started::Short(e.to_string()),
-        Err(crate::execution::spawn::SpawnError::Killed { pid, error }) => {
-            let _ = writeln!(
-                log.file,
-                "[ax] process {pid} could not be supervised ({error}): its group was killed"
-            );
-            Started::Killed(pid)
+    let conn = match conns.current().await {
+        Ok(c) => c,
+        Err(e) => return Started::Short(format!("the keeper is unreachable: {e}")),
+    };
+    let spec = LogSpec {
+        path: Bytes::from(log.file.path.as_os_str()),
+        max_bytes: cfg.log_max_bytes.load(Ordering::Relaxed),
+        secrets,
+    };
+    let (request, write_end) = attached::spawn_request(plan, order, spec);
+    let (run, attempt) = (order.run.0, order.attempt);
+    let exit = conn.exit_of(run, attempt);
+    let answer = conn
+        .request(&Request::Spawn(Box::new(request)), &[&write_end, &read_end])
+        .await;
+    // The keeper and the job hold the write end now: this copy goes, so the
+    // log reader sees EOF when the job's processes exit.
+    drop(write_end);
+    match answer {
+        Ok((
+            Reply::Spawned {
+                pid,
+                pid_start,
+                spawned_mono_ms,
+            },
+            _,
+        )) => Started::Running(
+            attached::Attached {
+                pid,
+                pid_start,
+                exit,
+                conn,
+                spawned_at: attached::engine_time(spawned_mono_ms),
+            },
+            read_end,
+            log,
+        ),
+        Ok((
+            Reply::NotSpawned {
+                error,
+                shortage,
+                killed_pid,
+            },
+            _,
+        )) => {
+            conn.unwatch(run, attempt);
+            if let Some(pid) = killed_pid {
+                let _ = writeln!(
+                    log.file,
+                    "[ax] process {pid} could not be supervised ({error}): its group was killed"
+                );
+                Started::Killed(pid)
+            } else if shortage {
+                Started::Short(error)
+            } else {
+                let _ = writeln!(log.file, "[ax] could not start: {error}");
+                Started::Failed(error)
+            }
+        }
+        Ok((other, _)) => {
+            conn.unwatch(run, attempt);
+            Started::Failed(format!("the keeper answered a spawn with {other:?}"))
         }
         Err(e) => {
-            let _ = writeln!(log.file, "[ax] could not start: {e}");
-            Started::Failed(e.to_string())
+            // A keeper that died took what it spawned with it (PDEATHSIG).
+            conns.keepers.lost(&conn.path);
+            Started::Short(format!("the keeper is unreachable: {e}"))
         }
     }
+}
+
+/// Takes over an attempt an earlier life started: its keeper stops copying
+/// its output and tells its exit here from now on.
+async fn reattach(
+    cfg: ExecConfig,
+    conns: attached::Conns,
+    keeper: PathBuf,
+    order: SpawnOrder,
+    (kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
+    events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
+) {
+    let (run, attempt) = (order.run, order.attempt);
+    let lost = |why: String| {
+        tracing::error!(run = run.0, attempt, "cannot reattach: {why}");
+        events(ExecEvent::now(Input::Exited {
+            run,
+            attempt,
+            code: None,
+            signal: None,
+        }));
+        cfg.follows.notice(run, attempt);
+    };
+    let conn = match conns.to(&keeper).await {
+        Ok(c) => c,
+        Err(e) => return lost(format!("its keeper is unreachable: {e}")),
+    };
+    let exit = conn.exit_of(run.0, attempt);
+    let (held, output, secrets) = match conn
+        .request(
+            &Request::Take {
+                run: run.0,
+                attempt,
+            },
+            &[],
+        )
+        .await
+    {
+        Ok((
+            Reply::Taken {
+                attempt: Some(held),
+                output,
+                secrets,
+            },
+            fds,
+        )) => (
+            held,
+            output.then(|| fds.into_iter().next()).flatten(),
+            secrets,
+        ),
+        Ok((other, _)) => return lost(format!("its keeper answered {other:?}")),
+        Err(e) => return lost(e.to_string()),
+    };
+    tracing::info!(
+        run = run.0,
+        attempt,
+        pid = held.pid,
+        "reattached to an attempt an earlier axd started"
+    );
+    let log = JobLog {
+        file: LazyLog {
+            path: log_path(&cfg.log_dir, run, attempt),
+            file: None,
+            resumed: true,
+        },
+        redactor: crate::execution::secrets::OutputRedactor::new(
+            secrets.iter().map(String::as_str),
+        ),
+    };
+    let child = attached::Attached {
+        pid: held.pid,
+        pid_start: held.pid_start,
+        exit,
+        conn,
+        spawned_at: attached::engine_time(held.spawned_mono_ms),
+    };
+    // `None`: the keeper drained the pipe to its end; nothing more comes.
+    let read_end = output;
+    if let Some(exit) = held.exit {
+        // It ended between the start-up's inventory and now.
+        events(ExecEvent {
+            at: attached::engine_time(exit.at_mono_ms),
+            input: Input::Exited {
+                run,
+                attempt,
+                code: exit.code,
+                signal: exit.signal,
+            },
+        });
+        cfg.follows.notice(run, attempt);
+        let conn = child.conn.clone();
+        let _ = forget_rx.await;
+        let _ = conn
+            .request(
+                &Request::Forget {
+                    run: run.0,
+                    attempt,
+                },
+                &[],
+            )
+            .await;
+        return;
+    }
+    supervise(
+        cfg,
+        order,
+        child,
+        read_end,
+        (kill_rx, forget_rx),
+        log,
+        events,
+    )
+    .await
 }
 
 fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(ExecEvent)) {
@@ -355,8 +715,9 @@ const SHORT_WAIT_MAX: Duration = Duration::from_secs(600);
 /// After `SHORT_WAIT_MAX` it fails as never started.
 async fn start_when_possible(
     cfg: ExecConfig,
+    conns: attached::Conns,
     order: SpawnOrder,
-    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    (mut kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
     first_error: String,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
@@ -386,9 +747,18 @@ async fn start_when_possible(
                 return failed(&cfg, &order, error, &events);
             }
         }
-        match start(&cfg, &order) {
+        match start(&cfg, &conns, &order).await {
             Started::Running(child, read_end, log) => {
-                return supervise(cfg, order, child, read_end, kill_rx, log, events).await;
+                return supervise(
+                    cfg,
+                    order,
+                    child,
+                    Some(read_end),
+                    (kill_rx, forget_rx),
+                    log,
+                    events,
+                )
+                .await;
             }
             Started::Short(e) => last = e,
             Started::Failed(e) => return failed(&cfg, &order, e, &events),
@@ -532,7 +902,7 @@ enum Prepared {
 fn prepare(
     cfg: &ExecConfig,
     order: &SpawnOrder,
-) -> Result<(crate::execution::spawn::Plan, OwnedFd, JobLog), Prepared> {
+) -> Result<(crate::execution::spawn::Plan, OwnedFd, JobLog, Vec<String>), Prepared> {
     let job = order.job();
     let job_env = cfg
         .job_env
@@ -563,7 +933,9 @@ fn prepare(
         }
         None => Vec::new(),
     };
-    let redactor = secret_redactor(job, &file_env, &job_env.base);
+    let secrets = secret_values(job, &file_env, &job_env.base);
+    let redactor =
+        crate::execution::secrets::OutputRedactor::new(secrets.iter().map(String::as_str));
     // The user's HOME, USER, LOGNAME and SHELL (under everything else),
     // the base (PATH, `pass_env`, `[job_env]`), then the AX_* variables
     // (which the base cannot set: axd.toml may not name them), then the
@@ -629,10 +1001,14 @@ fn prepare(
     let path = log_path(&cfg.log_dir, order.run, order.attempt);
     set_aside_stale_log(&path);
     let log = JobLog {
-        file: LazyLog { path, file: None },
+        file: LazyLog {
+            path,
+            file: None,
+            resumed: false,
+        },
         redactor,
     };
-    Ok((plan, read_end, log))
+    Ok((plan, read_end, log, secrets))
 }
 
 /// A log file already at a new attempt's path belongs to no attempt of
@@ -660,55 +1036,50 @@ fn set_aside_stale_log(path: &Path) {
     }
 }
 
-/// The redactor of the values this attempt must not show: every value of
-/// its env file, and the value each `secret_env` name takes in the job's
-/// environment (the job's `env`, the env file, else the base: `pass_env`
-/// and `[job_env]`).
-fn secret_redactor(
+/// The values this attempt must not show: every value of its env file,
+/// and the value each `secret_env` name takes in the job's environment
+/// (the job's `env`, the env file, else the base: `pass_env` and
+/// `[job_env]`).
+fn secret_values(
     job: &ax_shared::JobSpec,
     file_env: &[(String, String)],
     base: &crate::execution::spawn::BaseEnv,
-) -> Option<crate::execution::secrets::OutputRedactor> {
+) -> Vec<String> {
     if job.secret_env.is_empty() && file_env.is_empty() {
-        return None;
+        return Vec::new();
     }
-    let named: Vec<String> = job
-        .secret_env
+    let named = job.secret_env.iter().filter_map(|name| {
+        job.env
+            .get(name)
+            .or_else(|| {
+                file_env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v)
+            })
+            .cloned()
+            .or_else(|| base.get(name))
+    });
+    file_env
         .iter()
-        .filter_map(|name| {
-            job.env
-                .get(name)
-                .or_else(|| {
-                    file_env
-                        .iter()
-                        .rev()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v)
-                })
-                .cloned()
-                .or_else(|| base.get(name))
-        })
-        .collect();
-    crate::execution::secrets::OutputRedactor::new(
-        file_env
-            .iter()
-            .map(|(_, v)| v.as_str())
-            .chain(named.iter().map(String::as_str)),
-    )
+        .map(|(_, v)| v.clone())
+        .chain(named)
+        .collect()
 }
 
 async fn supervise(
     cfg: ExecConfig,
     order: SpawnOrder,
-    child: crate::execution::spawn::Process,
-    read_end: OwnedFd,
-    mut kill_rx: mpsc::UnboundedReceiver<i64>,
+    mut child: attached::Attached,
+    read_end: Option<OwnedFd>,
+    (mut kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
     log: JobLog,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
     // The start, for `Started` (sent a little later, see below).
-    let spawned_at = crate::runtime::time::steady_ms();
+    let spawned_at = child.spawned_at;
     let pgid = child.pid as i32;
     let _live = LiveGroup::enter(pgid);
     // `Started` goes out once the job has run for STARTED_COALESCE, or
@@ -718,7 +1089,7 @@ async fn supervise(
         run,
         attempt,
         pid: child.pid,
-        pid_start: child.start_time,
+        pid_start: child.pid_start,
     });
     let started_timer = tokio::time::sleep(STARTED_COALESCE);
     tokio::pin!(started_timer);
@@ -726,6 +1097,7 @@ async fn supervise(
     // Read in this same task (one task per attempt, not two: a no-op job
     // costs a wakeup less).
     let beats = OutputBeats::new(run, order.job().heartbeat);
+    let reader_done_at_start = read_end.is_none();
     let reader = read_output(
         read_end,
         log,
@@ -738,7 +1110,7 @@ async fn supervise(
         events.clone(),
     );
     tokio::pin!(reader);
-    let mut reader_done = false;
+    let mut reader_done = reader_done_at_start;
     let mut log_lost = 0;
 
     let job_grace = Duration::from_millis(order.job().kill_grace.as_millis() as u64);
@@ -748,7 +1120,7 @@ async fn supervise(
     let mut kill_ordered: Option<tokio::time::Instant> = None;
     let status = loop {
         tokio::select! {
-            status = child.wait() => break status,
+            status = &mut child.exit => break status,
             _ = &mut started_timer, if started.is_some() => {
                 let input = started.take().expect("guarded by is_some");
                 events(ExecEvent { at: spawned_at, input });
@@ -773,8 +1145,23 @@ async fn supervise(
             }
         }
     };
-    // The exit happened now, whatever the cleanup below takes.
-    let exited_at = crate::runtime::time::steady_ms();
+    // When the keeper reaped the leader, whatever the cleanup below takes.
+    let (exited_at, status) = match status {
+        Ok(exit) => (
+            attached::engine_time(exit.at_mono_ms),
+            Some((exit.code, exit.signal)),
+        ),
+        Err(_) => {
+            // The keeper died, and the job with it (PDEATHSIG).
+            child.conn.unwatch(run.0, attempt);
+            tracing::error!(
+                run = run.0,
+                attempt,
+                "the keeper holding the attempt was lost"
+            );
+            (crate::runtime::time::steady_ms(), None)
+        }
+    };
     if let Some(input) = started.take() {
         events(ExecEvent {
             at: spawned_at,
@@ -816,7 +1203,7 @@ async fn supervise(
     if let Some(ship) = &cfg.ship {
         ship.ended(run, attempt);
     }
-    let (code, signal) = status.unwrap_or((None, None));
+    let (code, signal) = status.unwrap_or((None, Some(libc::SIGKILL)));
     if log_lost > 0 {
         events(ExecEvent {
             at: exited_at,
@@ -839,6 +1226,19 @@ async fn supervise(
     // After `Exited`: a follow's next `log_info` reaches the scheduler
     // behind it (one channel), so it reads the attempt as ended.
     cfg.follows.notice(run, attempt);
+    // The keeper keeps the exit until the store has it.
+    if forget_rx.await.is_ok() {
+        let _ = child
+            .conn
+            .request(
+                &Request::Forget {
+                    run: run.0,
+                    attempt,
+                },
+                &[],
+            )
+            .await;
+    }
 }
 
 /// Signals the attempt's processes found by their cookie (`reaper`); with

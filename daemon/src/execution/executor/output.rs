@@ -80,7 +80,7 @@ impl OutputBeats {
 /// output as heartbeats (`OutputBeats`). Returns how many bytes of output
 /// could not be written to the log (`CappedLog`).
 pub(super) async fn read_output(
-    read_end: OwnedFd,
+    read_end: Option<OwnedFd>,
     log: JobLog,
     max_bytes: u64,
     mut beats: Option<OutputBeats>,
@@ -88,11 +88,19 @@ pub(super) async fn read_output(
     (follows, run, attempt): (&LogWatch, RunId, u32),
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) -> u64 {
+    let file_resumed = log.file.resumed;
+    let Some(read_end) = read_end else {
+        return 0;
+    };
     let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(read_end) else {
         return 0;
     };
     let JobLog { file, mut redactor } = log;
     let mut log = CappedLog::new(file, max_bytes);
+    if file_resumed {
+        // Output an earlier life (or the keeper) wrote counts against the cap.
+        log.written = std::fs::metadata(&log.file.path).map_or(0, |m| m.len());
+    }
     let mut buf = vec![0u8; 64 * 1024];
     // What the redactor releases of each read; unused without secrets.
     let mut redacted = Vec::new();
@@ -322,6 +330,9 @@ pub(super) struct JobLog {
 pub(super) struct LazyLog {
     pub(super) path: PathBuf,
     pub(super) file: Option<std::fs::File>,
+    /// The attempt was started by an earlier life of axd: its log is
+    /// extended, never replaced.
+    pub(super) resumed: bool,
 }
 
 impl Write for LazyLog {
@@ -329,11 +340,20 @@ impl Write for LazyLog {
         if self.file.is_none() {
             // `create_new`: an attempt's log is only ever its own
             // (`set_aside_stale_log`), never truncated or extended.
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(crate::runtime::private::FILE_MODE)
-                .open(&self.path)?;
+            let file = if self.resumed {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .mode(crate::runtime::private::FILE_MODE)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&self.path)?
+            } else {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(crate::runtime::private::FILE_MODE)
+                    .open(&self.path)?
+            };
             self.file = Some(file);
         }
         self.file.as_mut().expect("just created").write(buf)

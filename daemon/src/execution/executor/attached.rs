@@ -1,0 +1,113 @@
+//! The executor's side of the keeper (`crate::keeper`): a spawner
+//! thread's connections, a spawn as a request, and the process of an
+//! attempt as the keeper reports it.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::execution::spawn::Plan;
+use crate::keeper::client::KeeperConn;
+use crate::keeper::launch::Keepers;
+use crate::keeper::wire::{Bytes, Exit, LogSpec, SpawnRequest, WireCredentials, monotonic_ms};
+use ax_engine::{Millis, SpawnOrder};
+
+/// A spawner thread's connections to keepers, by socket.
+#[derive(Clone)]
+pub(super) struct Conns {
+    pub(super) keepers: Arc<Keepers>,
+    open: Arc<tokio::sync::Mutex<HashMap<PathBuf, Arc<KeeperConn>>>>,
+}
+
+impl Conns {
+    pub(super) fn new(keepers: Arc<Keepers>) -> Conns {
+        Conns {
+            keepers,
+            open: Arc::default(),
+        }
+    }
+
+    /// The connection to the keeper at `path`, made when there is none.
+    pub(super) async fn to(&self, path: &Path) -> Result<Arc<KeeperConn>, String> {
+        let mut open = self.open.lock().await;
+        if let Some(c) = open.get(path).filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        let conn = KeeperConn::connect(path, self.keepers.orphan_kill_ms)
+            .await
+            .map_err(|e| e.to_string())?;
+        let conn = Arc::new(conn);
+        open.insert(path.to_owned(), conn.clone());
+        Ok(conn)
+    }
+
+    /// The connection to the keeper new attempts are spawned through.
+    pub(super) async fn current(&self) -> Result<Arc<KeeperConn>, String> {
+        let path = self
+            .keepers
+            .current()
+            .map_err(|e| format!("cannot start the keeper: {e}"))?;
+        match self.to(&path).await {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                self.keepers.lost(&path);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// An attempt's process, spawned (or held) by a keeper.
+pub(super) struct Attached {
+    pub(super) pid: u32,
+    pub(super) pid_start: Option<u64>,
+    /// Its exit, told by the keeper; an error when the keeper is lost.
+    pub(super) exit: oneshot::Receiver<Exit>,
+    pub(super) conn: Arc<KeeperConn>,
+    /// When it was spawned, on the engine's clock.
+    pub(super) spawned_at: Millis,
+}
+
+/// A `CLOCK_MONOTONIC` time (ms) of the keeper's on the engine's clock.
+pub(super) fn engine_time(mono_ms: i64) -> Millis {
+    crate::runtime::time::steady_ms() - (monotonic_ms() - mono_ms).max(0)
+}
+
+/// The keeper's request for `plan`, with the pipe's ends to send beside
+/// it (write end first).
+pub(super) fn spawn_request(
+    plan: Plan,
+    order: &SpawnOrder,
+    log: LogSpec,
+) -> (SpawnRequest, OwnedFd) {
+    let pair = |(k, v): &(std::ffi::OsString, std::ffi::OsString)| {
+        (Bytes::from(k.as_os_str()), Bytes::from(v.as_os_str()))
+    };
+    let request = SpawnRequest {
+        run: order.run.0,
+        attempt: order.attempt,
+        slot: order.slot,
+        program: Bytes::from(plan.program.as_os_str()),
+        args: plan
+            .args
+            .iter()
+            .map(|a| Bytes::from(a.as_os_str()))
+            .collect(),
+        defaults: plan.defaults.iter().map(pair).collect(),
+        base_env: plan.base_env.entries().map(Bytes::of).collect(),
+        env: plan.env.iter().map(pair).collect(),
+        cwd: plan.cwd.as_ref().map(|c| Bytes::from(c.as_os_str())),
+        credentials: plan.credentials.as_ref().map(|c| WireCredentials {
+            user: c.user.clone(),
+            uid: c.uid,
+            gid: c.gid,
+            groups: c.groups.clone(),
+        }),
+        umask: plan.umask as u32,
+        log,
+    };
+    (request, plan.output)
+}

@@ -1,0 +1,203 @@
+//! Starting keepers, and finding those an earlier axd left.
+//!
+//! Keepers live in `state_dir/keepers/` (0700), each as `<pid>.sock`. Each
+//! life of axd starts a keeper of its own for the attempts it spawns, so a
+//! new version's spawns never go through an old version's code; a keeper
+//! from an earlier life is only asked for its attempts, told to retire,
+//! and exits once it holds none.
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::client::KeeperConn;
+use super::wire::{HeldAttempt, Reply, Request};
+
+/// How long a new keeper may take to accept connections.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// The folder of the keepers' sockets.
+pub(crate) fn keepers_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("keepers")
+}
+
+/// The keepers of one axd: where they live, and the one it spawns through.
+#[derive(Debug)]
+pub(crate) struct Keepers {
+    dir: PathBuf,
+    current: Mutex<Option<PathBuf>>,
+    /// In a cluster, how long a keeper keeps attempts with no axd
+    /// connected (see `Request::Hello`).
+    pub(crate) orphan_kill_ms: Option<u64>,
+}
+
+impl Keepers {
+    pub(crate) fn new(dir: PathBuf, orphan_kill_ms: Option<u64>) -> Keepers {
+        Keepers {
+            dir,
+            current: Mutex::new(None),
+            orphan_kill_ms,
+        }
+    }
+
+    /// The socket of the keeper new attempts are spawned through; a new
+    /// keeper is started when there is none (or `lost` said it died).
+    /// Blocks while a keeper starts.
+    pub(crate) fn current(&self) -> std::io::Result<PathBuf> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = current.as_ref().filter(|p| p.exists()) {
+            return Ok(p.clone());
+        }
+        let path = start(&self.dir)?;
+        *current = Some(path.clone());
+        Ok(path)
+    }
+
+    /// The keeper at `path` is unreachable: the next `current` starts
+    /// another.
+    pub(crate) fn lost(&self, path: &Path) {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_deref() == Some(path) {
+            *current = None;
+        }
+    }
+}
+
+/// Starts a keeper (`axd --keeper DIR`) in a session of its own, and
+/// returns its socket once it accepts connections. Its stderr goes to
+/// `keeper.log` in the folder.
+pub(crate) fn start(dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(dir.join("keeper.log"))?;
+    let nofile = crate::execution::spawn::original_nofile();
+    let mut command = std::process::Command::new("/proc/self/exe");
+    command
+        .arg0("axd-keeper")
+        .arg("--keeper")
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log);
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // async-signal-safe functions (setsid, getrlimit, setrlimit).
+    unsafe {
+        command.pre_exec(move || {
+            // Its own session: a signal to axd's group is not the keeper's.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The limit axd started with, so jobs get it (the keeper
+            // raises its own again and remembers this one).
+            if nofile != 0 {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                    lim.rlim_cur = nofile;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    let pid = child.id();
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut poll = libc::pollfd {
+        fd: stdout.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes the one local pollfd it is given.
+    let ready = unsafe { libc::poll(&mut poll, 1, READY_WITHIN.as_millis() as libc::c_int) };
+    let mut line = [0u8; 6];
+    let said = if ready == 1 {
+        stdout.read(&mut line).unwrap_or(0)
+    } else {
+        0
+    };
+    if &line[..said] != b"ready\n" {
+        // SAFETY: kill takes integers only; the child is ours, not reaped.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let _ = child.wait();
+        return Err(std::io::Error::other(format!(
+            "the keeper (pid {pid}) did not start; see {}",
+            dir.join("keeper.log").display()
+        )));
+    }
+    // The keeper outlives this `Child`; axd's orphan reaper reaps it if it
+    // exits first.
+    drop(child);
+    Ok(super::serve::socket_path(dir, pid))
+}
+
+/// A keeper an earlier axd left, with the attempts it holds.
+pub(crate) struct Found {
+    pub(crate) conn: KeeperConn,
+    pub(crate) attempts: Vec<HeldAttempt>,
+}
+
+/// Every keeper in `dir` that answers, with its attempts. A socket no
+/// keeper answers on is removed; a keeper that speaks another protocol is
+/// left alone (its attempts cannot be taken over).
+pub(crate) async fn inventory(dir: &Path, orphan_kill_ms: Option<u64>) -> Vec<Found> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "sock") {
+            continue;
+        }
+        let conn = match tokio::time::timeout(
+            Duration::from_secs(2),
+            KeeperConn::connect(&path, orphan_kill_ms),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(super::wire::WireError::Io(e)))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    "keeper {}: {e}; its jobs cannot be taken over",
+                    path.display()
+                );
+                continue;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "keeper {} did not answer within 2 s; its jobs cannot be taken over",
+                    path.display()
+                );
+                continue;
+            }
+        };
+        match conn.request(&Request::List, &[]).await {
+            Ok((Reply::Held { attempts }, _)) => found.push(Found { conn, attempts }),
+            Ok((other, _)) => tracing::warn!("keeper {}: {other:?}", path.display()),
+            Err(e) => tracing::warn!("keeper {}: {e}", path.display()),
+        }
+    }
+    found
+}

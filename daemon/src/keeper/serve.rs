@@ -1,0 +1,553 @@
+//! The keeper process: `axd --keeper STATE_DIR`, started by axd
+//! (`launch`), never by hand.
+//!
+//! It spawns attempts when axd asks, is their parent (and, as a child
+//! subreaper, the reaper of their orphans), and keeps for each: its pid,
+//! a copy of its output pipe's read end and, once it has ended, its exit
+//! status, until an axd says it has recorded the end (`Forget`). While no
+//! axd supervises an attempt, the keeper copies its output into its log
+//! itself, so a job never blocks on a full pipe nor dies of SIGPIPE.
+//!
+//! It is single-purpose and small: no store, no config, no clock but the
+//! monotonic one. It exits once it holds no attempt and no axd is
+//! connected.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use super::wire::{
+    self, Exit, HeldAttempt, Inbox, LogSpec, Reply, Request, SpawnRequest, WireError, monotonic_ms,
+};
+use crate::execution::spawn::{BaseEnv, CloseFds, Credentials, Plan, SpawnError};
+
+/// How long a keeper waits for its first axd before it gives up.
+const FIRST_CONNECTION: Duration = Duration::from_secs(30);
+
+type Key = (u64, u32);
+
+/// A frame on its way to a connection.
+type Outbound = (Reply, Option<Arc<OwnedFd>>);
+
+/// One attempt the keeper holds.
+struct Entry {
+    held: HeldAttempt,
+    /// The keeper's copy of the output's read end, until its end of file.
+    output: Option<Arc<OwnedFd>>,
+    log: LogSpec,
+    /// The connection that supervises it.
+    supervisor: Option<u64>,
+    /// The copy of its output into its log while no axd supervises it.
+    drain: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    entries: HashMap<Key, Entry>,
+    conns: HashMap<u64, mpsc::UnboundedSender<Outbound>>,
+    next_conn: u64,
+    /// Connections ever accepted (the keeper does not exit before its
+    /// first).
+    served: bool,
+    /// In a cluster: kill every attempt this long after the last axd left.
+    orphan_kill_ms: Option<u64>,
+    /// Bumped at each connection, so a kill timer armed earlier stands down.
+    epoch: u64,
+    /// No more spawns will come (`Request::Retire`).
+    retired: bool,
+}
+
+impl Registry {
+    /// Nothing left to keep: no attempt, and no axd that may spawn one.
+    fn idle(&self) -> bool {
+        self.served && self.entries.is_empty() && (self.conns.is_empty() || self.retired)
+    }
+}
+
+struct Keeper {
+    registry: Mutex<Registry>,
+    /// Woken when the keeper may have become idle.
+    idle: Notify,
+    pid: u32,
+    boot_id: Option<String>,
+}
+
+impl Keeper {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The socket of the keeper with this pid.
+pub(crate) fn socket_path(keepers_dir: &Path, pid: u32) -> PathBuf {
+    keepers_dir.join(format!("{pid}.sock"))
+}
+
+/// The keeper's `main`: serves until idle. Writes `ready` to its stdout
+/// once its socket accepts connections.
+pub fn main(keepers_dir: PathBuf) -> std::process::ExitCode {
+    crate::execution::reaper::block_sigchld();
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    crate::execution::spawn::raise_nofile();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ax-keeper")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ax keeper: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(keepers_dir)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ax keeper: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
+    if !crate::execution::reaper::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper; orphans of jobs go to PID 1");
+    }
+    tokio::spawn(crate::execution::reaper::run());
+    let pid = std::process::id();
+    let path = socket_path(&keepers_dir, pid);
+    let _ = std::fs::remove_file(&path);
+    // SAFETY: umask takes and returns integers only.
+    let old = unsafe { libc::umask(0o077) };
+    let listener = UnixListener::bind(&path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = listener?;
+    let keeper = Arc::new(Keeper {
+        registry: Mutex::new(Registry::default()),
+        idle: Notify::new(),
+        pid,
+        boot_id: crate::runtime::boot::current_boot_id()
+            .ok()
+            .map(|b| b.as_str().to_owned()),
+    });
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let first = tokio::time::sleep(FIRST_CONNECTION);
+    tokio::pin!(first);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if !same_user(&stream) {
+                    continue;
+                }
+                let keeper = keeper.clone();
+                tokio::spawn(async move { connection(keeper, stream).await });
+            }
+            _ = keeper.idle.notified() => {
+                if keeper.lock().idle() {
+                    break;
+                }
+            }
+            _ = &mut first, if !keeper.lock().served => break,
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// Only axd's own user (the keeper's) may talk to it.
+fn same_user(stream: &UnixStream) -> bool {
+    stream
+        .peer_cred()
+        .is_ok_and(|c| c.uid() == nix::unistd::geteuid().as_raw())
+}
+
+/// Serves one axd connection until it closes.
+async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
+    let stream = Arc::new(stream);
+    let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
+    let conn = {
+        let mut reg = keeper.lock();
+        reg.next_conn += 1;
+        reg.served = true;
+        reg.epoch += 1;
+        let id = reg.next_conn;
+        reg.conns.insert(id, tx.clone());
+        id
+    };
+    let writer = {
+        let stream = stream.clone();
+        tokio::spawn(async move {
+            while let Some((reply, fd)) = rx.recv().await {
+                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
+                if wire::send(&stream, &reply, &fds).await.is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut inbox = Inbox::default();
+    loop {
+        let (request, fds) = match inbox.recv::<Request>(&stream).await {
+            Ok(r) => r,
+            Err(WireError::Closed) => break,
+            Err(e) => {
+                tracing::warn!("connection {conn}: {e}");
+                break;
+            }
+        };
+        match request {
+            Request::Hello {
+                protocol: _,
+                orphan_kill_ms,
+            } => {
+                keeper.lock().orphan_kill_ms = orphan_kill_ms;
+                let _ = tx.send((
+                    Reply::Hello {
+                        protocol: wire::PROTOCOL,
+                        pid: keeper.pid,
+                        boot_id: keeper.boot_id.clone(),
+                    },
+                    None,
+                ));
+            }
+            Request::Spawn(req) => {
+                let reply = spawn(&keeper, conn, *req, fds);
+                let _ = tx.send((reply, None));
+            }
+            Request::List => {
+                let attempts = keeper
+                    .lock()
+                    .entries
+                    .values()
+                    .map(|e| e.held.clone())
+                    .collect();
+                let _ = tx.send((Reply::Held { attempts }, None));
+            }
+            Request::Take { run, attempt } => take(&keeper, conn, &tx, (run, attempt)).await,
+            Request::Forget { run, attempt } => {
+                let entry = keeper.lock().entries.remove(&(run, attempt));
+                if let Some(Entry { drain: Some(d), .. }) = entry {
+                    d.abort();
+                }
+                let _ = tx.send((Reply::Forgotten, None));
+                keeper.idle.notify_one();
+            }
+            Request::Retire => {
+                keeper.lock().retired = true;
+                let _ = tx.send((Reply::Retiring, None));
+                keeper.idle.notify_one();
+            }
+        }
+    }
+    // axd has gone: drain the output of what it supervised.
+    let (orphan_kill, epoch) = {
+        let mut reg = keeper.lock();
+        reg.conns.remove(&conn);
+        let keys: Vec<Key> = reg
+            .entries
+            .iter()
+            .filter(|(_, e)| e.supervisor == Some(conn))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            start_drain(&keeper, &mut reg, key);
+        }
+        (
+            reg.conns.is_empty().then_some(reg.orphan_kill_ms).flatten(),
+            reg.epoch,
+        )
+    };
+    writer.abort();
+    if let Some(ms) = orphan_kill {
+        let keeper = keeper.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            kill_orphans(&keeper, epoch);
+        });
+    }
+    keeper.idle.notify_one();
+}
+
+/// In a cluster, no axd came back before the node's lease could end: the
+/// attempts are killed before other nodes may run them again.
+fn kill_orphans(keeper: &Keeper, epoch: u64) {
+    let reg = keeper.lock();
+    if reg.epoch != epoch || !reg.conns.is_empty() {
+        return;
+    }
+    for e in reg.entries.values().filter(|e| e.held.exit.is_none()) {
+        tracing::warn!(
+            "no axd came back within the node's lease: killing run {} attempt {}",
+            e.held.run,
+            e.held.attempt
+        );
+        // SAFETY: kill takes integers only. The leader is not reaped
+        // (no exit recorded), so its pid is still its group's.
+        unsafe { libc::kill(-(e.held.pid as i32), libc::SIGKILL) };
+    }
+}
+
+fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) -> Reply {
+    let mut fds = fds.into_iter();
+    let (Some(write_end), Some(read_end)) = (fds.next(), fds.next()) else {
+        return Reply::Error {
+            message: "spawn without its output descriptors".into(),
+        };
+    };
+    let key = (req.run, req.attempt);
+    let plan = Plan {
+        program: req.program.to_os().into(),
+        args: req.args.iter().map(|a| a.to_os()).collect(),
+        defaults: req
+            .defaults
+            .iter()
+            .map(|(k, v)| (k.to_os(), v.to_os()))
+            .collect(),
+        base_env: Arc::new(BaseEnv::from_entries(
+            req.base_env.iter().map(|e| e.as_bytes().to_vec()),
+        )),
+        env: req
+            .env
+            .iter()
+            .map(|(k, v)| (k.to_os(), v.to_os()))
+            .collect(),
+        cwd: req.cwd.as_ref().map(|c| c.to_os().into()),
+        credentials: req.credentials.map(|c| Credentials {
+            user: c.user,
+            uid: c.uid,
+            gid: c.gid,
+            groups: c.groups,
+        }),
+        umask: req.umask as libc::mode_t,
+        output: write_end,
+        close_fds: CloseFds::Range,
+    };
+    let process = match crate::execution::spawn::spawn(plan) {
+        Ok(p) => p,
+        Err(e) => {
+            let shortage = e.is_shortage();
+            let killed_pid = match &e {
+                SpawnError::Killed { pid, .. } => Some(*pid),
+                SpawnError::NotStarted(_) => None,
+            };
+            return Reply::NotSpawned {
+                error: e.to_string(),
+                shortage,
+                killed_pid,
+            };
+        }
+    };
+    let spawned_mono_ms = monotonic_ms();
+    let held = HeldAttempt {
+        run: req.run,
+        attempt: req.attempt,
+        pid: process.pid,
+        pid_start: process.start_time,
+        slot: req.slot,
+        spawned_mono_ms,
+        last_output_mono_ms: None,
+        exit: None,
+    };
+    keeper.lock().entries.insert(
+        key,
+        Entry {
+            held,
+            output: Some(Arc::new(read_end)),
+            log: req.log,
+            supervisor: Some(conn),
+            drain: None,
+        },
+    );
+    let reply = Reply::Spawned {
+        pid: process.pid,
+        pid_start: process.start_time,
+        spawned_mono_ms,
+    };
+    let keeper = keeper.clone();
+    tokio::spawn(async move {
+        let status = process.wait().await.unwrap_or((None, None));
+        exited(&keeper, key, status);
+    });
+    reply
+}
+
+/// The attempt's leader is reaped: its end is kept, and told to its
+/// supervisor if one is connected.
+fn exited(keeper: &Keeper, key: Key, (code, signal): (Option<i32>, Option<i32>)) {
+    let exit = Exit {
+        code,
+        signal,
+        at_mono_ms: monotonic_ms(),
+    };
+    let mut reg = keeper.lock();
+    let Some(entry) = reg.entries.get_mut(&key) else {
+        return;
+    };
+    entry.held.exit = Some(exit);
+    // The keeper's copy of the output stays until `Forget`: should axd go
+    // before it has read the rest, the drain takes over.
+    let Some(conn) = entry.supervisor else {
+        return;
+    };
+    if let Some(tx) = reg.conns.get(&conn) {
+        let _ = tx.send((
+            Reply::Exited {
+                run: key.0,
+                attempt: key.1,
+                exit,
+            },
+            None,
+        ));
+    }
+}
+
+/// `Take`: the connection supervises the attempt from now on.
+async fn take(keeper: &Keeper, conn: u64, tx: &mpsc::UnboundedSender<Outbound>, key: Key) {
+    let drain = keeper
+        .lock()
+        .entries
+        .get_mut(&key)
+        .and_then(|e| e.drain.take());
+    if let Some(d) = drain {
+        // Cancelled between a read and the next: what it read is written.
+        d.abort();
+        let _ = d.await;
+    }
+    let mut reg = keeper.lock();
+    let Some(entry) = reg.entries.get_mut(&key) else {
+        let _ = tx.send((
+            Reply::Taken {
+                attempt: None,
+                output: false,
+                secrets: Vec::new(),
+            },
+            None,
+        ));
+        return;
+    };
+    entry.supervisor = Some(conn);
+    let output = entry.output.clone();
+    // Sent under the lock, so an `Exited` of it cannot overtake it.
+    let _ = tx.send((
+        Reply::Taken {
+            attempt: Some(entry.held.clone()),
+            output: output.is_some(),
+            secrets: entry.log.secrets.clone(),
+        },
+        output,
+    ));
+}
+
+/// Copies the attempt's output into its log while no axd supervises it.
+fn start_drain(keeper: &Arc<Keeper>, reg: &mut Registry, key: Key) {
+    let Some(entry) = reg.entries.get_mut(&key) else {
+        return;
+    };
+    entry.supervisor = None;
+    let Some(output) = entry.output.clone() else {
+        return;
+    };
+    if entry.drain.is_some() {
+        return;
+    }
+    let path = PathBuf::from(entry.log.path.to_os());
+    let max_bytes = entry.log.max_bytes;
+    let redactor = crate::execution::secrets::OutputRedactor::new(
+        entry.log.secrets.iter().map(String::as_str),
+    );
+    let keeper2 = keeper.clone();
+    entry.drain = Some(tokio::spawn(async move {
+        drain(&keeper2, key, output, &path, max_bytes, redactor).await;
+        let mut reg = keeper2.lock();
+        if let Some(e) = reg.entries.get_mut(&key) {
+            e.output = None;
+            e.drain = None;
+        }
+    }));
+}
+
+async fn drain(
+    keeper: &Keeper,
+    key: Key,
+    output: Arc<OwnedFd>,
+    path: &Path,
+    max_bytes: u64,
+    mut redactor: Option<crate::execution::secrets::OutputRedactor>,
+) {
+    // SAFETY: the descriptor is the keeper's own copy of the pipe's read
+    // end, open for as long as `output` (moved into the AsyncFd) lives.
+    let Ok(fd) = (unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(output, tokio::io::Interest::READABLE)
+    }) else {
+        return;
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(crate::runtime::private::FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok();
+    let mut written = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map_or(0, |m| m.len());
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut redacted = Vec::new();
+    loop {
+        let Ok(mut ready) = fd.readable().await else {
+            return;
+        };
+        let n = match nix::unistd::read(fd.get_ref(), &mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(nix::errno::Errno::EAGAIN) => {
+                ready.clear_ready();
+                continue;
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+        };
+        // From the read to the write there is no await: a `Take` that
+        // cancels this task never loses what was read.
+        let bytes: &[u8] = match redactor.as_mut() {
+            Some(r) => {
+                redacted.clear();
+                r.feed(&buf[..n], &mut redacted);
+                &redacted
+            }
+            None => &buf[..n],
+        };
+        let room = max_bytes.saturating_sub(written) as usize;
+        let keep = bytes.len().min(room);
+        if keep > 0
+            && let Some(f) = file.as_mut()
+            && f.write_all(&bytes[..keep]).is_ok()
+        {
+            written += keep as u64;
+        }
+        if let Some(e) = keeper.lock().entries.get_mut(&key) {
+            e.held.last_output_mono_ms = Some(monotonic_ms());
+        }
+    }
+}
