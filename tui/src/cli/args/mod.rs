@@ -133,6 +133,12 @@ pub enum RemoteCommand {
     Resume(DagTargetArgs),
     /// Re-read the config and rescan the jobs folder; exit 1 naming each job file with errors (the last good version of its DAG stays in force).
     Reload,
+    /// Stop axd. Running jobs keep running and the next axd takes them over; --stop-jobs stops them first (SIGTERM, shutdown_grace, SIGKILL; recorded interrupted).
+    Shutdown {
+        /// Stop the running jobs too.
+        #[arg(long)]
+        stop_jobs: bool,
+    },
     /// Prometheus metrics (the text axd serves at `metrics_addr`).
     Metrics,
     /// The event log (-f: follow).

@@ -18,6 +18,7 @@ mod out;
 mod pause_resume;
 mod reload;
 mod show;
+mod shutdown;
 mod status;
 mod submit;
 mod terminal;
@@ -96,6 +97,7 @@ async fn dispatch(
         RemoteCommand::Pause(args) => pause_resume::run(c, o, args, Pause).await,
         RemoteCommand::Resume(args) => pause_resume::run(c, o, args, Resume).await,
         RemoteCommand::Reload => reload::run(c, o).await,
+        RemoteCommand::Shutdown { stop_jobs } => shutdown::run(c, o, *stop_jobs).await,
         RemoteCommand::Metrics => metrics::run(c, o).await,
         RemoteCommand::Events(args) => events::run(c, o, args).await,
         RemoteCommand::Heartbeat(args) => heartbeat::run(c, o, args).await,
