@@ -415,7 +415,43 @@ fn chown_tree(dir: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 }
 
 impl Drop for Daemon {
+    /// axd is killed, and so are its keepers: the jobs they hold die with
+    /// them (SIGKILL by the kernel, `PR_SET_PDEATHSIG`), so no test leaves
+    /// a job running after its temp dir is gone.
     fn drop(&mut self) {
         self.kill9();
+        self.kill_keepers();
+    }
+}
+
+impl Daemon {
+    /// The pids of the keepers of this state dir that still run
+    /// (`state/keepers/<pid>.sock`, checked against the process's
+    /// command line: pids are reused).
+    pub fn keepers(&self) -> Vec<i32> {
+        let dir = self.dir.path().join("state/keepers");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let pid: i32 = name.to_str()?.strip_suffix(".sock")?.parse().ok()?;
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let ours = String::from_utf8_lossy(&cmdline).contains(&*dir.to_string_lossy());
+                ours.then_some(pid)
+            })
+            .collect()
+    }
+
+    /// SIGKILL to every keeper of this state dir (their jobs die with them).
+    pub fn kill_keepers(&self) {
+        for pid in self.keepers() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 }

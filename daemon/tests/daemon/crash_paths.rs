@@ -43,7 +43,8 @@ async fn output_every_read_keeps_a_job_alive_and_silence_stalls_it() {
     assert!((1_500..6_000).contains(&lived), "stalled after {lived} ms");
 }
 
-/// At SIGTERM each job gets up to `shutdown_grace` before SIGKILL, not its
+/// At a shutdown that stops the jobs (SIGUSR2, `ax shutdown --stop-jobs`)
+/// each job gets up to `shutdown_grace` before SIGKILL, not its
 /// (shorter) `kill_grace`. The job traps TERM, cleans up for 2 s and leaves
 /// a marker: with kill_grace 1 s and shutdown_grace 5 s the marker is
 /// written, and the attempt is recorded as interrupted.
@@ -75,7 +76,7 @@ async fn shutdown_gives_each_job_the_whole_shutdown_grace() {
     }
     drop(c);
     let stopping = std::time::Instant::now();
-    assert_eq!(d.term(), Some(0));
+    assert_eq!(d.stop_with_jobs(), Some(0));
     assert_eq!(
         std::fs::read_to_string(&done).ok().as_deref(),
         Some("cleaned\n"),

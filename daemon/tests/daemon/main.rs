@@ -21,6 +21,7 @@ mod mail;
 mod metrics;
 mod metrics_e2e;
 mod operator_reads;
+mod outlive;
 mod protocol;
 mod reload;
 mod roles;

@@ -89,6 +89,17 @@ impl Daemon {
             .and_then(|status| status.code())
     }
 
+    /// SIGUSR2 (`ax shutdown --stop-jobs`: running jobs are stopped, not
+    /// left to the next axd) and wait; returns the exit code.
+    pub(crate) fn stop_with_jobs(&mut self) -> Option<i32> {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR2).unwrap();
+        self.0
+            .wait_exit(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .and_then(|status| status.code())
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         self.0.pid().expect("axd is running")
     }
