@@ -30,6 +30,10 @@ pub(crate) fn keepers_dir(state_dir: &Path) -> PathBuf {
 pub(crate) struct Keepers {
     dir: PathBuf,
     current: Mutex<Option<PathBuf>>,
+    /// A connection to the current keeper for as long as this axd lives:
+    /// the keeper counts it, so a keeper that never spawned anything still
+    /// exits when this axd does.
+    held: Mutex<Option<std::os::unix::net::UnixStream>>,
     /// In a cluster, how long a keeper keeps attempts with no axd
     /// connected (see `Request::Hello`).
     pub(crate) orphan_kill_ms: Option<u64>,
@@ -40,6 +44,7 @@ impl Keepers {
         Keepers {
             dir,
             current: Mutex::new(None),
+            held: Mutex::new(None),
             orphan_kill_ms,
         }
     }
@@ -49,22 +54,41 @@ impl Keepers {
     /// Blocks while a keeper starts.
     pub(crate) fn current(&self) -> std::io::Result<PathBuf> {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = current.as_ref().filter(|p| p.exists()) {
+        if let Some(p) = current.as_ref() {
             return Ok(p.clone());
         }
         let path = start(&self.dir)?;
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) =
+            std::os::unix::net::UnixStream::connect(&path).ok();
         *current = Some(path.clone());
         Ok(path)
     }
 
-    /// The keeper at `path` is unreachable: the next `current` starts
-    /// another.
+    /// The keeper at `path` could not be reached: if its process is gone,
+    /// the next `current` starts another. One that lives is kept (axd may
+    /// only be short of descriptors itself): its jobs are never orphaned
+    /// by a second keeper.
     pub(crate) fn lost(&self, path: &Path) {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        if current.as_deref() == Some(path) {
+        if current.as_deref() == Some(path) && !alive(path) {
             *current = None;
         }
     }
+}
+
+/// Whether the keeper whose socket is `path` (`<pid>.sock`) still runs.
+fn alive(path: &Path) -> bool {
+    let Some(pid) = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    // A process of that pid that is a keeper (pids are reused); a zombie
+    // has an empty command line.
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--keeper"))
 }
 
 /// Starts a keeper (`axd --keeper DIR`) in a session of its own, and

@@ -310,8 +310,11 @@ fn kill_orphans(keeper: &Keeper, epoch: u64) {
 fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) -> Reply {
     let mut fds = fds.into_iter();
     let (Some(write_end), Some(read_end)) = (fds.next(), fds.next()) else {
-        return Reply::Error {
-            message: "spawn without its output descriptors".into(),
+        // Nothing was started; axd tries again as descriptors free up.
+        return Reply::NotSpawned {
+            error: "the keeper could not receive the job's output pipe: out of descriptors".into(),
+            shortage: true,
+            killed_pid: None,
         };
     };
     let key = (req.run, req.attempt);

@@ -14,10 +14,10 @@
 //! understand takes a new protocol number.
 
 use std::collections::VecDeque;
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSlice;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use serde::{Deserialize, Serialize};
 use tokio::io::Interest;
 use tokio::net::UnixStream;
@@ -308,12 +308,13 @@ impl Inbox {
         if self.bytes.len() < 5 + len {
             return Ok(None);
         }
-        if self.fds.len() < nfds {
-            return Err(WireError::Frame(format!(
-                "a frame names {nfds} descriptors and {} came",
-                self.fds.len()
-            )));
-        }
+        // Fewer than named: this process was out of descriptors when they
+        // came, and the kernel dropped the rest (MSG_CTRUNC). The frame goes
+        // on with those it has, and its handler says what is missing: a
+        // shortage must not end the connection (every attempt supervised
+        // through it would lose its exit). Only one frame's descriptors are
+        // ever waiting here: a read stops at the next frame that has some.
+        let nfds = nfds.min(self.fds.len());
         let msg = serde_json::from_slice(&self.bytes[5..5 + len])
             .map_err(|e| WireError::Frame(e.to_string()));
         self.bytes.drain(..5 + len);
@@ -325,28 +326,7 @@ impl Inbox {
         let mut buf = vec![0u8; 64 * 1024];
         let (n, fds) = stream
             .async_io(Interest::READABLE, || {
-                let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
-                let mut iov = [IoSliceMut::new(&mut buf)];
-                let msg = recvmsg::<()>(
-                    stream.as_raw_fd(),
-                    &mut iov,
-                    Some(&mut space),
-                    MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
-                )
-                .map_err(std::io::Error::from)?;
-                let mut fds = Vec::new();
-                for c in msg.cmsgs().map_err(std::io::Error::from)? {
-                    if let ControlMessageOwned::ScmRights(raw) = c {
-                        // SAFETY: the kernel has just installed these
-                        // descriptors in this process for us; nothing else
-                        // owns them.
-                        fds.extend(
-                            raw.into_iter()
-                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                        );
-                    }
-                }
-                Ok((msg.bytes, fds))
+                recv_with_fds(stream.as_raw_fd(), &mut buf)
             })
             .await?;
         self.fds.extend(fds);
@@ -356,6 +336,50 @@ impl Inbox {
         self.bytes.extend_from_slice(&buf[..n]);
         Ok(())
     }
+}
+
+/// One `recvmsg`: the bytes read and the descriptors that came with them.
+/// Written on libc rather than nix, whose control-message iterator refuses
+/// a truncated buffer (MSG_CTRUNC): that is what a receiver out of
+/// descriptors gets, with those the kernel could install still to be
+/// taken (and closed when not wanted), not leaked.
+fn recv_with_fds(fd: RawFd, buf: &mut [u8]) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    const SPACE: usize = 256;
+    let mut control = [0u64; SPACE / 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is a plain C struct; all zeros is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = SPACE as _;
+    // SAFETY: recvmsg writes into `buf` (through `iov`) and `control`, both
+    // live locals of the lengths given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the CMSG macros walk the control buffer recvmsg filled, within
+    // `msg_controllen`; each SCM_RIGHTS payload holds whole descriptors the
+    // kernel installed for this process, which nothing else owns yet.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, fds))
 }
 
 /// `CLOCK_MONOTONIC` in milliseconds: the same clock in every process of

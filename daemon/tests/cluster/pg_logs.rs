@@ -309,7 +309,7 @@ async fn shipped_chunks_read_as_one_range_and_complete_only_at_the_mark() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() {
+async fn a_node_restarted_in_its_grace_takes_its_job_over_and_ships_the_rest_of_its_log() {
     let _turn = crate::module_turn(module_path!()).await;
     let Some(db) = TestDb::create("pg_logs_restart") else {
         return;
@@ -338,8 +338,8 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
         offset = chunk["offset"].as_u64().unwrap();
     }
 
-    // B dies; output its job wrote that B never shipped (appended here
-    // while B is down) is shipped when B comes back.
+    // B dies; its job goes on. Output that B never shipped (appended here
+    // while B is down) is shipped when B comes back and takes the job over.
     b.kill9();
     let file = b.path(&format!("state/logs/{run}.1.log"));
     let mut text = std::fs::read_to_string(&file).unwrap();
@@ -350,8 +350,11 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
 
     let mut got = String::new();
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert!(Instant::now() < deadline, "no eof within 10 s; got {got:?}");
+    while got != "written while down\n" {
+        assert!(
+            Instant::now() < deadline,
+            "not shipped within 10 s; got {got:?}"
+        );
         let chunk = logs(
             &mut ca,
             json!({"run": run, "attempt": 1, "offset": offset, "follow": true, "wait_ms": 1000}),
@@ -359,15 +362,29 @@ async fn a_node_restarted_in_its_grace_ships_the_rest_of_its_interrupted_logs() 
         .await;
         got.push_str(chunk["data"].as_str().unwrap());
         offset = chunk["offset"].as_u64().unwrap();
+    }
+    // B took its running attempt over: one attempt, still running; a
+    // cancel through A ends it, and the log ends with it.
+    let r = get_run(&mut ca, run).await;
+    assert_eq!(r.attempts.len(), 1, "{r:#?}");
+    assert!(r.attempts[0].outcome.is_none(), "{r:#?}");
+    ca.call("cancel", json!({"id": run})).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "no eof within 20 s");
+        let chunk = logs(
+            &mut ca,
+            json!({"run": run, "attempt": 1, "offset": offset, "follow": true, "wait_ms": 1000}),
+        )
+        .await;
+        offset = chunk["offset"].as_u64().unwrap();
         if chunk["eof"] == true {
             break;
         }
     }
-    assert_eq!(got, "written while down\n");
-    // The log can be complete before B's restore is committed.
     let r = wait_run(&mut ca, run, 20, |r| r.attempts[0].outcome.is_some()).await;
     assert_eq!(
         r.attempts[0].outcome.map(|o| o.to_string()).as_deref(),
-        Some("interrupted")
+        Some("cancelled")
     );
 }

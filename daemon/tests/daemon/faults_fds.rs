@@ -125,11 +125,17 @@ async fn under_ulimit_n_256_every_started_process_is_supervised_and_runs_once() 
         "processes ran for attempts that are not recorded: {lines:?}"
     );
 
-    // Nothing left behind: no zombie of axd's, no process of a job.
-    let needle = format!("AX_ATTEMPT_COOKIE={axd}.");
+    // Nothing left behind: no zombie of axd's or of its keeper's (the
+    // jobs' parent), no process of a job.
+    let needle = format!("OUT={}", out.display());
+    let keepers = d.keepers();
+    assert_eq!(keepers.len(), 1, "one keeper");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (marked, zombies) = leftovers(axd, &needle);
+        let (mut marked, mut zombies) = leftovers(axd, &needle);
+        zombies.extend(leftovers(keepers[0] as u32, &needle).1);
+        // axd and its keeper have OUT too (axd's environment).
+        marked.retain(|p| *p != axd && *p != keepers[0] as u32);
         if marked.is_empty() && zombies.is_empty() {
             break;
         }

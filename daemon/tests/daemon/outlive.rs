@@ -56,10 +56,15 @@ async fn survives(stop: impl FnOnce(&mut Daemon)) {
     let a = &r.attempts[0];
     assert_eq!(a.exit_code, Some(3), "{r:#?}");
     assert_eq!(a.outcome.map(|o| o.as_str()), Some("failed"));
-    assert_eq!(log_of(&mut c, id).await, expected_log(12), "no gap, no duplicate");
+    assert_eq!(
+        log_of(&mut c, id).await,
+        expected_log(12),
+        "no gap, no duplicate"
+    );
     assert!(!pid_alive(pid));
     assert!(
-        d.log().contains("1 still running (reattached), 0 interrupted"),
+        d.log()
+            .contains("1 still running (reattached), 0 interrupted"),
         "{}",
         d.log()
     );

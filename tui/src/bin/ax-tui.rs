@@ -33,10 +33,12 @@ struct Demo {
 }
 
 impl Drop for Demo {
+    /// The demo's daemon stops with its jobs (SIGUSR2, as `ax shutdown
+    /// --stop-jobs`): nothing of the demo outlives the console.
     fn drop(&mut self) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::Signal::SIGUSR2,
         );
         for _ in 0..200 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {

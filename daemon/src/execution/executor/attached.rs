@@ -12,7 +12,9 @@ use tokio::sync::oneshot;
 use crate::execution::spawn::Plan;
 use crate::keeper::client::KeeperConn;
 use crate::keeper::launch::Keepers;
-use crate::keeper::wire::{Bytes, Exit, LogSpec, SpawnRequest, WireCredentials, monotonic_ms};
+use crate::keeper::wire::{
+    Bytes, Exit, HeldAttempt, LogSpec, Reply, Request, SpawnRequest, WireCredentials, monotonic_ms,
+};
 use ax_engine::{Millis, SpawnOrder};
 
 /// A spawner thread's connections to keepers, by socket.
@@ -56,6 +58,37 @@ impl Conns {
                 self.keepers.lost(&path);
                 Err(e)
             }
+        }
+    }
+}
+
+/// The attempt as its keeper holds it, taken (again) over a new
+/// connection to the keeper at `path`: after a connection was lost with
+/// the keeper still alive, so that an attempt it spawned is never spawned
+/// twice nor left unsupervised. `None`: the keeper is gone or holds no
+/// such attempt.
+pub(super) async fn retake(
+    conns: &Conns,
+    path: &Path,
+    run: u64,
+    attempt: u32,
+) -> Option<(Arc<KeeperConn>, oneshot::Receiver<Exit>, HeldAttempt)> {
+    let conn = conns.to(path).await.ok()?;
+    let exit = conn.exit_of(run, attempt);
+    match conn.request(&Request::Take { run, attempt }, &[]).await {
+        Ok((
+            Reply::Taken {
+                attempt: Some(held),
+                ..
+            },
+            _,
+        )) => {
+            tracing::warn!(run, attempt, "keeper connection lost and made again");
+            Some((conn, exit, held))
+        }
+        _ => {
+            conn.unwatch(run, attempt);
+            None
         }
     }
 }

@@ -45,7 +45,7 @@ mod attached;
 mod groups;
 mod output;
 use crate::bus::ExecEvent;
-use crate::keeper::wire::{Bytes, LogSpec, Reply, Request};
+use crate::keeper::wire::{Bytes, HeldAttempt, LogSpec, Reply, Request};
 use output::{JobLog, LazyLog, OutputBeats, read_output, sleep_until_opt};
 
 #[cfg(test)]
@@ -427,6 +427,7 @@ async fn run_attempt(
         Started::Running(child, read_end, log) => {
             supervise(
                 cfg,
+                conns,
                 order,
                 child,
                 Some(read_end),
@@ -540,9 +541,26 @@ async fn start(cfg: &ExecConfig, conns: &attached::Conns, order: &SpawnOrder) ->
             Started::Failed(format!("the keeper answered a spawn with {other:?}"))
         }
         Err(e) => {
-            // A keeper that died took what it spawned with it (PDEATHSIG).
-            conns.keepers.lost(&conn.path);
-            Started::Short(format!("the keeper is unreachable: {e}"))
+            // The spawn may have happened: if the keeper lives, it holds
+            // the attempt (never start it twice). A keeper that died took
+            // what it spawned with it (PDEATHSIG).
+            match attached::retake(conns, &conn.path, run, attempt).await {
+                Some((conn, exit, held)) => Started::Running(
+                    attached::Attached {
+                        pid: held.pid,
+                        pid_start: held.pid_start,
+                        exit,
+                        conn,
+                        spawned_at: attached::engine_time(held.spawned_mono_ms),
+                    },
+                    read_end,
+                    log,
+                ),
+                None => {
+                    conns.keepers.lost(&conn.path);
+                    Started::Short(format!("the keeper is unreachable: {e}"))
+                }
+            }
         }
     }
 }
@@ -650,6 +668,7 @@ async fn reattach(
     }
     supervise(
         cfg,
+        conns,
         order,
         child,
         read_end,
@@ -751,6 +770,7 @@ async fn start_when_possible(
             Started::Running(child, read_end, log) => {
                 return supervise(
                     cfg,
+                    conns,
                     order,
                     child,
                     Some(read_end),
@@ -1070,6 +1090,7 @@ fn secret_values(
 
 async fn supervise(
     cfg: ExecConfig,
+    conns: attached::Conns,
     order: SpawnOrder,
     mut child: attached::Attached,
     read_end: Option<OwnedFd>,
@@ -1120,7 +1141,19 @@ async fn supervise(
     let mut kill_ordered: Option<tokio::time::Instant> = None;
     let status = loop {
         tokio::select! {
-            status = &mut child.exit => break status,
+            status = &mut child.exit => match status {
+                Ok(exit) => break Ok(exit),
+                // The connection was lost: a keeper still alive holds the
+                // job, which goes on.
+                Err(lost) => match attached::retake(&conns, &child.conn.path.clone(), run.0, attempt).await {
+                    Some((_, _, HeldAttempt { exit: Some(exit), .. })) => break Ok(exit),
+                    Some((conn, exit, _)) => {
+                        child.conn = conn;
+                        child.exit = exit;
+                    }
+                    None => break Err(lost),
+                },
+            },
             _ = &mut started_timer, if started.is_some() => {
                 let input = started.take().expect("guarded by is_some");
                 events(ExecEvent { at: spawned_at, input });

@@ -348,8 +348,11 @@ impl Write for LazyLog {
                     .custom_flags(libc::O_NOFOLLOW)
                     .open(&self.path)?
             } else {
+                // Appending too: should axd lose its keeper connection, the
+                // keeper copies output into this file until axd takes the
+                // attempt back, and neither may write over the other.
                 std::fs::OpenOptions::new()
-                    .write(true)
+                    .append(true)
                     .create_new(true)
                     .mode(crate::runtime::private::FILE_MODE)
                     .open(&self.path)?
