@@ -193,6 +193,14 @@ impl Engine {
         self.link_downstream(&all);
         let scheduler = self.scheduler.clone();
         for &id in &all {
+            let r = &self.runs[&id];
+            let next = r.attempts.len() as u32 + 1;
+            if r.state == RunState::Ready
+                && self.pools.contains_key(r.pool())
+                && let Some(re) = reattach.get(&(id, next)).copied()
+            {
+                self.record_unrecorded_start(now, id, re);
+            }
             let r = self.runs.get_mut(&id).expect("restored");
             let n = r.attempts.len() as u32;
             if r.state == RunState::Running
@@ -266,9 +274,9 @@ impl Engine {
         ended
     }
 
-    /// How many attempts the restore took over so far.
-    pub fn reattached_count(&self) -> usize {
-        self.reattached.len()
+    /// The attempts the restore took over so far (`reattached` takes them).
+    pub fn reattached_so_far(&self) -> &[(RunId, u32)] {
+        &self.reattached
     }
 
     /// The attempts offered by `set_reattach` that the restore took over
@@ -276,6 +284,44 @@ impl Engine {
     pub fn reattached(&mut self) -> Vec<(RunId, u32)> {
         self.reattach.clear();
         std::mem::take(&mut self.reattached)
+    }
+
+    /// A run found `ready` whose next attempt's process runs all the same:
+    /// the earlier life started it and died before the step that did so
+    /// was committed. The start is recorded now, so the process is taken
+    /// over rather than started a second time.
+    fn record_unrecorded_start(&mut self, now: Millis, id: RunId, re: Reattach) {
+        // Not queued yet: the restore queues a ready run after this.
+        let scheduler = self.scheduler.clone();
+        self.transition(
+            now,
+            id,
+            RunState::Running,
+            "started by the earlier daemon, whose record of it was not committed: taken over"
+                .into(),
+            &scheduler,
+        );
+        let wall = self.wall(re.spawned);
+        let node = self.node.clone();
+        let r = self.runs.get_mut(&id).expect("restored");
+        let n = r.attempts.len() as u32 + 1;
+        r.started_at = Some(wall);
+        r.message = None;
+        r.progress = None;
+        r.attempts.push(Attempt {
+            n,
+            started_at: wall,
+            finished_at: None,
+            outcome: None,
+            exit_code: None,
+            signal: None,
+            pid: None,
+            pid_start: None,
+            slot: re.slot,
+            error: None,
+            node,
+            log_lost: 0,
+        });
     }
 
     /// A run found `running` whose process still runs: it keeps its

@@ -717,6 +717,9 @@ fn restore(
         .flat_map(|d| &d.runs)
         .filter(|r| r.state == RunState::Running)
         .collect();
+    // Attempts a keeper may hold: the last of each running run, and the
+    // next of each ready run (started by the earlier life, which died
+    // before the start was committed; no pid is recorded for it).
     let recorded: HashMap<(ax_engine::RunId, u32), (Option<u32>, Option<u64>)> = running
         .iter()
         .filter_map(|r| {
@@ -724,6 +727,14 @@ fn restore(
                 .last()
                 .map(|a| ((r.id, a.n), (a.pid, a.pid_start)))
         })
+        .chain(
+            loaded
+                .dag_runs
+                .iter()
+                .flat_map(|d| &d.runs)
+                .filter(|r| r.state == RunState::Ready)
+                .map(|r| ((r.id, r.attempts.len() as u32 + 1), (None, None))),
+        )
         .collect();
     let offered = keepers.for_engine(|key| recorded.get(&key).copied());
     let kept_running = offered.len();
@@ -738,6 +749,10 @@ fn restore(
         None => Vec::new(),
     };
     let running_count = running.len();
+    let running_keys: std::collections::HashSet<(ax_engine::RunId, u32)> = running
+        .iter()
+        .map(|r| (r.id, r.attempts.len() as u32))
+        .collect();
     let loaded_runs: usize = loaded.dag_runs.iter().map(|d| d.runs.len()).sum();
     // Paused DAGs first: restoring dispatches, and a paused DAG's runs
     // must stay held.
@@ -754,8 +769,13 @@ fn restore(
         let total = counts.get(s.as_str()).copied().unwrap_or(0);
         stored_terminal.insert(s, total.saturating_sub(engine.count(s)));
     }
-    let reattached = engine.reattached_count();
-    let interrupted = running_count - reattached.min(running_count);
+    let reattached = engine.reattached_so_far().len();
+    let reattached_running = engine
+        .reattached_so_far()
+        .iter()
+        .filter(|key| running_keys.contains(key))
+        .count();
+    let interrupted = running_count - reattached_running.min(running_count);
     if kept_running > reattached {
         tracing::debug!(
             "{} attempts held by keepers were not taken",

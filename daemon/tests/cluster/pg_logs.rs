@@ -364,11 +364,15 @@ async fn a_node_restarted_in_its_grace_takes_its_job_over_and_ships_the_rest_of_
         offset = chunk["offset"].as_u64().unwrap();
     }
     // B took its running attempt over: one attempt, still running; a
-    // cancel through A ends it, and the log ends with it.
+    // cancel on B (the run's node) ends it, and the log ends with it.
     let r = get_run(&mut ca, run).await;
     assert_eq!(r.attempts.len(), 1, "{r:#?}");
     assert!(r.attempts[0].outcome.is_none(), "{r:#?}");
-    ca.call("cancel", json!({"id": run})).await.unwrap();
+    b.client()
+        .await
+        .call("cancel", json!({"id": run}))
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         assert!(Instant::now() < deadline, "no eof within 20 s");

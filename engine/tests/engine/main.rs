@@ -7,6 +7,7 @@ mod cluster;
 mod crash_paths;
 mod lifecycle;
 mod manual_trigger;
+mod reattach;
 mod reload;
 mod retries;
 mod rules;
