@@ -22,7 +22,8 @@ pub(crate) struct Args {
 /// client submits (single and pipelined) and jobs run; restart each time.
 /// Checks that no acknowledged submission is lost, that every run ends
 /// terminal, that no run had more counted attempts than its policy allows,
-/// and `PRAGMA integrity_check` after every crash.
+/// that no attempt's process ran twice, and `PRAGMA integrity_check` after
+/// every crash.
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let (cycles, seed) = (args.cycles, args.seed);
     let mut rng = seed | 1;
@@ -33,11 +34,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         rng % n.max(1)
     };
     let mut d = axd::start(4, &[])?;
+    // Each process writes its run and attempt: no attempt may run twice
+    // (jobs outlive axd, and the next one takes them over).
+    let marks = d.path("marks.txt");
     let mut acked: Vec<u64> = Vec::new();
     let mut restarts = Vec::new();
     let mut integrity_ok = 0;
     for cycle in 0..cycles {
         let socket = d.socket.clone();
+        let command = format!(
+            "echo $AX_RUN_ID.$AX_ATTEMPT >> {}; sleep 0.02",
+            marks.display()
+        );
         let batch = 1 + rand(40) as usize;
         let submitter = std::thread::spawn(move || -> Vec<u64> {
             let mut ids = Vec::new();
@@ -48,7 +56,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 // alternate single submissions and pipelined batches
                 let n = if i % 2 == 0 { 1 } else { batch };
                 for _ in 0..n {
-                    let params = json!({"command": "sleep 0.02", "name": format!("c{cycle}")});
+                    let params = json!({"command": command, "name": format!("c{cycle}")});
                     if c.send("submit", params).is_err() {
                         return ids;
                     }
@@ -126,6 +134,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         [],
         |r| r.get(0),
     )?;
+    let text = std::fs::read_to_string(&marks).unwrap_or_default();
+    let mut seen = std::collections::HashMap::<&str, u32>::new();
+    for line in text.lines() {
+        *seen.entry(line).or_default() += 1;
+    }
+    let twice = seen.values().filter(|n| **n > 1).count();
     let (med, lo, hi) = stats(restarts.clone());
     println!("crash loop: {cycles} kill -9 cycles, seed {seed}");
     println!("  acknowledged submissions:            {}", acked.len());
@@ -135,11 +149,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "  runs with attempts beyond policy:    {beyond} (interrupted attempts: {interrupted})"
     );
+    println!("  attempts whose process ran twice:    {twice}");
     println!("  integrity_check ok:                  {integrity_ok} of {cycles}");
     println!(
         "  restart → serving:                   median {med:.0} ms (min {lo:.0}, max {hi:.0})"
     );
-    if lost > 0 || unfinished > 0 || nonterminal > 0 || beyond > 0 || integrity_ok != cycles {
+    if lost > 0
+        || unfinished > 0
+        || nonterminal > 0
+        || beyond > 0
+        || twice > 0
+        || integrity_ok != cycles
+    {
         bail!("crash loop found a violation");
     }
     Ok(())
