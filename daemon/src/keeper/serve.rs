@@ -522,7 +522,20 @@ async fn drain(
             return;
         };
         let n = match nix::unistd::read(fd.get_ref(), &mut buf) {
-            Ok(0) => return,
+            Ok(0) => {
+                // The end: what the redactor held back goes too.
+                if let Some(r) = redactor.as_mut() {
+                    redacted.clear();
+                    r.finish(&mut redacted);
+                    let keep = redacted
+                        .len()
+                        .min(max_bytes.saturating_sub(written) as usize);
+                    if let Some(f) = file.as_mut() {
+                        let _ = f.write_all(&redacted[..keep]);
+                    }
+                }
+                return;
+            }
             Ok(n) => n,
             Err(nix::errno::Errno::EAGAIN) => {
                 ready.clear_ready();

@@ -277,3 +277,37 @@ async fn a_keeper_holding_nothing_exits_with_axd_and_an_old_one_retires() {
         d.keepers().is_empty()
     });
 }
+
+/// A secret printed while no axd runs (the keeper writes the log) and
+/// after the restart (the new axd does) is redacted in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_stay_redacted_across_a_restart() {
+    const SECRET: &str = "s3cr3t-across-lives";
+    let mut d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let go = d.path("go");
+    let id = submit(
+        &mut c,
+        json!({
+            "command": format!(
+                "echo before=$S; while [ ! -e {go} ]; do sleep 0.05; done; echo after=$S",
+                go = go.display()
+            ),
+            "env": {"S": SECRET},
+            "secret_env": ["S"],
+        }),
+    )
+    .await[0];
+    wait_state(&mut c, id, "running", 10).await;
+    drop(c);
+    d.kill9();
+    std::fs::write(&go, "").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    d.spawn();
+    let mut c = d.client().await;
+    wait_state(&mut c, id, "success", 10).await;
+    let log = log_of(&mut c, id).await;
+    assert_eq!(log, "before=***\nafter=***\n");
+    let file = std::fs::read_to_string(d.path(&format!("state/logs/{id}.1.log"))).unwrap();
+    assert!(!file.contains(SECRET), "{file}");
+}
