@@ -182,15 +182,18 @@ fn root_path(path: &Path, opened: &std::fs::Metadata) -> Result<(), String> {
 }
 
 /// Replaces secret values in a byte stream with [`MASK`], across read
-/// boundaries: the last `longest - 1` bytes of what it was fed are held
-/// back until the next feed (or `finish`) shows whether they begin a
-/// secret, so a value split across two reads is still caught.
+/// boundaries: the end of what it was fed that could be the start of a
+/// secret (at most `longest - 1` bytes) is held back until the next feed
+/// (or `finish`) shows whether it is one, so a value split across two
+/// reads is still caught, and nothing else waits (output that waited here
+/// would be lost if axd died before the next read).
 pub(crate) struct OutputRedactor {
     /// Leftmost-longest: where one secret is a prefix of another, the
     /// longer is masked whole.
     matcher: AhoCorasick,
-    /// Bytes held back at the end of each feed: one less than the longest
-    /// secret (a match of it that starts earlier is wholly in view).
+    secrets: Vec<Vec<u8>>,
+    /// The most bytes held back: one less than the longest secret (a match
+    /// of it that starts earlier is wholly in view).
     hold: usize,
     tail: Vec<u8>,
 }
@@ -214,16 +217,30 @@ impl OutputRedactor {
             .ok()?;
         Some(OutputRedactor {
             matcher,
+            secrets: secrets.iter().map(|s| s.to_vec()).collect(),
             hold: longest - 1,
             tail: Vec::new(),
         })
+    }
+
+    /// The length of the longest end of the tail (at most `hold` bytes)
+    /// that begins some secret.
+    fn open_prefix(&self) -> usize {
+        let max = self.hold.min(self.tail.len());
+        (1..=max)
+            .rev()
+            .find(|&k| {
+                let end = &self.tail[self.tail.len() - k..];
+                self.secrets.iter().any(|s| s.starts_with(end))
+            })
+            .unwrap_or(0)
     }
 
     /// Appends to `out` the redacted output that `input` completes; holds
     /// back what may be the start of a secret.
     pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         self.tail.extend_from_slice(input);
-        let settled = self.tail.len().saturating_sub(self.hold);
+        let settled = self.tail.len() - self.open_prefix();
         self.emit(settled, out);
     }
 

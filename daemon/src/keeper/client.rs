@@ -114,6 +114,15 @@ impl KeeperConn {
         rx.await.map_err(|_| WireError::Closed)
     }
 
+    /// Sends a request that is not answered (`Forget`).
+    pub(crate) async fn tell(&self, request: &Request) -> Result<(), WireError> {
+        let _turn = self.sending.lock().await;
+        if self.is_closed() {
+            return Err(WireError::Closed);
+        }
+        wire::send(&self.stream, request, &[]).await
+    }
+
     /// The exit of an attempt this connection supervises (or is about to:
     /// call before the `Spawn` or `Take` that makes it so). Resolves with
     /// an error when the connection is lost.

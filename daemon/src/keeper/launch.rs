@@ -64,6 +64,15 @@ impl Keepers {
         Ok(path)
     }
 
+    /// The socket of the keeper new attempts are spawned through, when one
+    /// was started (never starts one).
+    pub(crate) fn known(&self) -> Option<PathBuf> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The keeper at `path` could not be reached: if its process is gone,
     /// the next `current` starts another. One that lives is kept (axd may
     /// only be short of descriptors itself): its jobs are never orphaned

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::wire::{
@@ -29,13 +29,36 @@ use super::wire::{
 };
 use crate::execution::spawn::{BaseEnv, CloseFds, Credentials, Plan, SpawnError};
 
+/// Threads that serve connections, each on a single-threaded runtime of
+/// its own, as axd's spawner threads (one connection each): a
+/// connection's spawns and its jobs' exits stay on one thread, so a
+/// message wakes no second thread (measured: a shared multi-threaded
+/// runtime cost a no-op job more in such wake-ups), and the lanes clone in
+/// parallel. A lane lives as long as the keeper: the jobs it cloned have
+/// `PR_SET_PDEATHSIG` tied to it.
+const LANES: usize = 4;
+
 /// How long a keeper waits for its first axd before it gives up.
 const FIRST_CONNECTION: Duration = Duration::from_secs(30);
 
 type Key = (u64, u32);
 
-/// A frame on its way to a connection.
-type Outbound = (Reply, Option<Arc<OwnedFd>>);
+/// The writing half of a connection: answers are written by the task that
+/// makes them (no hand-off to a writer task: a wake-up less per spawn),
+/// one whole frame at a time.
+struct Writer {
+    stream: Arc<UnixStream>,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl Writer {
+    async fn send(&self, reply: &Reply, fd: Option<&OwnedFd>) {
+        let _turn = self.turn.lock().await;
+        let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
+        // A failure is the connection's end, which its reader sees.
+        let _ = wire::send(&self.stream, reply, &fds).await;
+    }
+}
 
 /// One attempt the keeper holds.
 struct Entry {
@@ -52,7 +75,7 @@ struct Entry {
 #[derive(Default)]
 struct Registry {
     entries: HashMap<Key, Entry>,
-    conns: HashMap<u64, mpsc::UnboundedSender<Outbound>>,
+    conns: HashMap<u64, Arc<Writer>>,
     next_conn: u64,
     /// Connections ever accepted (the keeper does not exit before its
     /// first).
@@ -63,12 +86,17 @@ struct Registry {
     epoch: u64,
     /// No more spawns will come (`Request::Retire`).
     retired: bool,
+    /// Connections accepted and not yet taken by their lane.
+    arriving: usize,
 }
 
 impl Registry {
     /// Nothing left to keep: no attempt, and no axd that may spawn one.
     fn idle(&self) -> bool {
-        self.served && self.entries.is_empty() && (self.conns.is_empty() || self.retired)
+        self.served
+            && self.arriving == 0
+            && self.entries.is_empty()
+            && (self.conns.is_empty() || self.retired)
     }
 }
 
@@ -98,9 +126,9 @@ pub fn main(keepers_dir: PathBuf) -> std::process::ExitCode {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     crate::execution::spawn::raise_nofile();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("ax-keeper")
+    // The main thread accepts connections and reaps orphans; the
+    // connections are served by `LANES`.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -141,6 +169,8 @@ async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
             .ok()
             .map(|b| b.as_str().to_owned()),
     });
+    let lanes = start_lanes(&keeper)?;
+    let mut next_lane = 0;
     println!("ready");
     let _ = std::io::stdout().flush();
     let first = tokio::time::sleep(FIRST_CONNECTION);
@@ -159,8 +189,21 @@ async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
                 if !same_user(&stream) {
                     continue;
                 }
-                let keeper = keeper.clone();
-                tokio::spawn(async move { connection(keeper, stream).await });
+                // Counted at once, before its lane takes it: the keeper is
+                // not idle while a connection is on its way.
+                {
+                    let mut reg = keeper.lock();
+                    reg.served = true;
+                    reg.arriving += 1;
+                }
+                let handed = stream
+                    .into_std()
+                    .is_ok_and(|stream| lanes[next_lane].send(stream).is_ok());
+                if handed {
+                    next_lane = (next_lane + 1) % LANES;
+                } else {
+                    keeper.lock().arriving -= 1;
+                }
             }
             _ = keeper.idle.notified() => {
                 if keeper.lock().idle() {
@@ -174,6 +217,43 @@ async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Starts the lanes; each takes the connections it is handed.
+fn start_lanes(
+    keeper: &Arc<Keeper>,
+) -> std::io::Result<Vec<tokio::sync::mpsc::UnboundedSender<std::os::unix::net::UnixStream>>> {
+    let mut lanes = Vec::with_capacity(LANES);
+    for i in 0..LANES {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<std::os::unix::net::UnixStream>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let keeper = keeper.clone();
+        std::thread::Builder::new()
+            .name(format!("ax-keeper-{i}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    while let Some(stream) = rx.recv().await {
+                        match UnixStream::from_std(stream) {
+                            Ok(stream) => {
+                                tokio::spawn(connection(keeper.clone(), stream));
+                            }
+                            Err(e) => {
+                                keeper.lock().arriving -= 1;
+                                keeper.idle.notify_one();
+                                tracing::warn!("a connection could not be served: {e}");
+                            }
+                        }
+                    }
+                    // The keeper is exiting: the jobs stay tied to this
+                    // thread until the process ends.
+                    std::future::pending::<()>().await
+                })
+            })?;
+        lanes.push(tx);
+    }
+    Ok(lanes)
+}
+
 /// Only axd's own user (the keeper's) may talk to it.
 fn same_user(stream: &UnixStream) -> bool {
     stream
@@ -184,26 +264,19 @@ fn same_user(stream: &UnixStream) -> bool {
 /// Serves one axd connection until it closes.
 async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
     let stream = Arc::new(stream);
-    let (tx, mut rx) = mpsc::unbounded_channel::<Outbound>();
+    let writer = Arc::new(Writer {
+        stream: stream.clone(),
+        turn: tokio::sync::Mutex::new(()),
+    });
     let conn = {
         let mut reg = keeper.lock();
         reg.next_conn += 1;
         reg.served = true;
         reg.epoch += 1;
         let id = reg.next_conn;
-        reg.conns.insert(id, tx.clone());
+        reg.conns.insert(id, writer.clone());
+        reg.arriving = reg.arriving.saturating_sub(1);
         id
-    };
-    let writer = {
-        let stream = stream.clone();
-        tokio::spawn(async move {
-            while let Some((reply, fd)) = rx.recv().await {
-                let fds: Vec<_> = fd.iter().map(|f| f.as_raw_fd()).collect();
-                if wire::send(&stream, &reply, &fds).await.is_err() {
-                    break;
-                }
-            }
-        })
     };
     let mut inbox = Inbox::default();
     loop {
@@ -221,18 +294,16 @@ async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
                 orphan_kill_ms,
             } => {
                 keeper.lock().orphan_kill_ms = orphan_kill_ms;
-                let _ = tx.send((
-                    Reply::Hello {
-                        protocol: wire::PROTOCOL,
-                        pid: keeper.pid,
-                        boot_id: keeper.boot_id.clone(),
-                    },
-                    None,
-                ));
+                let hello = Reply::Hello {
+                    protocol: wire::PROTOCOL,
+                    pid: keeper.pid,
+                    boot_id: keeper.boot_id.clone(),
+                };
+                writer.send(&hello, None).await;
             }
             Request::Spawn(req) => {
                 let reply = spawn(&keeper, conn, *req, fds);
-                let _ = tx.send((reply, None));
+                writer.send(&reply, None).await;
             }
             Request::List => {
                 let attempts = keeper
@@ -241,20 +312,23 @@ async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
                     .values()
                     .map(|e| e.held.clone())
                     .collect();
-                let _ = tx.send((Reply::Held { attempts }, None));
+                writer.send(&Reply::Held { attempts }, None).await;
             }
-            Request::Take { run, attempt } => take(&keeper, conn, &tx, (run, attempt)).await,
-            Request::Forget { run, attempt } => {
-                let entry = keeper.lock().entries.remove(&(run, attempt));
-                if let Some(Entry { drain: Some(d), .. }) = entry {
-                    d.abort();
+            Request::Take { run, attempt } => take(&keeper, conn, &writer, (run, attempt)).await,
+            // Not answered: axd does not wait for it.
+            Request::Forget { attempts } => {
+                let mut reg = keeper.lock();
+                for key in attempts {
+                    if let Some(Entry { drain: Some(d), .. }) = reg.entries.remove(&key) {
+                        d.abort();
+                    }
                 }
-                let _ = tx.send((Reply::Forgotten, None));
+                drop(reg);
                 keeper.idle.notify_one();
             }
             Request::Retire => {
                 keeper.lock().retired = true;
-                let _ = tx.send((Reply::Retiring, None));
+                writer.send(&Reply::Retiring, None).await;
                 keeper.idle.notify_one();
             }
         }
@@ -277,7 +351,6 @@ async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
             reg.epoch,
         )
     };
-    writer.abort();
     if let Some(ms) = orphan_kill {
         let keeper = keeper.clone();
         tokio::spawn(async move {
@@ -389,43 +462,46 @@ fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) 
     let keeper = keeper.clone();
     tokio::spawn(async move {
         let status = process.wait().await.unwrap_or((None, None));
-        exited(&keeper, key, status);
+        exited(&keeper, key, status).await;
     });
     reply
 }
 
 /// The attempt's leader is reaped: its end is kept, and told to its
 /// supervisor if one is connected.
-fn exited(keeper: &Keeper, key: Key, (code, signal): (Option<i32>, Option<i32>)) {
+async fn exited(keeper: &Keeper, key: Key, (code, signal): (Option<i32>, Option<i32>)) {
     let exit = Exit {
         code,
         signal,
         at_mono_ms: monotonic_ms(),
     };
-    let mut reg = keeper.lock();
-    let Some(entry) = reg.entries.get_mut(&key) else {
-        return;
+    let writer = {
+        let mut reg = keeper.lock();
+        let Some(entry) = reg.entries.get_mut(&key) else {
+            return;
+        };
+        entry.held.exit = Some(exit);
+        // The keeper's copy of the output stays until `Forget`: should axd
+        // go before it has read the rest, the drain takes over.
+        let Some(conn) = entry.supervisor else {
+            return;
+        };
+        reg.conns.get(&conn).cloned()
     };
-    entry.held.exit = Some(exit);
-    // The keeper's copy of the output stays until `Forget`: should axd go
-    // before it has read the rest, the drain takes over.
-    let Some(conn) = entry.supervisor else {
-        return;
-    };
-    if let Some(tx) = reg.conns.get(&conn) {
-        let _ = tx.send((
-            Reply::Exited {
-                run: key.0,
-                attempt: key.1,
-                exit,
-            },
-            None,
-        ));
+    if let Some(w) = writer {
+        let exited = Reply::Exited {
+            run: key.0,
+            attempt: key.1,
+            exit,
+        };
+        w.send(&exited, None).await;
     }
 }
 
-/// `Take`: the connection supervises the attempt from now on.
-async fn take(keeper: &Keeper, conn: u64, tx: &mpsc::UnboundedSender<Outbound>, key: Key) {
+/// `Take`: the connection supervises the attempt from now on. An
+/// `Exited` of it may reach axd before this answer: axd watches for it
+/// before it asks.
+async fn take(keeper: &Keeper, conn: u64, writer: &Writer, key: Key) {
     let drain = keeper
         .lock()
         .entries
@@ -436,29 +512,30 @@ async fn take(keeper: &Keeper, conn: u64, tx: &mpsc::UnboundedSender<Outbound>, 
         d.abort();
         let _ = d.await;
     }
-    let mut reg = keeper.lock();
-    let Some(entry) = reg.entries.get_mut(&key) else {
-        let _ = tx.send((
-            Reply::Taken {
-                attempt: None,
-                output: false,
-                secrets: Vec::new(),
-            },
-            None,
-        ));
-        return;
+    let (reply, output) = {
+        let mut reg = keeper.lock();
+        match reg.entries.get_mut(&key) {
+            Some(entry) => {
+                entry.supervisor = Some(conn);
+                let output = entry.output.clone();
+                let reply = Reply::Taken {
+                    attempt: Some(entry.held.clone()),
+                    output: output.is_some(),
+                    secrets: entry.log.secrets.clone(),
+                };
+                (reply, output)
+            }
+            None => (
+                Reply::Taken {
+                    attempt: None,
+                    output: false,
+                    secrets: Vec::new(),
+                },
+                None,
+            ),
+        }
     };
-    entry.supervisor = Some(conn);
-    let output = entry.output.clone();
-    // Sent under the lock, so an `Exited` of it cannot overtake it.
-    let _ = tx.send((
-        Reply::Taken {
-            attempt: Some(entry.held.clone()),
-            output: output.is_some(),
-            secrets: entry.log.secrets.clone(),
-        },
-        output,
-    ));
+    writer.send(&reply, output.as_deref()).await;
 }
 
 /// Copies the attempt's output into its log while no axd supervises it.

@@ -89,8 +89,9 @@ pub(crate) enum Request {
     /// This connection supervises the attempt from now on: the keeper stops
     /// draining its output, and its exit is told here.
     Take { run: u64, attempt: u32 },
-    /// axd has recorded the attempt's end: the keeper drops it.
-    Forget { run: u64, attempt: u32 },
+    /// axd has recorded the ends of these attempts (run, attempt): the
+    /// keeper drops them. Not answered.
+    Forget { attempts: Vec<(u64, u32)> },
     /// No attempt will be spawned here any more: exit once holding none,
     /// whoever is connected.
     Retire,
@@ -131,7 +132,6 @@ pub(crate) enum Reply {
         #[serde(default)]
         secrets: Vec<String>,
     },
-    Forgotten,
     Retiring,
     /// An attempt this connection supervises has exited (sent unasked).
     Exited {
@@ -421,6 +421,30 @@ mod tests {
             inbox.recv::<Request>(&b).await,
             Err(WireError::Closed)
         ));
+    }
+
+    /// The next version's axd speaks to this version's keeper and the
+    /// other way round: fields one side does not know are ignored, and
+    /// optional ones may be absent.
+    #[test]
+    fn frames_of_another_version_decode() {
+        let take: Request =
+            serde_json::from_str(r#"{"op":"take","run":3,"attempt":1,"added_later":true}"#)
+                .unwrap();
+        assert!(matches!(take, Request::Take { run: 3, attempt: 1 }));
+        let hello: Request = serde_json::from_str(r#"{"op":"hello","protocol":1}"#).unwrap();
+        assert!(matches!(
+            hello,
+            Request::Hello {
+                protocol: 1,
+                orphan_kill_ms: None
+            }
+        ));
+        let held: HeldAttempt = serde_json::from_str(
+            r#"{"run":3,"attempt":1,"pid":42,"pid_start":7,"slot":0,"spawned_mono_ms":5,"rusage":{}}"#,
+        )
+        .unwrap();
+        assert_eq!((held.exit, held.last_output_mono_ms), (None, None));
     }
 
     #[test]

@@ -147,13 +147,9 @@ impl Inventory {
                     }
                     let _ = f
                         .conn
-                        .request(
-                            &Request::Forget {
-                                run: a.run,
-                                attempt: a.attempt,
-                            },
-                            &[],
-                        )
+                        .tell(&Request::Forget {
+                            attempts: vec![(a.run, a.attempt)],
+                        })
                         .await;
                 }
                 if let Ok((other, _)) = f.conn.request(&Request::Retire, &[]).await

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use ax_engine::{Input, RunId, SpawnOrder};
 
@@ -86,22 +86,18 @@ enum Order {
     Spawn {
         order: SpawnOrder,
         kill_rx: mpsc::UnboundedReceiver<i64>,
-        forget_rx: oneshot::Receiver<()>,
     },
     /// Supervise again an attempt an earlier life started, which the
     /// keeper at `keeper` holds.
     Reattach {
         order: SpawnOrder,
         kill_rx: mpsc::UnboundedReceiver<i64>,
-        forget_rx: oneshot::Receiver<()>,
         keeper: PathBuf,
     },
-    /// The end of an attempt of an earlier life is recorded: its keeper
-    /// may drop it.
+    /// The ends of these attempts are recorded: their keeper may drop them.
     Forget {
-        run: RunId,
-        attempt: u32,
         keeper: PathBuf,
+        attempts: Vec<(u64, u32)>,
     },
 }
 
@@ -123,23 +119,17 @@ pub struct Executor {
     /// Attempts of an earlier life to reattach, with their keepers
     /// (`set_reattachable`).
     reattachable: HashMap<(RunId, u32), PathBuf>,
-    /// Ended attempts whose keepers may drop them once the step that
-    /// records their end is committed (`take_forgets`).
-    forgets: Vec<Forget>,
+    /// Ended attempts, with their keepers, that the keepers may drop once
+    /// the step that records their end is committed (`take_forgets`).
+    forgets: Vec<(PathBuf, u64, u32)>,
+    keepers: Arc<crate::keeper::launch::Keepers>,
 }
 
 struct Supervised {
     spawner: usize,
     kill: mpsc::UnboundedSender<i64>,
-    forget: oneshot::Sender<()>,
-}
-
-/// A keeper may drop an ended attempt.
-enum Forget {
-    /// Told to the attempt's supervising task.
-    Task(oneshot::Sender<()>),
-    /// An attempt no task supervises (it ended while no axd ran).
-    Order(usize, Order),
+    /// The keeper that holds it (`None`: none was started yet).
+    keeper: Option<PathBuf>,
 }
 
 /// The spawner threads' bodies, each with its thread's name: orders
@@ -181,6 +171,7 @@ impl Executor {
     ) -> std::io::Result<(Executor, Spawners)> {
         let log_max_bytes = cfg.log_max_bytes.clone();
         let job_env = cfg.job_env.clone();
+        let keepers = cfg.keepers.clone();
         let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
         let mut bodies = Spawners(Vec::with_capacity(SPAWNER_THREADS));
         for i in 0..SPAWNER_THREADS {
@@ -204,6 +195,7 @@ impl Executor {
             warm: Vec::new(),
             reattachable: HashMap::new(),
             forgets: Vec::new(),
+            keepers,
         };
         Ok((executor, bodies))
     }
@@ -231,15 +223,7 @@ impl Executor {
     ) {
         self.reattachable = alive;
         for ((run, attempt), keeper) in ended {
-            let spawner = self.pick();
-            self.forgets.push(Forget::Order(
-                spawner,
-                Order::Forget {
-                    run,
-                    attempt,
-                    keeper,
-                },
-            ));
+            self.forgets.push((keeper, run.0, attempt));
         }
     }
 
@@ -253,21 +237,16 @@ impl Executor {
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
     pub fn spawn(&mut self, order: SpawnOrder) {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        let (forget_tx, forget_rx) = oneshot::channel();
         let spawner = self.pick();
         self.attempts.insert(
             (order.run, order.attempt),
             Supervised {
                 spawner,
                 kill: kill_tx,
-                forget: forget_tx,
+                keeper: self.keepers.known(),
             },
         );
-        let _ = self.spawners[spawner].send(Order::Spawn {
-            order,
-            kill_rx,
-            forget_rx,
-        });
+        let _ = self.spawners[spawner].send(Order::Spawn { order, kill_rx });
     }
 
     /// Supervises again an attempt of an earlier life whose process its
@@ -282,20 +261,18 @@ impl Executor {
             return;
         };
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        let (forget_tx, forget_rx) = oneshot::channel();
         let spawner = self.pick();
         self.attempts.insert(
             (order.run, order.attempt),
             Supervised {
                 spawner,
                 kill: kill_tx,
-                forget: forget_tx,
+                keeper: Some(keeper.clone()),
             },
         );
         let _ = self.spawners[spawner].send(Order::Reattach {
             order,
             kill_rx,
-            forget_rx,
             keeper,
         });
     }
@@ -313,7 +290,9 @@ impl Executor {
             if self.warm.len() < 2 * SPAWNER_THREADS {
                 self.warm.push(s.spawner);
             }
-            self.forgets.push(Forget::Task(s.forget));
+            if let Some(keeper) = s.keeper {
+                self.forgets.push((keeper, run.0, attempt));
+            }
         }
     }
 
@@ -325,18 +304,16 @@ impl Executor {
         if self.forgets.is_empty() {
             return None;
         }
-        let forgets = std::mem::take(&mut self.forgets);
-        let spawners = self.spawners.clone();
+        // One message per keeper for the whole step.
+        let mut by_keeper: HashMap<PathBuf, Vec<(u64, u32)>> = HashMap::new();
+        for (keeper, run, attempt) in std::mem::take(&mut self.forgets) {
+            by_keeper.entry(keeper).or_default().push((run, attempt));
+        }
+        let i = self.pick();
+        let spawner = self.spawners[i].clone();
         Some(Box::new(move || {
-            for f in forgets {
-                match f {
-                    Forget::Task(tx) => {
-                        let _ = tx.send(());
-                    }
-                    Forget::Order(spawner, order) => {
-                        let _ = spawners[spawner].send(order);
-                    }
-                }
+            for (keeper, attempts) in by_keeper {
+                let _ = spawner.send(Order::Forget { keeper, attempts });
             }
         }))
     }
@@ -353,24 +330,18 @@ async fn spawner(
     let conns = attached::Conns::new(cfg.keepers.clone());
     while let Some(order) = orders.recv().await {
         match order {
-            Order::Spawn {
-                order,
-                kill_rx,
-                forget_rx,
-            } => {
+            Order::Spawn { order, kill_rx } => {
                 tokio::spawn(start::run_attempt(
                     cfg.clone(),
                     conns.clone(),
                     order,
                     kill_rx,
-                    forget_rx,
                     events.clone(),
                 ));
             }
             Order::Reattach {
                 order,
                 kill_rx,
-                forget_rx,
                 keeper,
             } => {
                 tokio::spawn(start::reattach(
@@ -378,27 +349,15 @@ async fn spawner(
                     conns.clone(),
                     keeper,
                     order,
-                    (kill_rx, forget_rx),
+                    kill_rx,
                     events.clone(),
                 ));
             }
-            Order::Forget {
-                run,
-                attempt,
-                keeper,
-            } => {
+            Order::Forget { keeper, attempts } => {
                 let conns = conns.clone();
                 tokio::spawn(async move {
                     if let Ok(conn) = conns.to(&keeper).await {
-                        let _ = conn
-                            .request(
-                                &Request::Forget {
-                                    run: run.0,
-                                    attempt,
-                                },
-                                &[],
-                            )
-                            .await;
+                        let _ = conn.tell(&Request::Forget { attempts }).await;
                     }
                 });
             }
@@ -415,7 +374,7 @@ async fn supervise(
     order: SpawnOrder,
     mut child: attached::Attached,
     (read_end, log): (Option<OwnedFd>, JobLog),
-    (mut kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
@@ -579,19 +538,7 @@ async fn supervise(
     // After `Exited`: a follow's next `log_info` reaches the scheduler
     // behind it (one channel), so it reads the attempt as ended.
     cfg.follows.notice(run, attempt);
-    // The keeper keeps the exit until the store has it.
-    if forget_rx.await.is_ok() {
-        let _ = child
-            .conn
-            .request(
-                &Request::Forget {
-                    run: run.0,
-                    attempt,
-                },
-                &[],
-            )
-            .await;
-    }
+    // The keeper keeps the exit until the store has it (`take_forgets`).
 }
 
 /// Signals the attempt's processes found by their cookie (`reaper`); with

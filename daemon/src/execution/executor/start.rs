@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ax_engine::{Input, SpawnOrder};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::output::{JobLog, LazyLog};
 use super::prepare::{Prepared, prepare};
@@ -25,7 +25,6 @@ pub(super) async fn run_attempt(
     conns: attached::Conns,
     order: SpawnOrder,
     kill_rx: mpsc::UnboundedReceiver<i64>,
-    forget_rx: oneshot::Receiver<()>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     match start(&cfg, &conns, &order).await {
@@ -36,13 +35,13 @@ pub(super) async fn run_attempt(
                 order,
                 child,
                 (Some(read_end), log),
-                (kill_rx, forget_rx),
+                kill_rx,
                 events,
             )
             .await
         }
         Started::Short(error) => {
-            start_when_possible(cfg, conns, order, (kill_rx, forget_rx), error, events).await
+            start_when_possible(cfg, conns, order, kill_rx, error, events).await
         }
         Started::Failed(error) => failed(&cfg, &order, error, &events),
         Started::Killed(pid) => killed(&cfg, &order, pid, &events),
@@ -176,7 +175,7 @@ pub(super) async fn reattach(
     conns: attached::Conns,
     keeper: PathBuf,
     order: SpawnOrder,
-    (kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
+    kill_rx: mpsc::UnboundedReceiver<i64>,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
     let (run, attempt) = (order.run, order.attempt);
@@ -257,29 +256,9 @@ pub(super) async fn reattach(
             },
         });
         cfg.follows.notice(run, attempt);
-        let conn = child.conn.clone();
-        let _ = forget_rx.await;
-        let _ = conn
-            .request(
-                &Request::Forget {
-                    run: run.0,
-                    attempt,
-                },
-                &[],
-            )
-            .await;
         return;
     }
-    supervise(
-        cfg,
-        conns,
-        order,
-        child,
-        (read_end, log),
-        (kill_rx, forget_rx),
-        events,
-    )
-    .await
+    supervise(cfg, conns, order, child, (read_end, log), kill_rx, events).await
 }
 
 fn failed(cfg: &ExecConfig, order: &SpawnOrder, error: String, events: &impl Fn(ExecEvent)) {
@@ -339,7 +318,7 @@ async fn start_when_possible(
     cfg: ExecConfig,
     conns: attached::Conns,
     order: SpawnOrder,
-    (mut kill_rx, forget_rx): (mpsc::UnboundedReceiver<i64>, oneshot::Receiver<()>),
+    mut kill_rx: mpsc::UnboundedReceiver<i64>,
     first_error: String,
     events: impl Fn(ExecEvent) + Send + Sync + Clone + 'static,
 ) {
@@ -377,7 +356,7 @@ async fn start_when_possible(
                     order,
                     child,
                     (Some(read_end), log),
-                    (kill_rx, forget_rx),
+                    kill_rx,
                     events,
                 )
                 .await;
