@@ -18,6 +18,8 @@ type Answer = (Reply, Vec<OwnedFd>);
 #[derive(Default)]
 struct Waiting {
     replies: VecDeque<oneshot::Sender<Answer>>,
+    /// Spawns, answered by attempt (`Reply::Spawned`, `NotSpawned`).
+    spawns: HashMap<Key, oneshot::Sender<Reply>>,
     exits: HashMap<Key, oneshot::Sender<Exit>>,
     /// The connection is gone: nothing more will be answered.
     closed: bool,
@@ -114,6 +116,30 @@ impl KeeperConn {
         rx.await.map_err(|_| WireError::Closed)
     }
 
+    /// Asks for a spawn and waits for its answer (`Spawned` or
+    /// `NotSpawned`), which comes by attempt, not in request order.
+    pub(crate) async fn spawn(
+        &self,
+        request: Box<super::wire::SpawnRequest>,
+        fds: &[&OwnedFd],
+    ) -> Result<Reply, WireError> {
+        let key = (request.run, request.attempt);
+        let (tx, rx) = oneshot::channel();
+        {
+            let _turn = self.sending.lock().await;
+            {
+                let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                if w.closed {
+                    return Err(WireError::Closed);
+                }
+                w.spawns.insert(key, tx);
+            }
+            let raw: Vec<_> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            wire::send(&self.stream, &Request::Spawn(request), &raw).await?;
+        }
+        rx.await.map_err(|_| WireError::Closed)
+    }
+
     /// Sends a request that is not answered (`Forget`).
     pub(crate) async fn tell(&self, request: &Request) -> Result<(), WireError> {
         let _turn = self.sending.lock().await;
@@ -169,6 +195,11 @@ async fn read(stream: Arc<UnixStream>, waiting: Arc<Mutex<Waiting>>) {
                     let _ = tx.send(exit);
                 }
             }
+            Reply::Spawned { run, attempt, .. } | Reply::NotSpawned { run, attempt, .. } => {
+                if let Some(tx) = w.spawns.remove(&(run, attempt)) {
+                    let _ = tx.send(reply);
+                }
+            }
             other => {
                 if let Some(tx) = w.replies.pop_front() {
                     let _ = tx.send((other, fds));
@@ -179,5 +210,6 @@ async fn read(stream: Arc<UnixStream>, waiting: Arc<Mutex<Waiting>>) {
     let mut w = waiting.lock().unwrap_or_else(|e| e.into_inner());
     w.closed = true;
     w.replies.clear();
+    w.spawns.clear();
     w.exits.clear();
 }

@@ -301,10 +301,7 @@ async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
                 };
                 writer.send(&hello, None).await;
             }
-            Request::Spawn(req) => {
-                let reply = spawn(&keeper, conn, *req, fds);
-                writer.send(&reply, None).await;
-            }
+            Request::Spawn(req) => spawn(&keeper, conn, &writer, *req, fds),
             Request::List => {
                 let attempts = keeper
                     .lock()
@@ -380,17 +377,37 @@ fn kill_orphans(keeper: &Keeper, epoch: u64) {
     }
 }
 
-fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) -> Reply {
+/// How long the answer to a spawn waits for the job's exit (see
+/// `Reply::Spawned`); a kill order for the attempt waits as long at most.
+const SPAWNED_COALESCE: Duration = Duration::from_millis(5);
+
+/// Starts the attempt; its answer is sent by the task that waits for it.
+fn spawn(
+    keeper: &Arc<Keeper>,
+    conn: u64,
+    writer: &Arc<Writer>,
+    req: SpawnRequest,
+    fds: Vec<OwnedFd>,
+) {
+    let (run, attempt) = (req.run, req.attempt);
+    let not_spawned = |error: String, shortage: bool, killed_pid: Option<u32>| {
+        let writer = writer.clone();
+        let reply = Reply::NotSpawned {
+            run,
+            attempt,
+            error,
+            shortage,
+            killed_pid,
+        };
+        tokio::spawn(async move { writer.send(&reply, None).await });
+    };
     let mut fds = fds.into_iter();
     let (Some(write_end), Some(read_end)) = (fds.next(), fds.next()) else {
         // Nothing was started; axd tries again as descriptors free up.
-        return Reply::NotSpawned {
-            error: "the keeper could not receive the job's output pipe: out of descriptors".into(),
-            shortage: true,
-            killed_pid: None,
-        };
+        let error = "the keeper could not receive the job's output pipe: out of descriptors";
+        return not_spawned(error.into(), true, None);
     };
-    let key = (req.run, req.attempt);
+    let key = (run, attempt);
     let plan = Plan {
         program: req.program.to_os().into(),
         args: req.args.iter().map(|a| a.to_os()).collect(),
@@ -421,22 +438,17 @@ fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) 
     let process = match crate::execution::spawn::spawn(plan) {
         Ok(p) => p,
         Err(e) => {
-            let shortage = e.is_shortage();
             let killed_pid = match &e {
                 SpawnError::Killed { pid, .. } => Some(*pid),
                 SpawnError::NotStarted(_) => None,
             };
-            return Reply::NotSpawned {
-                error: e.to_string(),
-                shortage,
-                killed_pid,
-            };
+            return not_spawned(e.to_string(), e.is_shortage(), killed_pid);
         }
     };
     let spawned_mono_ms = monotonic_ms();
     let held = HeldAttempt {
-        run: req.run,
-        attempt: req.attempt,
+        run,
+        attempt,
         pid: process.pid,
         pid_start: process.start_time,
         slot: req.slot,
@@ -454,17 +466,40 @@ fn spawn(keeper: &Arc<Keeper>, conn: u64, req: SpawnRequest, fds: Vec<OwnedFd>) 
             drain: None,
         },
     );
-    let reply = Reply::Spawned {
-        pid: process.pid,
-        pid_start: process.start_time,
-        spawned_mono_ms,
-    };
-    let keeper = keeper.clone();
+    let (keeper, writer) = (keeper.clone(), writer.clone());
     tokio::spawn(async move {
-        let status = process.wait().await.unwrap_or((None, None));
-        exited(&keeper, key, status).await;
+        let early = tokio::select! {
+            status = process.wait() => Some(status.unwrap_or((None, None))),
+            _ = tokio::time::sleep(SPAWNED_COALESCE) => None,
+        };
+        let exit = early.map(|status| record_exit(&keeper, key, status));
+        let spawned = Reply::Spawned {
+            run,
+            attempt,
+            pid: process.pid,
+            pid_start: process.start_time,
+            spawned_mono_ms,
+            exit,
+        };
+        writer.send(&spawned, None).await;
+        if early.is_none() {
+            let status = process.wait().await.unwrap_or((None, None));
+            exited(&keeper, key, status).await;
+        }
     });
-    reply
+}
+
+/// Keeps the attempt's end; returns it.
+fn record_exit(keeper: &Keeper, key: Key, (code, signal): (Option<i32>, Option<i32>)) -> Exit {
+    let exit = Exit {
+        code,
+        signal,
+        at_mono_ms: monotonic_ms(),
+    };
+    if let Some(entry) = keeper.lock().entries.get_mut(&key) {
+        entry.held.exit = Some(exit);
+    }
+    exit
 }
 
 /// The attempt's leader is reaped: its end is kept, and told to its

@@ -83,6 +83,8 @@ pub(crate) enum Request {
     },
     /// Start an attempt; descriptors: the output pipe's write end, then a
     /// copy of its read end (the keeper drains it while no axd does).
+    /// Answered by `Spawned` or `NotSpawned` for the attempt, which may
+    /// come after the answers to later requests.
     Spawn(Box<SpawnRequest>),
     /// Every attempt the keeper holds.
     List,
@@ -107,13 +109,26 @@ pub(crate) enum Reply {
         /// The kernel's boot id when the keeper started.
         boot_id: Option<String>,
     },
+    /// The answer to `Spawn`, told by attempt rather than in request
+    /// order: it waits up to a few milliseconds for the job's exit, so a
+    /// short job costs axd one message, not two (`exit`).
     Spawned {
+        run: u64,
+        attempt: u32,
         pid: u32,
         pid_start: Option<u64>,
         /// `CLOCK_MONOTONIC` at the spawn, in ms.
         spawned_mono_ms: i64,
+        /// Its end, when it came within the wait; otherwise `Exited`
+        /// follows.
+        #[serde(default)]
+        exit: Option<Exit>,
     },
+    /// The answer to a `Spawn` that started nothing (or a process that
+    /// could not be supervised and was killed), told by attempt.
     NotSpawned {
+        run: u64,
+        attempt: u32,
         error: String,
         /// For lack of a resource that running jobs may give back.
         shortage: bool,

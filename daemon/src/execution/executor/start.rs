@@ -91,40 +91,46 @@ async fn start(cfg: &ExecConfig, conns: &attached::Conns, order: &SpawnOrder) ->
     };
     let (request, write_end) = attached::spawn_request(plan, order, spec);
     let (run, attempt) = (order.run.0, order.attempt);
-    let exit = conn.exit_of(run, attempt);
+    let mut exit = conn.exit_of(run, attempt);
     let answer = conn
-        .request(&Request::Spawn(Box::new(request)), &[&write_end, &read_end])
+        .spawn(Box::new(request), &[&write_end, &read_end])
         .await;
     // The keeper and the job hold the write end now: this copy goes, so the
     // log reader sees EOF when the job's processes exit.
     drop(write_end);
     match answer {
-        Ok((
-            Reply::Spawned {
-                pid,
-                pid_start,
-                spawned_mono_ms,
-            },
-            _,
-        )) => Started::Running(
-            attached::Attached {
-                pid,
-                pid_start,
-                exit,
-                conn,
-                spawned_at: attached::engine_time(spawned_mono_ms),
-            },
-            read_end,
-            log,
-        ),
-        Ok((
-            Reply::NotSpawned {
-                error,
-                shortage,
-                killed_pid,
-            },
-            _,
-        )) => {
+        Ok(Reply::Spawned {
+            pid,
+            pid_start,
+            spawned_mono_ms,
+            exit: ended,
+            ..
+        }) => {
+            if let Some(ended) = ended {
+                // It ended within the answer's wait: no `Exited` follows.
+                conn.unwatch(run, attempt);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = tx.send(ended);
+                exit = rx;
+            }
+            Started::Running(
+                attached::Attached {
+                    pid,
+                    pid_start,
+                    exit,
+                    conn,
+                    spawned_at: attached::engine_time(spawned_mono_ms),
+                },
+                read_end,
+                log,
+            )
+        }
+        Ok(Reply::NotSpawned {
+            error,
+            shortage,
+            killed_pid,
+            ..
+        }) => {
             conn.unwatch(run, attempt);
             if let Some(pid) = killed_pid {
                 let _ = writeln!(
@@ -139,7 +145,7 @@ async fn start(cfg: &ExecConfig, conns: &attached::Conns, order: &SpawnOrder) ->
                 Started::Failed(error)
             }
         }
-        Ok((other, _)) => {
+        Ok(other) => {
             conn.unwatch(run, attempt);
             Started::Failed(format!("the keeper answered a spawn with {other:?}"))
         }
