@@ -313,16 +313,7 @@ async fn connection(keeper: Arc<Keeper>, stream: UnixStream) {
             }
             Request::Take { run, attempt } => take(&keeper, conn, &writer, (run, attempt)).await,
             // Not answered: axd does not wait for it.
-            Request::Forget { attempts } => {
-                let mut reg = keeper.lock();
-                for key in attempts {
-                    if let Some(Entry { drain: Some(d), .. }) = reg.entries.remove(&key) {
-                        d.abort();
-                    }
-                }
-                drop(reg);
-                keeper.idle.notify_one();
-            }
+            Request::Forget { attempts } => forget(&keeper, attempts),
             Request::Retire => {
                 keeper.lock().retired = true;
                 writer.send(&Reply::Retiring, None).await;
@@ -377,6 +368,21 @@ fn kill_orphans(keeper: &Keeper, epoch: u64) {
     }
 }
 
+/// axd has recorded the ends of these attempts: they are dropped.
+fn forget(keeper: &Keeper, attempts: Vec<(u64, u32)>) {
+    if attempts.is_empty() {
+        return;
+    }
+    let mut reg = keeper.lock();
+    for key in attempts {
+        if let Some(Entry { drain: Some(d), .. }) = reg.entries.remove(&key) {
+            d.abort();
+        }
+    }
+    drop(reg);
+    keeper.idle.notify_one();
+}
+
 /// How long the answer to a spawn waits for the job's exit (see
 /// `Reply::Spawned`); a kill order for the attempt waits as long at most.
 const SPAWNED_COALESCE: Duration = Duration::from_millis(5);
@@ -386,9 +392,10 @@ fn spawn(
     keeper: &Arc<Keeper>,
     conn: u64,
     writer: &Arc<Writer>,
-    req: SpawnRequest,
+    mut req: SpawnRequest,
     fds: Vec<OwnedFd>,
 ) {
+    forget(keeper, std::mem::take(&mut req.forget));
     let (run, attempt) = (req.run, req.attempt);
     let not_spawned = |error: String, shortage: bool, killed_pid: Option<u32>| {
         let writer = writer.clone();

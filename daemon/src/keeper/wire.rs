@@ -202,6 +202,10 @@ pub(crate) struct SpawnRequest {
     pub credentials: Option<WireCredentials>,
     pub umask: u32,
     pub log: LogSpec,
+    /// Ended attempts the keeper may drop, as `Request::Forget` (carried
+    /// here so that telling them costs no message of its own).
+    #[serde(default)]
+    pub forget: Vec<(u64, u32)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -282,6 +286,22 @@ pub(crate) async fn send<T: Serialize>(
             .await?;
         sent += n;
     }
+    Ok(())
+}
+
+/// Writes one frame without descriptors on a blocking socket (at exit,
+/// with no runtime).
+pub(crate) fn send_blocking<T: Serialize>(
+    stream: &mut std::os::unix::net::UnixStream,
+    msg: &T,
+) -> Result<(), WireError> {
+    use std::io::Write;
+    let body = serde_json::to_vec(msg).map_err(|e| WireError::Frame(e.to_string()))?;
+    let mut frame = Vec::with_capacity(5 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.push(0);
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame)?;
     Ok(())
 }
 

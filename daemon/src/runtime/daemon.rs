@@ -16,6 +16,7 @@ use crate::runtime::systemd::notify;
 /// (`startup::prepare`) before this runs.
 pub async fn run(prepared: Prepared) -> anyhow::Result<u8> {
     let (socket, shutdown) = (prepared.cfg.socket.clone(), prepared.shutdown.clone());
+    let forgets = prepared.forgets.clone();
     let bound = crate::runtime::shutdown::bound(prepared.cfg.shutdown_grace);
     let (mut services, handle, _lock) = crate::runtime::services::start(prepared).await?;
     let (scheduler, deadline) =
@@ -37,6 +38,9 @@ pub async fn run(prepared: Prepared) -> anyhow::Result<u8> {
     if shutdown.failed() {
         code = 1;
     }
+    // The writer has committed what it could: the keepers may drop what
+    // it recorded, so a keeper left holding nothing exits.
+    forgets.tell_all_now();
     let _ = std::fs::remove_file(&socket);
     tracing::info!("axd stopped");
     Ok(code)

@@ -186,6 +186,7 @@ fn spawn_thread(
 pub(crate) async fn start(p: Prepared) -> anyhow::Result<(Services, Handle, StateLock)> {
     let Prepared {
         cfg,
+        forgets: _,
         started,
         access,
         log_dir,

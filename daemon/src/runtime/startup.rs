@@ -32,6 +32,9 @@ use ax_engine::{Effect, Engine, Millis};
 /// `prepare`.
 pub struct Prepared {
     pub(crate) cfg: Config,
+    /// Ended attempts their keepers may drop, told at exit if nothing
+    /// carried them before.
+    pub(crate) forgets: Arc<crate::execution::executor::Forgets>,
     /// When start-up began (for "ms to ready").
     pub(crate) started: std::time::Instant,
     /// The state dir's lock, held until axd exits.
@@ -157,6 +160,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     // The keeper of this life, started before serving: a failure to start
     // it stops axd here, not at the first spawn.
     keepers.current().context("cannot start the keeper")?;
+    let forgets: Arc<crate::execution::executor::Forgets> = Arc::default();
     let metrics = crate::metrics::Shared::default();
     let seeded_metrics = seeded_metrics(&mut *main, &db, restored.now, metrics.clone())?;
     let (tx, rx) = std::sync::mpsc::channel::<Msg>();
@@ -179,7 +183,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         shipped_logs,
         me.as_ref().map(|(m, _)| m.id.as_str()),
         &restored.unshipped,
-        &keepers,
+        (&keepers, &forgets),
     )?;
     exec.set_reattachable(reattach_alive, reattach_ended);
     let fault = Fault::default();
@@ -247,6 +251,7 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
     let folder = crate::jobs_folder::scan::JobsFolder::new(&cfg.jobs_dir, scheduler.pool_names());
     Ok(Prepared {
         cfg,
+        forgets,
         started,
         lock,
         access,
@@ -288,7 +293,10 @@ fn executor_parts(
     shipped_logs: Option<crate::store::postgres::PgLogs>,
     me: Option<&str>,
     unshipped: &[(ax_engine::RunId, u32)],
-    keepers: &Arc<crate::keeper::launch::Keepers>,
+    (keepers, forgets): (
+        &Arc<crate::keeper::launch::Keepers>,
+        &Arc<crate::execution::executor::Forgets>,
+    ),
 ) -> anyhow::Result<(Option<Shipping>, Option<RemoteLogs>, Executor, Spawners)> {
     let ship = shipped_logs.clone().map(|logs| {
         let (notices, inbox) = crate::logs::ship::channel();
@@ -321,6 +329,7 @@ fn executor_parts(
                     crate::execution::executor::JobEnv::from_config(cfg),
                 ))),
                 keepers: keepers.clone(),
+                forgets: forgets.clone(),
             },
             move |ev| {
                 let _ = tx.send(Msg::Exec(ev));

@@ -17,6 +17,53 @@ use crate::keeper::wire::{
 };
 use ax_engine::{Millis, SpawnOrder};
 
+/// How long ended attempts wait for a spawn to carry them to their
+/// keeper before they are sent on their own.
+pub(super) const FORGET_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Ended attempts whose ends are committed, by keeper, until a message
+/// carries them to it: the next spawn through that keeper (`Spawn`'s
+/// `forget`), or a `Forget` of their own after `FORGET_FLUSH` when no
+/// spawn comes. Under load, telling a keeper of ends costs no message.
+#[derive(Debug, Default)]
+pub(crate) struct Forgets(std::sync::Mutex<HashMap<PathBuf, Vec<(u64, u32)>>>);
+
+impl Forgets {
+    /// Adds ended attempts; true when the box was empty (a flush is due).
+    pub(super) fn add(&self, ended: Vec<(PathBuf, u64, u32)>) -> bool {
+        let mut by_keeper = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let was_empty = by_keeper.is_empty();
+        for (keeper, run, attempt) in ended {
+            by_keeper.entry(keeper).or_default().push((run, attempt));
+        }
+        was_empty
+    }
+
+    /// The ended attempts of one keeper, taken out.
+    pub(super) fn take(&self, keeper: &Path) -> Vec<(u64, u32)> {
+        let mut by_keeper = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        by_keeper.remove(keeper).unwrap_or_default()
+    }
+
+    /// Every keeper's, taken out.
+    pub(super) fn take_all(&self) -> HashMap<PathBuf, Vec<(u64, u32)>> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Tells every keeper of its ended attempts now, blocking: at axd's
+    /// exit, once the writer has committed its last step, so that a keeper
+    /// left holding nothing exits too.
+    pub(crate) fn tell_all_now(&self) {
+        for (keeper, attempts) in self.take_all() {
+            if let Ok(mut stream) = std::os::unix::net::UnixStream::connect(&keeper) {
+                let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+                let _ =
+                    crate::keeper::wire::send_blocking(&mut stream, &Request::Forget { attempts });
+            }
+        }
+    }
+}
+
 /// A spawner thread's connections to keepers, by socket.
 #[derive(Clone)]
 pub(super) struct Conns {
@@ -141,6 +188,7 @@ pub(super) fn spawn_request(
         }),
         umask: plan.umask as u32,
         log,
+        forget: Vec::new(),
     };
     (request, plan.output)
 }

@@ -43,6 +43,7 @@ mod prepare;
 mod start;
 use crate::bus::ExecEvent;
 use crate::keeper::wire::{HeldAttempt, Request};
+pub(crate) use attached::Forgets;
 use output::{JobLog, OutputBeats, read_output, sleep_until_opt};
 pub(crate) use prepare::JobEnv;
 
@@ -78,6 +79,8 @@ pub struct ExecConfig {
     pub job_env: Arc<std::sync::RwLock<Arc<JobEnv>>>,
     /// The keepers that spawn and hold the jobs (`crate::keeper`).
     pub(crate) keepers: Arc<crate::keeper::launch::Keepers>,
+    /// Ended attempts their keepers may drop, carried by the next spawn.
+    pub(crate) forgets: Arc<attached::Forgets>,
 }
 
 /// What a spawner thread is handed.
@@ -94,11 +97,9 @@ enum Order {
         kill_rx: mpsc::UnboundedReceiver<i64>,
         keeper: PathBuf,
     },
-    /// The ends of these attempts are recorded: their keeper may drop them.
-    Forget {
-        keeper: PathBuf,
-        attempts: Vec<(u64, u32)>,
-    },
+    /// Tell the keepers, in a moment, of the ended attempts in the
+    /// `Forgets` box that no spawn has carried meanwhile.
+    FlushForgets,
 }
 
 /// The scheduler's handle on the executor, owned by the scheduler thread
@@ -122,6 +123,7 @@ pub struct Executor {
     /// Ended attempts, with their keepers, that the keepers may drop once
     /// the step that records their end is committed (`take_forgets`).
     forgets: Vec<(PathBuf, u64, u32)>,
+    forget_box: Arc<attached::Forgets>,
     keepers: Arc<crate::keeper::launch::Keepers>,
 }
 
@@ -172,6 +174,7 @@ impl Executor {
         let log_max_bytes = cfg.log_max_bytes.clone();
         let job_env = cfg.job_env.clone();
         let keepers = cfg.keepers.clone();
+        let forget_box = cfg.forgets.clone();
         let mut spawners = Vec::with_capacity(SPAWNER_THREADS);
         let mut bodies = Spawners(Vec::with_capacity(SPAWNER_THREADS));
         for i in 0..SPAWNER_THREADS {
@@ -195,6 +198,7 @@ impl Executor {
             warm: Vec::new(),
             reattachable: HashMap::new(),
             forgets: Vec::new(),
+            forget_box,
             keepers,
         };
         Ok((executor, bodies))
@@ -304,16 +308,13 @@ impl Executor {
         if self.forgets.is_empty() {
             return None;
         }
-        // One message per keeper for the whole step.
-        let mut by_keeper: HashMap<PathBuf, Vec<(u64, u32)>> = HashMap::new();
-        for (keeper, run, attempt) in std::mem::take(&mut self.forgets) {
-            by_keeper.entry(keeper).or_default().push((run, attempt));
-        }
+        let forgets = std::mem::take(&mut self.forgets);
+        let boxed = self.forget_box.clone();
         let i = self.pick();
         let spawner = self.spawners[i].clone();
         Some(Box::new(move || {
-            for (keeper, attempts) in by_keeper {
-                let _ = spawner.send(Order::Forget { keeper, attempts });
+            if boxed.add(forgets) {
+                let _ = spawner.send(Order::FlushForgets);
             }
         }))
     }
@@ -353,11 +354,15 @@ async fn spawner(
                     events.clone(),
                 ));
             }
-            Order::Forget { keeper, attempts } => {
+            Order::FlushForgets => {
                 let conns = conns.clone();
+                let boxed = cfg.forgets.clone();
                 tokio::spawn(async move {
-                    if let Ok(conn) = conns.to(&keeper).await {
-                        let _ = conn.tell(&Request::Forget { attempts }).await;
+                    tokio::time::sleep(attached::FORGET_FLUSH).await;
+                    for (keeper, attempts) in boxed.take_all() {
+                        if let Ok(conn) = conns.to(&keeper).await {
+                            let _ = conn.tell(&Request::Forget { attempts }).await;
+                        }
                     }
                 });
             }

@@ -89,7 +89,8 @@ async fn start(cfg: &ExecConfig, conns: &attached::Conns, order: &SpawnOrder) ->
         max_bytes: cfg.log_max_bytes.load(Ordering::Relaxed),
         secrets,
     };
-    let (request, write_end) = attached::spawn_request(plan, order, spec);
+    let (mut request, write_end) = attached::spawn_request(plan, order, spec);
+    request.forget = cfg.forgets.take(&conn.path);
     let (run, attempt) = (order.run.0, order.attempt);
     let mut exit = conn.exit_of(run, attempt);
     let answer = conn
