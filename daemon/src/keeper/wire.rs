@@ -7,6 +7,9 @@
 //! every descriptor it is given in arrival order and hands a frame the
 //! number its header names, so descriptors never pass their frame.
 //!
+//! A message is a JSON object with one key, its kind (`{"take": {"run":
+//! 3, "attempt": 1}}`); a kind without fields is a string (`"list"`).
+//!
 //! The protocol is versioned ([`PROTOCOL`]): an axd of a later version
 //! speaks to a keeper started by an earlier one to take its attempts over
 //! (docs/operations.md, "Upgrade"); a field added later is optional
@@ -33,12 +36,44 @@ const MAX_FRAME: usize = 8 << 20;
 const MAX_FDS: usize = 4;
 
 /// Bytes that are text when they are UTF-8 (paths, arguments and
-/// variables are bytes on Linux).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// variables are bytes on Linux): a JSON string, else an array of numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub(crate) enum Bytes {
     Text(String),
     Raw(Vec<u8>),
+}
+
+/// By hand rather than `untagged`, which buffers each value before trying
+/// its variants (measured on the spawn path, where every argument and
+/// variable is one).
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of bytes")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Bytes, E> {
+                Ok(Bytes::Text(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Bytes, E> {
+                Ok(Bytes::Text(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Bytes, A::Error> {
+                let mut raw = Vec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    raw.push(b);
+                }
+                Ok(Bytes::Raw(raw))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 impl Bytes {
@@ -71,7 +106,10 @@ impl From<&std::ffi::OsStr> for Bytes {
 
 /// What axd asks of a keeper. Every request gets one [`Reply`], in order.
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+// Externally tagged (`{"spawn": {...}}`): decoded in one pass, where an
+// internally tagged enum buffers every field first (measured on the spawn
+// path).
+#[serde(rename_all = "snake_case")]
 pub(crate) enum Request {
     /// The first request of a connection. `orphan_kill_ms`: in a cluster,
     /// how long the keeper keeps attempts with no axd connected before it
@@ -101,7 +139,10 @@ pub(crate) enum Request {
 
 /// What a keeper answers, and tells unasked (`Exited`).
 #[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+// Externally tagged (`{"spawn": {...}}`): decoded in one pass, where an
+// internally tagged enum buffers every field first (measured on the spawn
+// path).
+#[serde(rename_all = "snake_case")]
 pub(crate) enum Reply {
     Hello {
         protocol: u32,
@@ -464,10 +505,9 @@ mod tests {
     #[test]
     fn frames_of_another_version_decode() {
         let take: Request =
-            serde_json::from_str(r#"{"op":"take","run":3,"attempt":1,"added_later":true}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"take":{"run":3,"attempt":1,"added_later":true}}"#).unwrap();
         assert!(matches!(take, Request::Take { run: 3, attempt: 1 }));
-        let hello: Request = serde_json::from_str(r#"{"op":"hello","protocol":1}"#).unwrap();
+        let hello: Request = serde_json::from_str(r#"{"hello":{"protocol":1}}"#).unwrap();
         assert!(matches!(
             hello,
             Request::Hello {
