@@ -396,6 +396,16 @@ impl Engine {
         self.running_total
     }
 
+    /// Running attempts being killed (a cancel, timeout, stall or
+    /// preemption in its grace): a daemon that stops leaving its jobs
+    /// running waits for these to end, since the kill is not stored.
+    pub fn being_killed(&self) -> usize {
+        self.runs
+            .values()
+            .filter(|r| r.state == RunState::Running && r.kill.is_some())
+            .count()
+    }
+
     /// `(name, slots, running)` of every pool.
     pub fn pool_usage(&self) -> Vec<(String, u32, u32)> {
         self.pools

@@ -100,6 +100,30 @@ fn alive(path: &Path) -> bool {
         .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"--keeper"))
 }
 
+/// A keeper whose jobs cannot be taken over (it does not answer, or speaks
+/// another protocol) is killed, and its jobs with it: their runs are
+/// `interrupted` and run again, never run beside a process nobody
+/// supervises.
+fn give_up(path: &Path, why: &str) {
+    let pid = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse::<i32>().ok())
+        .filter(|pid| *pid > 1);
+    match pid {
+        Some(pid) if alive(path) => {
+            tracing::error!(
+                "keeper {} (pid {pid}): {why}; killing it and its jobs, whose runs are interrupted",
+                path.display()
+            );
+            // SAFETY: kill takes integers only.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        _ => tracing::warn!("keeper {}: {why}", path.display()),
+    }
+    let _ = std::fs::remove_file(path);
+}
+
 /// Starts a keeper (`axd --keeper DIR`) in a session of its own, and
 /// returns its socket once it accepts connections. Its stderr goes to
 /// `keeper.log` in the folder.
@@ -212,24 +236,21 @@ pub(crate) async fn inventory(dir: &Path, orphan_kill_ms: Option<u64>) -> Vec<Fo
                 continue;
             }
             Ok(Err(e)) => {
-                tracing::warn!(
-                    "keeper {}: {e}; its jobs cannot be taken over",
-                    path.display()
-                );
+                give_up(&path, &e.to_string());
                 continue;
             }
             Err(_) => {
-                tracing::warn!(
-                    "keeper {} did not answer within 2 s; its jobs cannot be taken over",
-                    path.display()
-                );
+                give_up(&path, "it did not answer within 2 s");
                 continue;
             }
         };
-        match conn.request(&Request::List, &[]).await {
-            Ok((Reply::Held { attempts }, _)) => found.push(Found { conn, attempts }),
-            Ok((other, _)) => tracing::warn!("keeper {}: {other:?}", path.display()),
-            Err(e) => tracing::warn!("keeper {}: {e}", path.display()),
+        let listed =
+            tokio::time::timeout(Duration::from_secs(2), conn.request(&Request::List, &[])).await;
+        match listed {
+            Ok(Ok((Reply::Held { attempts }, _))) => found.push(Found { conn, attempts }),
+            Ok(Ok((other, _))) => give_up(&path, &format!("it answered {other:?}")),
+            Ok(Err(e)) => give_up(&path, &e.to_string()),
+            Err(_) => give_up(&path, "it did not list its jobs within 2 s"),
         }
     }
     found

@@ -356,7 +356,11 @@ fn kill_orphans(keeper: &Keeper, epoch: u64) {
     if reg.epoch != epoch || !reg.conns.is_empty() {
         return;
     }
-    for e in reg.entries.values().filter(|e| e.held.exit.is_none()) {
+    for e in reg
+        .entries
+        .values()
+        .filter(|e| e.held.exit.is_none() && e.held.pid > 1)
+    {
         tracing::warn!(
             "no axd came back within the node's lease: killing run {} attempt {}",
             e.held.run,
@@ -408,6 +412,29 @@ fn spawn(
         };
         tokio::spawn(async move { writer.send(&reply, None).await });
     };
+    // Asked again for an attempt it holds (axd lost the answer and could
+    // not learn it otherwise): never a second process; the asker
+    // supervises the one there is.
+    let held = {
+        let mut reg = keeper.lock();
+        reg.entries.get_mut(&(run, attempt)).map(|e| {
+            e.supervisor = Some(conn);
+            e.held.clone()
+        })
+    };
+    if let Some(held) = held {
+        let writer = writer.clone();
+        let reply = Reply::Spawned {
+            run,
+            attempt,
+            pid: held.pid,
+            pid_start: held.pid_start,
+            spawned_mono_ms: held.spawned_mono_ms,
+            exit: held.exit,
+        };
+        tokio::spawn(async move { writer.send(&reply, None).await });
+        return;
+    }
     let mut fds = fds.into_iter();
     let (Some(write_end), Some(read_end)) = (fds.next(), fds.next()) else {
         // Nothing was started; axd tries again as descriptors free up.

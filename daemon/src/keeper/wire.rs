@@ -348,10 +348,21 @@ pub(crate) fn send_blocking<T: Serialize>(
 
 /// The reading half of a connection: bytes and descriptors received and
 /// not yet handed out in a frame.
-#[derive(Default)]
 pub(crate) struct Inbox {
     bytes: Vec<u8>,
     fds: VecDeque<OwnedFd>,
+    /// What each read lands in, made once (not zeroed again per read).
+    buf: Vec<u8>,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox {
+            bytes: Vec::new(),
+            fds: VecDeque::new(),
+            buf: vec![0u8; 64 * 1024],
+        }
+    }
 }
 
 impl Inbox {
@@ -399,17 +410,17 @@ impl Inbox {
     }
 
     async fn fill(&mut self, stream: &UnixStream) -> Result<(), WireError> {
-        let mut buf = vec![0u8; 64 * 1024];
+        let buf = &mut self.buf;
         let (n, fds) = stream
             .async_io(Interest::READABLE, || {
-                recv_with_fds(stream.as_raw_fd(), &mut buf)
+                recv_with_fds(stream.as_raw_fd(), buf)
             })
             .await?;
         self.fds.extend(fds);
         if n == 0 {
             return Err(WireError::Closed);
         }
-        self.bytes.extend_from_slice(&buf[..n]);
+        self.bytes.extend_from_slice(&self.buf[..n]);
         Ok(())
     }
 }

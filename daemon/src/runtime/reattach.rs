@@ -123,11 +123,14 @@ impl Inventory {
                         if a.exit.is_none() {
                             alive.insert(key, f.conn.path.clone());
                         } else {
+                            // What is left of its group goes, as when a
+                            // supervised job's leader exits.
+                            crate::execution::executor::sweep_orphan(a.pid, a.pid_start);
                             ended.push((key, f.conn.path.clone()));
                         }
                         continue;
                     }
-                    if a.exit.is_none() {
+                    if a.exit.is_none() && a.pid > 1 {
                         tracing::warn!(
                             run = a.run,
                             attempt = a.attempt,

@@ -536,7 +536,7 @@ impl Scheduler {
                 "shutting down: stopping dispatch; {} running jobs keep running for the next axd",
                 self.engine.running_total()
             );
-            self.shutdown_at = Some(now);
+            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
             self.detached = true;
             effects.extend(self.engine.handle(now, Input::Detach).effects);
         }
@@ -548,8 +548,18 @@ impl Scheduler {
         let Some(deadline) = self.shutdown_at else {
             return false;
         };
-        if self.detached {
+        // Leaving jobs to the keeper: but a kill in progress (a cancel, a
+        // timeout in its grace) is finished first, within the grace, since
+        // the next axd would not know of it.
+        if self.detached
+            && (self.engine.being_killed() == 0
+                || steady_ms()
+                    >= deadline + crate::runtime::shutdown::JOBS_MARGIN.as_millis() as Millis)
+        {
             return true;
+        }
+        if self.detached {
+            return false;
         }
         if self.engine.running_total() == 0 {
             tracing::info!("all jobs stopped; exiting");

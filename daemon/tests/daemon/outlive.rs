@@ -311,3 +311,33 @@ async fn secrets_stay_redacted_across_a_restart() {
     let file = std::fs::read_to_string(d.path(&format!("state/logs/{id}.1.log"))).unwrap();
     assert!(!file.contains(SECRET), "{file}");
 }
+
+/// A cancel in its grace when axd is asked to stop is finished before axd
+/// exits (the next axd would not know of it), and the job is cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_in_its_grace_is_finished_before_a_restart() {
+    let mut d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let ready = d.path("trap-ready");
+    let id = submit(
+        &mut c,
+        json!({
+            "command": format!(
+                "trap 'sleep 1; exit 0' TERM; touch {}; while :; do sleep 0.1; done",
+                ready.display()
+            ),
+            "kill_grace": "5s",
+        }),
+    )
+    .await[0];
+    wait_state(&mut c, id, "running", 10).await;
+    wait_until(10, "the trap is set", || ready.exists());
+    c.call("cancel", json!({"id": id})).await.unwrap();
+    drop(c);
+    assert_eq!(d.term(), Some(0));
+    d.spawn();
+    let mut c = d.client().await;
+    let r = wait_state(&mut c, id, "cancelled", 10).await;
+    assert_eq!(r.attempts.len(), 1, "{r:#?}");
+    assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("cancelled"));
+}

@@ -64,6 +64,9 @@ impl Forgets {
     }
 }
 
+/// How long a keeper may take to answer a connection or a `Take`.
+pub(super) const KEEPER_ANSWER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A spawner thread's connections to keepers, by socket.
 #[derive(Clone)]
 pub(super) struct Conns {
@@ -85,9 +88,13 @@ impl Conns {
         if let Some(c) = open.get(path).filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
-        let conn = KeeperConn::connect(path, self.keepers.orphan_kill_ms)
-            .await
-            .map_err(|e| e.to_string())?;
+        let conn = tokio::time::timeout(
+            KEEPER_ANSWER,
+            KeeperConn::connect(path, self.keepers.orphan_kill_ms),
+        )
+        .await
+        .map_err(|_| "the keeper did not answer".to_string())?
+        .map_err(|e| e.to_string())?;
         let conn = Arc::new(conn);
         open.insert(path.to_owned(), conn.clone());
         Ok(conn)
@@ -122,7 +129,13 @@ pub(super) async fn retake(
 ) -> Option<(Arc<KeeperConn>, oneshot::Receiver<Exit>, HeldAttempt)> {
     let conn = conns.to(path).await.ok()?;
     let exit = conn.exit_of(run, attempt);
-    match conn.request(&Request::Take { run, attempt }, &[]).await {
+    let taken = tokio::time::timeout(
+        KEEPER_ANSWER,
+        conn.request(&Request::Take { run, attempt }, &[]),
+    )
+    .await
+    .unwrap_or(Err(crate::keeper::wire::WireError::Closed));
+    match taken {
         Ok((
             Reply::Taken {
                 attempt: Some(held),

@@ -338,25 +338,18 @@ pub(super) struct LazyLog {
 impl Write for LazyLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if self.file.is_none() {
-            // `create_new`: an attempt's log is only ever its own
-            // (`set_aside_stale_log`), never truncated or extended.
-            let file = if self.resumed {
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .mode(crate::runtime::private::FILE_MODE)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&self.path)?
-            } else {
-                // Appending too: should axd lose its keeper connection, the
-                // keeper copies output into this file until axd takes the
-                // attempt back, and neither may write over the other.
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create_new(true)
-                    .mode(crate::runtime::private::FILE_MODE)
-                    .open(&self.path)?
-            };
+            // Appending, created if absent: an attempt started by an
+            // earlier axd, or whose keeper copied output while axd could not
+            // (a lost connection, a restart), has its log already, and no
+            // writer may write over another. A stale file of another store
+            // was set aside before the attempt started
+            // (`set_aside_stale_log`).
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(crate::runtime::private::FILE_MODE)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&self.path)?;
             self.file = Some(file);
         }
         self.file.as_mut().expect("just created").write(buf)

@@ -232,6 +232,16 @@ pub(super) fn prepare(
             _ => Prepared::Failed(why),
         }
     })?;
+    // Non-blocking for every reader of the read end (axd's, and the
+    // keeper's copy, which shares the open file): a read never blocks a
+    // thread that serves other jobs. The write end, the job's, stays
+    // blocking.
+    if let Err(e) = nix::fcntl::fcntl(
+        &read_end,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    ) {
+        return Err(Prepared::Failed(format!("pipe: {e}")));
+    }
     let plan = crate::execution::spawn::Plan {
         program,
         args,

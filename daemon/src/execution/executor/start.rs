@@ -201,16 +201,14 @@ pub(super) async fn reattach(
         Err(e) => return lost(format!("its keeper is unreachable: {e}")),
     };
     let exit = conn.exit_of(run.0, attempt);
-    let (held, output, secrets) = match conn
-        .request(
-            &Request::Take {
-                run: run.0,
-                attempt,
-            },
-            &[],
-        )
+    let take = Request::Take {
+        run: run.0,
+        attempt,
+    };
+    let taken = tokio::time::timeout(attached::KEEPER_ANSWER, conn.request(&take, &[]))
         .await
-    {
+        .unwrap_or(Err(crate::keeper::wire::WireError::Closed));
+    let (held, output, secrets) = match taken {
         Ok((
             Reply::Taken {
                 attempt: Some(held),
@@ -252,7 +250,9 @@ pub(super) async fn reattach(
     // `None`: the keeper drained the pipe to its end; nothing more comes.
     let read_end = output;
     if let Some(exit) = held.exit {
-        // It ended between the start-up's inventory and now.
+        // It ended between the start-up's inventory and now; what is left
+        // of its group goes, as when a supervised job's leader exits.
+        super::sweep_orphan(held.pid, held.pid_start);
         events(ExecEvent {
             at: attached::engine_time(exit.at_mono_ms),
             input: Input::Exited {
