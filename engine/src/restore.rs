@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A reattached attempt that ended while no daemon ran: run, attempt,
+/// when (engine's clock), exit code, signal.
+type EndedMeanwhile = (RunId, u32, Millis, Option<i32>, Option<i32>);
+
 impl Engine {
     /// Forgets DAG runs that finished before `before`: they live on in the
     /// store, and the engine's memory follows the work in flight rather
@@ -134,7 +138,7 @@ impl Engine {
         &mut self,
         now: Millis,
         mut dag_runs: Vec<RestoredDagRun>,
-    ) -> Vec<(RunId, u32, Millis, Option<i32>, Option<i32>)> {
+    ) -> Vec<EndedMeanwhile> {
         let mut reattach = std::mem::take(&mut self.reattach);
         let mut ended = Vec::new();
         dag_runs.sort_by_key(|d| d.id);

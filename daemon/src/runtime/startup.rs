@@ -180,9 +180,11 @@ pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prep
         &follows,
         &log_dir,
         &tx,
-        shipped_logs,
-        me.as_ref().map(|(m, _)| m.id.as_str()),
-        &restored.unshipped,
+        (
+            shipped_logs,
+            me.as_ref().map(|(m, _)| m.id.as_str()),
+            &restored.unshipped,
+        ),
         (&keepers, &forgets),
     )?;
     exec.set_reattachable(reattach_alive, reattach_ended);
@@ -290,9 +292,11 @@ fn executor_parts(
     follows: &crate::logs::follow::LogWatch,
     log_dir: &Path,
     tx: &Sender<Msg>,
-    shipped_logs: Option<crate::store::postgres::PgLogs>,
-    me: Option<&str>,
-    unshipped: &[(ax_engine::RunId, u32)],
+    (shipped_logs, me, unshipped): (
+        Option<crate::store::postgres::PgLogs>,
+        Option<&str>,
+        &[(ax_engine::RunId, u32)],
+    ),
     (keepers, forgets): (
         &Arc<crate::keeper::launch::Keepers>,
         &Arc<crate::execution::executor::Forgets>,

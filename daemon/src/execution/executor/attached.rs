@@ -199,7 +199,7 @@ pub(super) fn spawn_request(
             gid: c.gid,
             groups: c.groups.clone(),
         }),
-        umask: plan.umask as u32,
+        umask: plan.umask,
         log,
         forget: Vec::new(),
     };
