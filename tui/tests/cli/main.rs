@@ -13,6 +13,7 @@ mod offline;
 mod readings;
 mod reference;
 mod reload;
+mod shutdown;
 mod socket_roles;
 mod support;
 mod trusted_files;
