@@ -175,6 +175,8 @@ async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
     let _ = std::io::stdout().flush();
     let first = tokio::time::sleep(FIRST_CONNECTION);
     tokio::pin!(first);
+    let bound = socket_identity(&path);
+    let mut check = tokio::time::interval(UNREACHABLE_CHECK);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -211,10 +213,37 @@ async fn serve(keepers_dir: PathBuf) -> std::io::Result<()> {
                 }
             }
             _ = &mut first, if !keeper.lock().served => break,
+            _ = check.tick() => {
+                if bound.is_some() && socket_identity(&path) != bound && keeper.lock().conns.is_empty() {
+                    // No axd can reach it again: nothing it holds could be
+                    // taken over, so nothing of it may go on unsupervised.
+                    tracing::error!(
+                        "{} is gone (the state dir was removed or replaced): killing the jobs held here and exiting",
+                        path.display()
+                    );
+                    let epoch = keeper.lock().epoch;
+                    kill_orphans(&keeper, epoch);
+                    return Ok(());
+                }
+            }
         }
     }
     let _ = std::fs::remove_file(&path);
     Ok(())
+}
+
+/// How often the keeper checks that its socket is still where axd looks
+/// for it. No event tells a process that the path it bound was unlinked
+/// (the state dir deleted, or replaced by a restore), and a keeper no axd
+/// can reach would hold its jobs for ever.
+const UNREACHABLE_CHECK: Duration = Duration::from_secs(10);
+
+/// The socket file's device and inode, when it exists.
+fn socket_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Starts the lanes; each takes the connections it is handed.

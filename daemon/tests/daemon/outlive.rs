@@ -343,3 +343,25 @@ async fn a_cancel_in_its_grace_is_finished_before_a_restart() {
     assert_eq!(r.attempts.len(), 1, "{r:#?}");
     assert_eq!(r.attempts[0].outcome.map(|o| o.as_str()), Some("cancelled"));
 }
+
+/// A keeper no axd can reach again (its state dir was removed) kills the
+/// jobs it holds and exits, rather than keep them unsupervised for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeper_whose_state_dir_is_gone_kills_its_jobs_and_exits() {
+    let mut d = Daemon::start(&[]);
+    let mut c = d.client().await;
+    let pidfile = d.path("job.pid");
+    let id = submit(
+        &mut c,
+        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display())}),
+    )
+    .await[0];
+    wait_state(&mut c, id, "running", 10).await;
+    let pid = read_pid(&pidfile, 10);
+    let keeper = d.keepers()[0];
+    drop(c);
+    d.kill9();
+    std::fs::rename(d.path("state"), d.path("state.moved")).unwrap();
+    wait_until(30, "the job is killed", || !pid_alive(pid));
+    wait_until(10, "the keeper exits", || !pid_alive(keeper));
+}
