@@ -62,20 +62,8 @@ impl Engine {
         r.message = None;
         r.progress = None;
         let n = r.attempts.len() as u32 + 1;
-        r.attempts.push(Attempt {
-            n,
-            started_at: wall,
-            finished_at: None,
-            outcome: None,
-            exit_code: None,
-            signal: None,
-            pid: None,
-            pid_start: None,
-            slot,
-            error: None,
-            node: self.node.clone(),
-            log_lost: 0,
-        });
+        r.attempts
+            .push(Attempt::started(n, wall, slot, self.node.clone()));
         r.timers.awaiting_spawn = false;
         let order = SpawnOrder {
             run: c.run,

@@ -312,20 +312,7 @@ impl Engine {
         r.started_at = Some(wall);
         r.message = None;
         r.progress = None;
-        r.attempts.push(Attempt {
-            n,
-            started_at: wall,
-            finished_at: None,
-            outcome: None,
-            exit_code: None,
-            signal: None,
-            pid: None,
-            pid_start: None,
-            slot: re.slot,
-            error: None,
-            node,
-            log_lost: 0,
-        });
+        r.attempts.push(Attempt::started(n, wall, re.slot, node));
     }
 
     /// A run found `running` whose process still runs: it keeps its

@@ -26,6 +26,27 @@ pub struct Attempt {
     pub log_lost: u64,
 }
 
+impl Attempt {
+    /// Attempt `n`, started at `started_at` (wall time) on `slot`, not
+    /// ended yet.
+    pub fn started(n: u32, started_at: Millis, slot: u32, node: Option<String>) -> Attempt {
+        Attempt {
+            n,
+            started_at,
+            finished_at: None,
+            outcome: None,
+            exit_code: None,
+            signal: None,
+            pid: None,
+            pid_start: None,
+            slot,
+            error: None,
+            node,
+            log_lost: 0,
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -103,13 +103,7 @@ pub(crate) struct ClusterParts {
 pub fn prepare(cfg: Config, config_path: Option<PathBuf>) -> anyhow::Result<Prepared> {
     let started = crate::runtime::time::monotonic();
     let (lock, log_dir) = claim_state_dir(&cfg)?;
-    let gid = |group: &Option<String>, key| group.as_deref().map(|g| gid_of(g, key)).transpose();
-    let access = crate::server::Access {
-        owner_uid: nix::unistd::getuid().as_raw(),
-        admin_gid: gid(&cfg.admin_group, "admin_group")?,
-        socket_gid: gid(&cfg.socket_group, "socket_group")?,
-        ..allowed_users(&cfg.users_allow)?
-    };
+    let access = access(&cfg)?;
     let Stores {
         mut main,
         writer: writer_store,
@@ -411,6 +405,17 @@ fn first_beat(c: &mut ClusterParts, db: &str) -> anyhow::Result<()> {
 /// `[users] allow` as uids and gids. An unknown group is an error, as
 /// for `admin_group`; an unknown user is only logged, so that removing an
 /// account does not keep axd from starting at the next boot.
+/// Who may use the socket, and with what role (docs/users.md).
+fn access(cfg: &Config) -> anyhow::Result<crate::server::Access> {
+    let gid = |group: &Option<String>, key| group.as_deref().map(|g| gid_of(g, key)).transpose();
+    Ok(crate::server::Access {
+        owner_uid: nix::unistd::getuid().as_raw(),
+        admin_gid: gid(&cfg.admin_group, "admin_group")?,
+        socket_gid: gid(&cfg.socket_group, "socket_group")?,
+        ..allowed_users(&cfg.users_allow)?
+    })
+}
+
 fn allowed_users(allow: &[String]) -> anyhow::Result<crate::server::Access> {
     let mut access = crate::server::Access::default();
     for entry in allow {

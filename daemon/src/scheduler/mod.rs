@@ -23,6 +23,7 @@ pub(crate) mod access;
 mod handlers;
 mod mail;
 mod scans;
+mod stopping;
 mod submit;
 mod user_dags;
 mod views;
@@ -46,7 +47,7 @@ use crate::bus::{Msg, Peer, ReplyTo, Step};
 use crate::config::Config;
 use crate::execution::executor::Executor;
 use crate::jobs_folder::registry::DagRegistry;
-use crate::runtime::shutdown::{Phase, Shutdown};
+use crate::runtime::shutdown::Shutdown;
 use crate::runtime::time::{now_ms, steady_ms};
 use crate::store::{Changes, Store};
 use ax_engine::{DagRun, DagRunId, Effect, Engine, Input, KillReason, Millis, RunId, SpawnOrder};
@@ -518,61 +519,6 @@ impl Scheduler {
                 break;
             }
         }
-    }
-
-    /// Begins shutdown once it is asked for: no more dispatch; running jobs
-    /// keep running for the next axd (their keepers hold them), or, when
-    /// asked (`ax shutdown --stop-jobs`), are told to stop.
-    fn obey_shutdown(&mut self, now: Millis, effects: &mut Vec<Effect>) {
-        if self.shutdown_at.is_some() || self.shutdown.phase() == Phase::Serving {
-            return;
-        }
-        if self.shutdown.stops_jobs() {
-            tracing::info!("shutting down: stopping dispatch, terminating running jobs");
-            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
-            effects.extend(self.engine.handle(now, Input::Shutdown).effects);
-        } else {
-            tracing::info!(
-                "shutting down: stopping dispatch; {} running jobs keep running for the next axd",
-                self.engine.running_total()
-            );
-            self.shutdown_at = Some(now + self.cfg.shutdown_grace.as_millis() as Millis);
-            self.detached = true;
-            effects.extend(self.engine.handle(now, Input::Detach).effects);
-        }
-    }
-
-    /// Shutdown is complete: every job is gone or left to its keeper, or
-    /// the grace has passed.
-    fn finished(&self) -> bool {
-        let Some(deadline) = self.shutdown_at else {
-            return false;
-        };
-        // Leaving jobs to the keeper: but a kill in progress (a cancel, a
-        // timeout in its grace) is finished first, within the grace, since
-        // the next axd would not know of it.
-        if self.detached
-            && (self.engine.being_killed() == 0
-                || steady_ms()
-                    >= deadline + crate::runtime::shutdown::JOBS_MARGIN.as_millis() as Millis)
-        {
-            return true;
-        }
-        if self.detached {
-            return false;
-        }
-        if self.engine.running_total() == 0 {
-            tracing::info!("all jobs stopped; exiting");
-            return true;
-        }
-        if steady_ms() >= deadline + crate::runtime::shutdown::JOBS_MARGIN.as_millis() as Millis {
-            tracing::warn!(
-                "shutdown grace exceeded; {} jobs still running",
-                self.engine.running_total()
-            );
-            return true;
-        }
-        false
     }
 
     /// Hands the step's changes, with the answers waiting on them, to the

@@ -25,6 +25,20 @@ fn expected_log(lines: u32) -> String {
     (1..=lines).map(|i| format!("line {i}\n")).collect()
 }
 
+/// Submits a job that writes its pid and sleeps (with `extra` params),
+/// and waits until it runs: its run id and pid.
+async fn sleeping_job(
+    d: &Daemon,
+    c: &mut ax_protocol::client::Client,
+    mut extra: serde_json::Value,
+) -> (u64, i32) {
+    let pidfile = d.path("job.pid");
+    extra["command"] = format!("echo $$ > {}; sleep 1000", pidfile.display()).into();
+    let id = submit(c, extra).await[0];
+    wait_state(c, id, "running", 10).await;
+    (id, read_pid(&pidfile, 10))
+}
+
 async fn log_of(c: &mut ax_protocol::client::Client, id: u64) -> String {
     let chunk = c.call("logs", json!({"run": id})).await.unwrap();
     chunk["data"].as_str().unwrap_or_default().to_string()
@@ -120,15 +134,8 @@ async fn an_end_while_no_axd_runs_is_recorded_with_its_real_exit() {
 async fn a_timeout_is_enforced_on_a_reattached_attempt() {
     let mut d = Daemon::start(&[]);
     let mut c = d.client().await;
-    let pidfile = d.path("job.pid");
-    let id = submit(
-        &mut c,
-        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display()), "timeout": "3s"}),
-    )
-    .await[0];
-    wait_state(&mut c, id, "running", 10).await;
+    let (id, pid) = sleeping_job(&d, &mut c, json!({"timeout": "3s"})).await;
     let started = Instant::now();
-    let pid = read_pid(&pidfile, 10);
     drop(c);
     d.kill9();
     d.spawn();
@@ -147,14 +154,7 @@ async fn a_timeout_is_enforced_on_a_reattached_attempt() {
 async fn a_cancel_reaches_a_reattached_attempt() {
     let mut d = Daemon::start(&[]);
     let mut c = d.client().await;
-    let pidfile = d.path("job.pid");
-    let id = submit(
-        &mut c,
-        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display())}),
-    )
-    .await[0];
-    wait_state(&mut c, id, "running", 10).await;
-    let pid = read_pid(&pidfile, 10);
+    let (id, pid) = sleeping_job(&d, &mut c, json!({})).await;
     drop(c);
     assert_eq!(d.term(), Some(0));
     d.spawn();
@@ -201,14 +201,7 @@ async fn a_reboot_marks_attempts_interrupted_and_kills_what_is_left() {
 async fn shutdown_with_stop_jobs_stops_them() {
     let mut d = Daemon::start(&[]);
     let mut c = d.client().await;
-    let pidfile = d.path("job.pid");
-    let id = submit(
-        &mut c,
-        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display())}),
-    )
-    .await[0];
-    wait_state(&mut c, id, "running", 10).await;
-    let pid = read_pid(&pidfile, 10);
+    let (id, pid) = sleeping_job(&d, &mut c, json!({})).await;
     let answer = c
         .call("shutdown", json!({"stop_jobs": true}))
         .await
@@ -232,14 +225,7 @@ async fn shutdown_with_stop_jobs_stops_them() {
 async fn sigusr2_stops_axd_with_its_jobs() {
     let mut d = Daemon::start(&[]);
     let mut c = d.client().await;
-    let pidfile = d.path("job.pid");
-    let id = submit(
-        &mut c,
-        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display())}),
-    )
-    .await[0];
-    wait_state(&mut c, id, "running", 10).await;
-    let pid = read_pid(&pidfile, 10);
+    let (_, pid) = sleeping_job(&d, &mut c, json!({})).await;
     drop(c);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(d.pid() as i32),
@@ -350,14 +336,7 @@ async fn a_cancel_in_its_grace_is_finished_before_a_restart() {
 async fn a_keeper_whose_state_dir_is_gone_kills_its_jobs_and_exits() {
     let mut d = Daemon::start(&[]);
     let mut c = d.client().await;
-    let pidfile = d.path("job.pid");
-    let id = submit(
-        &mut c,
-        json!({"command": format!("echo $$ > {}; sleep 1000", pidfile.display())}),
-    )
-    .await[0];
-    wait_state(&mut c, id, "running", 10).await;
-    let pid = read_pid(&pidfile, 10);
+    let (_, pid) = sleeping_job(&d, &mut c, json!({})).await;
     let keeper = d.keepers()[0];
     drop(c);
     d.kill9();

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use ax_engine::{Input, RunId, SpawnOrder};
 
@@ -240,6 +240,18 @@ impl Executor {
 
     /// Starts an attempt (the answer comes as `Started` or `SpawnFailed`).
     pub fn spawn(&mut self, order: SpawnOrder) {
+        let keeper = self.keepers.known();
+        let (spawner, kill_rx) = self.track(&order, keeper);
+        let _ = self.spawners[spawner].send(Order::Spawn { order, kill_rx });
+    }
+
+    /// Records an attempt about to be supervised, held by `keeper`:
+    /// the spawner thread it goes to, and where its kill orders come from.
+    fn track(
+        &mut self,
+        order: &SpawnOrder,
+        keeper: Option<PathBuf>,
+    ) -> (usize, mpsc::UnboundedReceiver<i64>) {
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
         let spawner = self.pick();
         self.attempts.insert(
@@ -247,10 +259,10 @@ impl Executor {
             Supervised {
                 spawner,
                 kill: kill_tx,
-                keeper: self.keepers.known(),
+                keeper,
             },
         );
-        let _ = self.spawners[spawner].send(Order::Spawn { order, kill_rx });
+        (spawner, kill_rx)
     }
 
     /// Supervises again an attempt of an earlier life whose process its
@@ -264,16 +276,7 @@ impl Executor {
             );
             return;
         };
-        let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        let spawner = self.pick();
-        self.attempts.insert(
-            (order.run, order.attempt),
-            Supervised {
-                spawner,
-                kill: kill_tx,
-                keeper: Some(keeper.clone()),
-            },
-        );
+        let (spawner, kill_rx) = self.track(&order, Some(keeper.clone()));
         let _ = self.spawners[spawner].send(Order::Reattach {
             order,
             kill_rx,
@@ -463,52 +466,15 @@ async fn supervise(
         }
     };
     // When the keeper reaped the leader, whatever the cleanup below takes.
-    let (exited_at, status) = match status {
-        Ok(exit) => (
-            attached::engine_time(exit.at_mono_ms),
-            Some((exit.code, exit.signal)),
-        ),
-        Err(_) => {
-            // The keeper died, and the job with it (PDEATHSIG).
-            child.conn.unwatch(run.0, attempt);
-            tracing::error!(
-                run = run.0,
-                attempt,
-                "the keeper holding the attempt was lost"
-            );
-            (crate::runtime::time::steady_ms(), None)
-        }
-    };
+    let (exited_at, status) = when_and_how(status, &child.conn, run.0, attempt);
     if let Some(input) = started.take() {
         events(ExecEvent {
             at: spawned_at,
             input,
         });
     }
-    // The leader is reaped. Whatever is left of its group goes too:
-    // SIGTERM, the rest of the grace period, SIGKILL.
-    if group_alive(pgid) {
-        let deadline = kill_deadline.unwrap_or_else(|| {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-            tokio::time::Instant::now() + job_grace
-        });
-        while group_alive(pgid) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        if group_alive(pgid) {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-        }
-    }
-    // A killed attempt's escapees (setsid) get the rest of the grace, then
-    // SIGKILL. Not done for an attempt that exited by itself: a /proc scan
-    // per run would cost more than the run, and a job may start a daemon on
-    // purpose.
-    if let Some(deadline) = kill_ordered {
-        while signal_escapees(run, attempt, 0).await > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        signal_escapees(run, attempt, libc::SIGKILL).await;
-    }
+    let kill = (kill_deadline, kill_ordered);
+    clear_leftovers(pgid, run, attempt, kill, job_grace).await;
     // Let the reader drain what is left in the pipe (bounded: a process that
     // escaped the group with setsid could hold the pipe open forever).
     if !reader_done
@@ -520,7 +486,7 @@ async fn supervise(
     if let Some(ship) = &cfg.ship {
         ship.ended(run, attempt);
     }
-    let (code, signal) = status.unwrap_or((None, Some(libc::SIGKILL)));
+    let (code, signal) = status.map_or((None, Some(libc::SIGKILL)), |e| (e.code, e.signal));
     if log_lost > 0 {
         events(ExecEvent {
             at: exited_at,
@@ -544,6 +510,56 @@ async fn supervise(
     // behind it (one channel), so it reads the attempt as ended.
     cfg.follows.notice(run, attempt);
     // The keeper keeps the exit until the store has it (`take_forgets`).
+}
+
+/// When the attempt's leader was reaped (engine's clock) and how it ended;
+/// `None` when its keeper was lost, and the job with it (PDEATHSIG).
+fn when_and_how(
+    status: Result<crate::keeper::wire::Exit, oneshot::error::RecvError>,
+    conn: &crate::keeper::client::KeeperConn,
+    run: u64,
+    attempt: u32,
+) -> (ax_engine::Millis, Option<crate::keeper::wire::Exit>) {
+    match status {
+        Ok(exit) => (attached::engine_time(exit.at_mono_ms), Some(exit)),
+        Err(_) => {
+            conn.unwatch(run, attempt);
+            tracing::error!(run, attempt, "the keeper holding the attempt was lost");
+            (crate::runtime::time::steady_ms(), None)
+        }
+    }
+}
+
+/// The leader is reaped: whatever is left of its group goes too (SIGTERM,
+/// the rest of the grace period, SIGKILL); a killed attempt's escapees
+/// (setsid) get the rest of the kill's grace, then SIGKILL. Escapees are
+/// not hunted for an attempt that exited by itself: a /proc scan per run
+/// would cost more than the run, and a job may start a daemon on purpose.
+async fn clear_leftovers(
+    pgid: i32,
+    run: RunId,
+    attempt: u32,
+    (kill_deadline, kill_ordered): (Option<tokio::time::Instant>, Option<tokio::time::Instant>),
+    job_grace: Duration,
+) {
+    if group_alive(pgid) {
+        let deadline = kill_deadline.unwrap_or_else(|| {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+            tokio::time::Instant::now() + job_grace
+        });
+        while group_alive(pgid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if group_alive(pgid) {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+    if let Some(deadline) = kill_ordered {
+        while signal_escapees(run, attempt, 0).await > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        signal_escapees(run, attempt, libc::SIGKILL).await;
+    }
 }
 
 /// Signals the attempt's processes found by their cookie (`reaper`); with
